@@ -1,0 +1,18 @@
+"""Exceptions raised by decodekit. All derive from ``ValueError`` so that callers who catch
+``ValueError`` for bad input keep working; the CLI prints them as one line (exit 2)."""
+
+
+class DecodekitError(ValueError):
+    """Base class of decodekit's own errors."""
+
+
+class ModelOutputError(DecodekitError):
+    """A model's ``step`` returned the wrong shape, NaN/inf or non-normalised log-probabilities."""
+
+
+class ConstraintError(DecodekitError):
+    """A regex constraint is invalid, unsupported, too large, or unsatisfiable with this vocabulary."""
+
+
+class CheckpointError(DecodekitError):
+    """A checkpoint is missing, truncated, tampered with, or belongs to another model kind."""

@@ -1,0 +1,60 @@
+"""The step protocol: the one interface between models and decoders.
+
+Any object with these attributes and methods can be decoded by every strategy in
+decodekit; it need not be an ``nn.Module``::
+
+    class MyLM:
+        vocab_size = 3
+        bos_id = 0          # fed before the prompt; None: the prompt is fed as is (must be non-empty)
+        eos_id = 0          # None: the model never ends a sequence
+        def initial_state(self, batch_size):          # -> State, batch-first
+            return torch.zeros(batch_size, 1)
+        def step(self, state, tokens):                # tokens [N] long
+            return logprobs, new_state                # logprobs [N, V], normalised
+
+Optional methods, used when present:
+
+* ``prefill(state, tokens[N, T]) -> (logprobs[N, V], state)``: encode a prompt in one call
+  (the default loops ``step``); ``logprobs`` is the distribution after the last token.
+* ``reorder_state(state, rows[N']) -> state``: for states that are not a batch-first pytree
+  (see :mod:`decodekit.models.state`).
+* ``concat_states(states) -> state``: join states of separately prefilled groups of prompts.
+* ``vocab``: a :class:`decodekit.vocab.Vocab` used to render text and compile constraints.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+
+State = Any
+"""A tensor, or a (nested) tuple / list / dict / NamedTuple of tensors, every tensor batch-first."""
+
+
+@runtime_checkable
+class LanguageModel(Protocol):
+    """What decoders need from a model. ``step`` must be pure: never write into ``state``."""
+
+    vocab_size: int
+    bos_id: int | None
+    eos_id: int | None
+
+    def initial_state(self, batch_size: int) -> State: ...
+
+    def step(self, state: State, tokens: torch.Tensor) -> tuple[torch.Tensor, State]:
+        """Args: tokens [N] long. Returns (logprobs [N, V] normalised over V, new state)."""
+        ...
+
+
+def model_device(model: LanguageModel) -> torch.device:
+    """The device a model's tensors live on: ``model.device`` if defined, else its first
+    parameter's, else the CPU."""
+    dev = getattr(model, "device", None)
+    if dev is not None:
+        return torch.device(dev)
+    params = getattr(model, "parameters", None)
+    if callable(params):
+        for p in params():
+            return p.device
+    return torch.device("cpu")

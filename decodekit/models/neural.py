@@ -1,0 +1,65 @@
+"""``NeuralLM``: the base class the bundled PyTorch models share.
+
+A subclass implements :meth:`features` (and :meth:`initial_state`); the base class adds the
+output layer and derives the training ``forward`` and the decoding ``step``/``prefill`` from
+the same ``features``, so incremental decoding and full-sequence scoring agree by
+construction::
+
+    logits[N, T, V] = head(features(state, tokens[N, T])[0])
+    step(state, x[N]) = log_softmax(head(features(state, x[:, None])[0][:, -1]))
+
+NCE and sampled-softmax training use ``features`` plus only the rows of ``head.weight`` and
+``head.bias`` they need.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from decodekit.models.base import State
+
+
+class NeuralLM(nn.Module):
+    """Base for bundled models. Subclasses set ``self.head = nn.Linear(D, V)`` (or tie it).
+
+    Attributes:
+        vocab_size, bos_id, eos_id: the step protocol's attributes.
+        vocab: the :class:`decodekit.vocab.Vocab`, when the model has one (for text and constraints).
+    """
+
+    vocab_size: int
+    bos_id: int | None
+    eos_id: int | None
+    head: nn.Linear
+
+    def features(self, state: State, tokens: torch.Tensor) -> tuple[torch.Tensor, State]:
+        """Args: state (batch-first, N rows), tokens [N, T] long.
+        Returns (hidden features [N, T, D], the state after the last token)."""
+        raise NotImplementedError
+
+    def initial_state(self, batch_size: int) -> State:
+        raise NotImplementedError
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def forward(self, tokens: torch.Tensor, state: State | None = None) -> tuple[torch.Tensor, State]:
+        """Training pass. Args: tokens [N, T]. Returns (logits [N, T, V], final state)."""
+        if state is None:
+            state = self.initial_state(tokens.shape[0])
+        hidden, state = self.features(state, tokens)
+        return self.head(hidden), state
+
+    @torch.no_grad()
+    def step(self, state: State, tokens: torch.Tensor) -> tuple[torch.Tensor, State]:
+        """Args: tokens [N]. Returns (logprobs [N, V], new state)."""
+        hidden, state = self.features(state, tokens[:, None])
+        return torch.log_softmax(self.head(hidden[:, -1]).float(), dim=-1), state
+
+    @torch.no_grad()
+    def prefill(self, state: State, tokens: torch.Tensor) -> tuple[torch.Tensor, State]:
+        """Args: tokens [N, T], T >= 1. Returns (logprobs [N, V] after the last token, state)."""
+        hidden, state = self.features(state, tokens)
+        return torch.log_softmax(self.head(hidden[:, -1]).float(), dim=-1), state

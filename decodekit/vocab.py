@@ -1,0 +1,208 @@
+"""Vocabularies: token strings <-> ids, and each token's surface text.
+
+The contract the rest of decodekit relies on (decoding renders text with it, the regex
+constraints compile against it)::
+
+    vocab.decode(ids) == vocab.separator.join(vocab.surface(i) for i in ids if not special)
+
+Word vocabularies join words with a single space (``separator=" "``); character
+vocabularies concatenate (``separator=""``). Special tokens (``<eos>``, ``<unk>``, ...)
+have no surface text: ``surface(i)`` is ``None`` and they are skipped when rendering,
+except ``<unk>``, which renders as its own string so that unknown words stay visible.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import warnings
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+UNK = "<unk>"
+EOS = "<eos>"
+
+
+class Vocab:
+    """An ordered list of token strings with a separator and a set of special tokens.
+
+    Args:
+        tokens: the token strings; id ``i`` is ``tokens[i]``. Must be unique.
+        separator: text inserted between consecutive tokens when rendering.
+        eos: the end-of-sequence token string, or None.
+        unk: the unknown-token string, or None (then unknown input is an error).
+        specials: further tokens that never appear in text (e.g. padding).
+    """
+
+    kind = "generic"
+
+    def __init__(
+        self,
+        tokens: Sequence[str],
+        *,
+        separator: str,
+        eos: str | None = EOS,
+        unk: str | None = UNK,
+        specials: Iterable[str] = (),
+    ) -> None:
+        self.tokens: list[str] = list(tokens)
+        self.index: dict[str, int] = {t: i for i, t in enumerate(self.tokens)}
+        if len(self.index) != len(self.tokens):
+            dup = [t for t, c in collections.Counter(self.tokens).items() if c > 1][:5]
+            raise ValueError(f"duplicate tokens in vocabulary: {dup}")
+        self.separator = separator
+        self.eos_id = self._id_of(eos, "eos")
+        self.unk_id = self._id_of(unk, "unk")
+        self.special_ids = frozenset(
+            [i for i in (self.eos_id, self.unk_id) if i is not None]
+            + [self._id_of(s, "special") for s in specials]
+        )
+
+    def _id_of(self, token: str | None, role: str) -> int | None:
+        if token is None:
+            return None
+        if token not in self.index:
+            raise ValueError(f"the {role} token {token!r} is not in the vocabulary")
+        return self.index[token]
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Vocab) and self.fingerprint == other.fingerprint
+
+    def __hash__(self) -> int:
+        return hash(self.fingerprint)
+
+    @property
+    def fingerprint(self) -> str:
+        """A sha256 over kind, separator, specials and tokens: equal iff the vocabularies are."""
+        h = hashlib.sha256()
+        h.update(f"{self.kind}\0{self.separator}\0{sorted(self.special_ids)}\0".encode())
+        for t in self.tokens:
+            h.update(t.encode("utf-8", "surrogatepass") + b"\0")
+        return h.hexdigest()
+
+    def surface(self, i: int) -> str | None:
+        """The text token ``i`` contributes to the output, or None for specials (``<unk>`` aside)."""
+        if i == self.unk_id:
+            return self.tokens[i]
+        return None if i in self.special_ids else self.tokens[i]
+
+    def surfaces(self) -> list[str | None]:
+        """``[surface(i) for i in range(len(self))]``, as the regex constraints need it.
+
+        ``<unk>`` is None here: a constrained output never contains an unknown token."""
+        return [None if i in self.special_ids else t for i, t in enumerate(self.tokens)]
+
+    def split(self, text: str) -> list[str]:
+        """Split text into token strings (words on whitespace, or characters)."""
+        raise NotImplementedError
+
+    def encode(self, text: str, *, warn_unknown: bool = True) -> list[int]:
+        """Text -> ids. Unknown tokens map to ``<unk>`` (with a warning) or raise if there is none."""
+        ids, unknown = [], []
+        for tok in self.split(text):
+            i = self.index.get(tok)
+            if i is None or (i in self.special_ids and i != self.unk_id and i != self.eos_id):
+                if self.unk_id is None:
+                    raise ValueError(f"{tok!r} is not in the vocabulary and the vocabulary has no <unk>")
+                unknown.append(tok)
+                i = self.unk_id
+            ids.append(i)
+        if unknown and warn_unknown:
+            shown = ", ".join(repr(u) for u in unknown[:5])
+            warnings.warn(f"{len(unknown)} unknown token(s) mapped to <unk>: {shown}", stacklevel=2)
+        return ids
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Ids -> text, skipping special tokens other than ``<unk>``."""
+        parts = []
+        for i in ids:
+            s = self.surface(int(i))
+            if s is not None:
+                parts.append(s)
+        return self.separator.join(parts)
+
+    def save(self, path: str | Path) -> None:
+        """Write the vocabulary as UTF-8 text: a header line, then one token per line."""
+        header = {
+            "kind": self.kind,
+            "eos": None if self.eos_id is None else self.tokens[self.eos_id],
+            "unk": None if self.unk_id is None else self.tokens[self.unk_id],
+        }
+        import json
+
+        lines = [json.dumps(header)] + [json.dumps(t) for t in self.tokens]
+        Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    @staticmethod
+    def load(path: str | Path) -> Vocab:
+        """Read a file written by :meth:`save` (JSON strings only: nothing is executed)."""
+        import json
+
+        try:
+            lines = Path(path).read_text(encoding="utf-8").splitlines()
+            header = json.loads(lines[0])
+            tokens = [json.loads(line) for line in lines[1:]]
+            cls = {"word": WordVocab, "char": CharVocab}[header["kind"]]
+            if not all(isinstance(t, str) for t in tokens):
+                raise ValueError("non-string token")
+            return cls(tokens, eos=header["eos"], unk=header["unk"])
+        except (OSError, IndexError, KeyError, ValueError, TypeError) as e:
+            raise ValueError(f"cannot read vocabulary file {path}: {e}") from e
+
+
+class WordVocab(Vocab):
+    """Whitespace-separated words; text renders with single spaces between words."""
+
+    kind = "word"
+
+    def __init__(self, tokens: Sequence[str], *, eos: str | None = EOS, unk: str | None = UNK) -> None:
+        super().__init__(tokens, separator=" ", eos=eos, unk=unk)
+
+    def split(self, text: str) -> list[str]:
+        return text.split()
+
+    @classmethod
+    def build(
+        cls,
+        words: Iterable[str],
+        *,
+        min_count: int = 1,
+        max_size: int | None = None,
+        eos: str | None = EOS,
+        unk: str | None = UNK,
+    ) -> WordVocab:
+        """Build from a word stream: specials first, then words by decreasing frequency
+        (ties alphabetical), keeping words seen at least ``min_count`` times, at most
+        ``max_size`` entries in all."""
+        counts = collections.Counter(words)
+        specials = [t for t in (unk, eos) if t is not None]
+        for s in specials:
+            counts.pop(s, None)
+        kept = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))
+        if max_size is not None:
+            kept = kept[: max(0, max_size - len(specials))]
+        return cls(specials + kept, eos=eos, unk=unk)
+
+
+class CharVocab(Vocab):
+    """Characters; text renders by concatenation."""
+
+    kind = "char"
+
+    def __init__(self, tokens: Sequence[str], *, eos: str | None = EOS, unk: str | None = UNK) -> None:
+        super().__init__(tokens, separator="", eos=eos, unk=unk)
+        bad = [t for t in self.tokens if len(t) != 1 and self.index[t] not in self.special_ids]
+        if bad:
+            raise ValueError(f"character vocabulary entries must be single characters: {bad[:5]}")
+
+    def split(self, text: str) -> list[str]:
+        return list(text)
+
+    @classmethod
+    def build(cls, text: str, *, eos: str | None = EOS, unk: str | None = UNK) -> CharVocab:
+        """Build from text: specials first, then the distinct characters in code-point order."""
+        specials = [t for t in (unk, eos) if t is not None]
+        return cls(specials + sorted(set(text) - set(specials)), eos=eos, unk=unk)
