@@ -1,0 +1,219 @@
+"""Corpora and truncated-BPTT batching.
+
+* :func:`read_lines`: UTF-8 text lines; invalid bytes raise a ValueError naming file and line.
+* :func:`load_corpus`: a directory with train/valid/test files, one sentence per line, an
+  ``<eos>`` appended to every line (the Penn Treebank convention of Mikolov et al. 2011).
+* :func:`load_brown`: the Brown corpus from NLTK's ``brown.zip`` (or its unpacked directory),
+  tags stripped, Bengio et al.'s (2003) split: the first 800,000 words train, the next 200,000
+  validation, the rest test; training words seen ``min_count - 1`` = 3 times or fewer -> ``<unk>``.
+* :func:`batchify` / :func:`bptt_batches`: the stream cut into B parallel streams and chunks of
+  T steps (inputs x_t, targets x_{t+1}); the trainer carries the hidden state across chunks and
+  detaches it between them (truncated BPTT).
+
+The vocabularies live in :mod:`decodekit.vocab` and are re-exported here.
+"""
+
+from __future__ import annotations
+
+import re
+import zipfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from decodekit.vocab import EOS, UNK, CharVocab, Vocab, WordVocab
+
+__all__ = [
+    "CharVocab", "Corpus", "Vocab", "WordVocab", "batchify", "bptt_batches", "encode_tokens", "find_splits",
+    "load_brown", "load_corpus", "load_data", "read_lines", "read_tokens",
+]  # fmt: skip
+
+SPLIT_NAMES = {
+    "train": ("ptb.train.txt", "train.txt"),
+    "valid": ("ptb.valid.txt", "valid.txt"),
+    "test": ("ptb.test.txt", "test.txt"),
+}
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """A vocabulary and three id streams (1-D long tensors)."""
+
+    vocab: Vocab
+    train: torch.Tensor
+    valid: torch.Tensor
+    test: torch.Tensor
+
+
+def _decode_bytes(data: bytes, name: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise ValueError(f"{name}: line {line}: invalid UTF-8 (byte 0x{data[e.start]:02x})") from None
+
+
+def read_lines(path: str | Path) -> list[str]:
+    """The lines of a UTF-8 text file. Missing, empty or non-UTF-8 files raise ValueError."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"data file not found: {path}")
+    text = _decode_bytes(path.read_bytes(), str(path))
+    lines = text.splitlines()
+    if not any(line.strip() for line in lines):
+        raise ValueError(f"data file is empty: {path}")
+    return lines
+
+
+def read_tokens(path: str | Path, *, chars: bool = False) -> list[str]:
+    """The token stream of a file: words (or characters) of every non-empty line, then ``<eos>``."""
+    tokens: list[str] = []
+    for line in read_lines(path):
+        if chars:
+            if line:
+                tokens.extend(line)
+                tokens.append(EOS)
+        else:
+            words = line.split()
+            if words:
+                tokens.extend(words)
+                tokens.append(EOS)
+    return tokens
+
+
+def encode_tokens(tokens: Sequence[str], vocab: Vocab) -> tuple[torch.Tensor, int]:
+    """Token strings -> ids [T] (long); unknown tokens -> ``<unk>``. Returns (ids, #unknown).
+    Raises ValueError when there are unknown tokens and the vocabulary has no ``<unk>``."""
+    index, unk = vocab.index, vocab.unk_id
+    ids = [index.get(t, -1) for t in tokens]
+    n_unknown = ids.count(-1)
+    if n_unknown:
+        if unk is None:
+            bad = [t for t in tokens if t not in index][:5]
+            raise ValueError(f"{n_unknown} tokens are not in the vocabulary (e.g. {bad}) and it has no <unk>")
+        ids = [unk if i < 0 else i for i in ids]
+    return torch.tensor(ids, dtype=torch.long), n_unknown
+
+
+def find_splits(directory: str | Path) -> dict[str, Path]:
+    """The train/valid/test files of a corpus directory: ``ptb.{train,valid,test}.txt`` or
+    ``{train,valid,test}.txt``."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise ValueError(f"data directory not found: {directory}")
+    found = {}
+    for split, names in SPLIT_NAMES.items():
+        for name in names:
+            if (directory / name).is_file():
+                found[split] = directory / name
+                break
+        else:
+            raise ValueError(f"{directory}: no {split} file (looked for {', '.join(names)})")
+    return found
+
+
+def load_corpus(
+    directory: str | Path, *, vocab: Vocab | None = None, min_count: int = 1, max_size: int | None = None
+) -> Corpus:
+    """A one-sentence-per-line corpus with ``<eos>`` after every line. The vocabulary is built
+    from the training file (specials first, then by frequency) unless ``vocab`` is given."""
+    files = find_splits(directory)
+    tokens = {split: read_tokens(path) for split, path in files.items()}
+    if vocab is None:
+        vocab = WordVocab.build(tokens["train"], min_count=min_count, max_size=max_size)
+    streams = {split: encode_tokens(toks, vocab)[0] for split, toks in tokens.items()}
+    return Corpus(vocab, streams["train"], streams["valid"], streams["test"])
+
+
+_BROWN_FILE = re.compile(r"(?:^|/)c[a-r]\d\d$")
+
+
+def _brown_texts(path: Path) -> list[tuple[str, bytes]]:
+    if path.is_file() and zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as z:
+            names = sorted(n for n in z.namelist() if _BROWN_FILE.search(n))
+            return [(f"{path}:{n}", z.read(n)) for n in names]
+    if path.is_dir():
+        root = path / "brown" if (path / "brown").is_dir() else path
+        files = sorted(p for p in root.iterdir() if _BROWN_FILE.search(p.name))
+        return [(str(p), p.read_bytes()) for p in files]
+    raise ValueError(f"Brown corpus not found at {path} (expected NLTK's brown.zip or its directory)")
+
+
+def brown_words(path: str | Path) -> list[str]:
+    """The Brown word stream, files in name order (ca01 ... cr09), ``word/tag`` -> ``word``,
+    one ``<eos>`` after every paragraph (blank-line separated block), Bengio et al.'s
+    "text/paragraph separator marks"."""
+    texts = _brown_texts(Path(path))
+    if not texts:
+        raise ValueError(f"no Brown files (ca01 ... cr09) found in {path}")
+    words: list[str] = []
+    for name, data in texts:
+        for block in re.split(r"\n\s*\n", _decode_bytes(data, name)):
+            toks = [t.rsplit("/", 1)[0] for t in block.split()]
+            if toks:
+                words.extend(toks)
+                words.append(EOS)
+    return words
+
+
+def load_brown(
+    path: str | Path, *, train_words: int = 800_000, valid_words: int = 200_000, min_count: int = 4
+) -> Corpus:
+    """Brown with Bengio et al.'s (2003) split; words seen fewer than ``min_count`` times in the
+    training part map to ``<unk>``."""
+    words = brown_words(path)
+    if len(words) <= train_words + valid_words:
+        raise ValueError(
+            f"Brown stream has {len(words)} words, fewer than train+valid={train_words + valid_words}"
+        )
+    train, valid, test = (
+        words[:train_words],
+        words[train_words : train_words + valid_words],
+        words[train_words + valid_words :],
+    )
+    vocab = WordVocab.build(train, min_count=min_count, eos=EOS, unk=UNK)
+    return Corpus(vocab, *(encode_tokens(w, vocab)[0] for w in (train, valid, test)))
+
+
+def load_data(path: str | Path, *, min_count: int = 1, max_size: int | None = None) -> Corpus:
+    """The corpus at ``path``: NLTK's Brown (``brown.zip`` or a directory of ``ca01`` ... files),
+    else a directory with train/valid/test files (see :func:`find_splits`)."""
+    p = Path(path)
+    is_brown = (p.is_file() and p.suffix == ".zip") or (
+        p.is_dir()
+        and any(_BROWN_FILE.search(x.name) for d in (p, p / "brown") if d.is_dir() for x in d.iterdir())
+    )
+    if is_brown:
+        return load_brown(p, min_count=max(min_count, 4) if min_count == 1 else min_count)
+    return load_corpus(p, min_count=min_count, max_size=max_size)
+
+
+def batchify(ids: torch.Tensor, batch_size: int) -> torch.Tensor:
+    """Cut a stream [L] into B parallel streams [B, L // B] (row b is the b-th contiguous
+    piece; the last L mod B tokens are dropped)."""
+    if batch_size < 1:
+        raise ValueError(f"batch size must be >= 1, got {batch_size}")
+    n = ids.numel() // batch_size
+    if n < 2:
+        raise ValueError(f"a stream of {ids.numel()} tokens is too short for {batch_size} parallel streams")
+    return ids[: n * batch_size].view(batch_size, n)
+
+
+def bptt_batches(
+    data: torch.Tensor, bptt: int, start: int = 0
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Chunks of a [B, L] stream: ``(x [B, t], y [B, t])`` with ``y = x`` shifted by one step,
+    t = ``bptt`` (the last chunk may be shorter). ``start``: skip the first chunks (resume)."""
+    if bptt < 1:
+        raise ValueError(f"bptt must be >= 1, got {bptt}")
+    for i in range(start * bptt, data.shape[1] - 1, bptt):
+        t = min(bptt, data.shape[1] - 1 - i)
+        yield data[:, i : i + t], data[:, i + 1 : i + 1 + t]
+
+
+def num_bptt_batches(data: torch.Tensor, bptt: int) -> int:
+    """How many chunks :func:`bptt_batches` yields for ``data`` [B, L]."""
+    return -(-(data.shape[1] - 1) // bptt)

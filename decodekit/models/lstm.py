@@ -1,0 +1,77 @@
+"""LSTM language model (Hochreiter & Schmidhuber 1997) as used by Zaremba et al. (2014),
+"Recurrent Neural Network Regularization", https://arxiv.org/abs/1409.2329.
+
+Training runs the fused ``nn.LSTM`` (cuDNN on GPU) over whole chunks; decoding runs the
+same module one step at a time, so ``step`` and ``forward`` share weights and agree::
+
+    e_t = dropout(E[x_t])                        # [N, T, embed]
+    h_t^l, c_t^l = LSTM^l(h_t^{l-1}, (h_{t-1}^l, c_{t-1}^l))
+    logits_t = W dropout(h_t^L) + b               # [N, T, V]  (W = E when tied)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+from torch import nn
+
+from decodekit.models.neural import NeuralLM
+from decodekit.models.rnn import check_recurrent_config, init_uniform_
+from decodekit.vocab import Vocab
+
+
+@dataclass(frozen=True)
+class LSTMConfig:
+    """Sizes of an LSTM LM. ``tie`` shares the embedding with the output layer
+    (Press & Wolf 2017; needs ``embed == hidden``); ``init_range`` r: every parameter
+    starts uniform in [-r, r]; ``dropout`` is applied to non-recurrent connections only."""
+
+    kind: ClassVar[str] = "lstm"
+    embed: int = 200
+    hidden: int = 200
+    layers: int = 2
+    dropout: float = 0.0
+    tie: bool = False
+    init_range: float = 0.1
+
+
+class LSTMLM(NeuralLM):
+    """Multi-layer LSTM LM. State: ``(h, c)``, each [N, L, H] (batch-first; transposed to
+    [L, N, H] only when calling ``nn.LSTM``)."""
+
+    def __init__(self, config: LSTMConfig, vocab: Vocab) -> None:
+        super().__init__()
+        check_recurrent_config(config)
+        self.config, self.vocab = config, vocab
+        self.vocab_size = len(vocab)
+        self.bos_id = self.eos_id = vocab.eos_id
+        self.embedding = nn.Embedding(self.vocab_size, config.embed)
+        self.drop = nn.Dropout(config.dropout)
+        self.rnn = nn.LSTM(
+            config.embed,
+            config.hidden,
+            config.layers,
+            batch_first=True,
+            dropout=config.dropout if config.layers > 1 else 0.0,
+        )
+        self.head = nn.Linear(config.hidden, self.vocab_size)
+        init_uniform_(self, config.init_range)
+        if config.tie:
+            self.head.weight = self.embedding.weight
+
+    def initial_state(self, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Zero state: ``(h, c)``, each [N, L, H]."""
+        p = self.head.bias
+        z = torch.zeros(batch_size, self.config.layers, self.config.hidden, dtype=p.dtype, device=p.device)
+        return z, z.clone()
+
+    def features(
+        self, state: tuple[torch.Tensor, torch.Tensor], tokens: torch.Tensor
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """Args: state (h, c) [N, L, H] each; tokens [N, T]. Returns (H [N, T, H], (h, c))."""
+        h, c = state
+        x = self.drop(self.embedding(tokens))  # [N, T, E]
+        out, (h, c) = self.rnn(x, (h.transpose(0, 1).contiguous(), c.transpose(0, 1).contiguous()))
+        return self.drop(out), (h.transpose(0, 1), c.transpose(0, 1))

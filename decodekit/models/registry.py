@@ -1,0 +1,67 @@
+"""The model registry: one config format and one factory for every bundled model.
+
+``MODELS`` maps a kind name to ``(ConfigClass, ModelClass)``; a config is a frozen
+dataclass with a ``kind`` class attribute, JSON-serialisable with :func:`config_to_dict`.
+Further model families add themselves with :func:`register`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from decodekit.models.lstm import LSTMConfig, LSTMLM
+from decodekit.models.mlp import MLPConfig, MLPLM
+from decodekit.models.neural import NeuralLM
+from decodekit.models.rnn import RNNConfig, RNNLM
+from decodekit.vocab import Vocab
+
+MODELS: dict[str, tuple[type, type[NeuralLM]]] = {
+    "lstm": (LSTMConfig, LSTMLM),
+    "rnn": (RNNConfig, RNNLM),
+    "mlp": (MLPConfig, MLPLM),
+}
+
+
+def register(kind: str, config_cls: type, model_cls: type) -> None:
+    """Add a model family: ``config_cls`` is a frozen dataclass with ``kind`` = ``kind``;
+    ``model_cls(config, vocab)`` builds the model."""
+    if getattr(config_cls, "kind", None) != kind:
+        raise ValueError(
+            f"{config_cls.__name__}.kind must be {kind!r}, got {getattr(config_cls, 'kind', None)!r}"
+        )
+    MODELS[kind] = (config_cls, model_cls)
+
+
+def create_model(config: Any, vocab: Vocab) -> NeuralLM:
+    """Build the model a config describes, with freshly initialised weights."""
+    kind = getattr(config, "kind", None)
+    if kind not in MODELS or not isinstance(config, MODELS[kind][0]):
+        raise ValueError(
+            f"unknown model config {type(config).__name__} (kind {kind!r}); known: {sorted(MODELS)}"
+        )
+    return MODELS[kind][1](config, vocab)
+
+
+def config_to_dict(config: Any) -> dict:
+    """``{"kind": ..., field: value, ...}``: JSON-ready."""
+    return {"kind": config.kind, **dataclasses.asdict(config)}
+
+
+def config_from_dict(d: dict) -> Any:
+    """Inverse of :func:`config_to_dict`; unknown kinds or fields raise ValueError."""
+    d = dict(d)
+    kind = d.pop("kind", None)
+    if kind not in MODELS:
+        raise ValueError(f"unknown model kind {kind!r}; known: {sorted(MODELS)}")
+    cls = MODELS[kind][0]
+    names = {f.name for f in dataclasses.fields(cls)}
+    extra = sorted(set(d) - names)
+    if extra:
+        raise ValueError(f"unknown {kind} config field(s) {extra}; known: {sorted(names)}")
+    return cls(**d)
+
+
+def make_config(kind: str, **fields: Any) -> Any:
+    """The ``kind`` config with ``fields`` overriding its defaults (None values are ignored)."""
+    return config_from_dict({"kind": kind, **{k: v for k, v in fields.items() if v is not None}})

@@ -1,0 +1,91 @@
+"""Elman (tanh) recurrent language model, the RNNLM of Mikolov et al. (2010),
+"Recurrent neural network based language model" (Interspeech 2010)::
+
+    e_t = dropout(E[x_t])                           # [N, T, embed]
+    h_t^l = tanh(W^l h_t^{l-1} + U^l h_{t-1}^l + b^l)
+    logits_t = W_o dropout(h_t^L) + b_o              # [N, T, V]  (W_o = E when tied)
+
+Training runs the fused ``nn.RNN`` over whole chunks; ``step`` runs the same module on one token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from decodekit.models.neural import NeuralLM
+from decodekit.vocab import Vocab
+
+
+def check_recurrent_config(config: Any) -> None:
+    """Raise ValueError for impossible sizes of an RNN/LSTM config."""
+    for name in ("embed", "hidden", "layers"):
+        if getattr(config, name) < 1:
+            raise ValueError(f"{name} must be >= 1, got {getattr(config, name)}")
+    if not 0.0 <= config.dropout < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {config.dropout}")
+    if config.init_range <= 0:
+        raise ValueError(f"init_range must be > 0, got {config.init_range}")
+    if config.tie and config.embed != config.hidden:
+        raise ValueError(
+            f"tied embeddings need embed == hidden, got embed={config.embed}, hidden={config.hidden}"
+        )
+
+
+def init_uniform_(module: nn.Module, r: float) -> None:
+    """Every parameter uniform in [-r, r] (Zaremba et al. 2014 initialise all parameters so)."""
+    with torch.no_grad():
+        for p in module.parameters():
+            p.uniform_(-r, r)
+
+
+@dataclass(frozen=True)
+class RNNConfig:
+    """Sizes of an Elman RNN LM (see :class:`decodekit.models.lstm.LSTMConfig` for the fields)."""
+
+    kind: ClassVar[str] = "rnn"
+    embed: int = 200
+    hidden: int = 200
+    layers: int = 1
+    dropout: float = 0.0
+    tie: bool = False
+    init_range: float = 0.1
+
+
+class RNNLM(NeuralLM):
+    """Multi-layer Elman RNN LM. State: ``h`` [N, L, H] (batch-first)."""
+
+    def __init__(self, config: RNNConfig, vocab: Vocab) -> None:
+        super().__init__()
+        check_recurrent_config(config)
+        self.config, self.vocab = config, vocab
+        self.vocab_size = len(vocab)
+        self.bos_id = self.eos_id = vocab.eos_id
+        self.embedding = nn.Embedding(self.vocab_size, config.embed)
+        self.drop = nn.Dropout(config.dropout)
+        self.rnn = nn.RNN(
+            config.embed,
+            config.hidden,
+            config.layers,
+            nonlinearity="tanh",
+            batch_first=True,
+            dropout=config.dropout if config.layers > 1 else 0.0,
+        )
+        self.head = nn.Linear(config.hidden, self.vocab_size)
+        init_uniform_(self, config.init_range)
+        if config.tie:
+            self.head.weight = self.embedding.weight
+
+    def initial_state(self, batch_size: int) -> torch.Tensor:
+        """Zero state ``h`` [N, L, H]."""
+        p = self.head.bias
+        return torch.zeros(batch_size, self.config.layers, self.config.hidden, dtype=p.dtype, device=p.device)
+
+    def features(self, state: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Args: state h [N, L, H]; tokens [N, T]. Returns (H [N, T, H], h [N, L, H])."""
+        x = self.drop(self.embedding(tokens))  # [N, T, E]
+        out, h = self.rnn(x, state.transpose(0, 1).contiguous())
+        return self.drop(out), h.transpose(0, 1)
