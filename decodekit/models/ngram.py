@@ -1,0 +1,323 @@
+"""Back-off n-gram language models through the step protocol, and interpolated modified
+Kneser-Ney estimation (Chen & Goodman 1998, "An Empirical Study of Smoothing Techniques for
+Language Modeling", TR-10-98, https://dash.harvard.edu/handle/1/25104739)::
+
+    p_k(w | h) = (a(h w) - D_k(a(h w))) / sum_v a(h v)  +  gamma_k(h) p_{k-1}(w | h')
+    gamma_k(h) = (D_k1 N_1(h .) + D_k2 N_2(h .) + D_k3+ N_3+(h .)) / sum_v a(h v)
+    p_1(w)     = (a(w) - D_11(a(w))...) / sum_v a(v)  +  gamma_1 / V          (uniform at the bottom)
+
+with h' = h minus its oldest word, a = raw counts at the highest order and continuation counts
+N_1+(. g) below it (raw counts for n-grams that start with the sentence start), and per order
+the three discounts D_k1, D_k2, D_k3+ from the counts of counts n_1..n_4 of a:
+Y = n1 / (n1 + 2 n2), D1 = 1 - 2Y n2/n1, D2 = 2 - 3Y n3/n2, D3+ = 3 - 4Y n4/n3.
+
+The estimate is stored, as KenLM and SRILM store it, in back-off form: the log-probability of
+every seen n-gram (its interpolated probability) and a back-off weight for every context
+(gamma), so that ``p(w | h) = P(h w)`` if ``h w`` was seen, else ``bo(h) p(w | h')``. Models read
+from ARPA files (:mod:`decodekit.models.arpa`) use the same tables.
+
+Sentences: ``<eos>`` ends a sentence and also starts the next one (``bos_id == eos_id``, the
+PTB convention); as in SRILM/KenLM (``<s> ... </s>``) no n-gram reaches back over a sentence start,
+so the context is cut after its last ``<eos>``.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import torch
+
+from decodekit.errors import DecodekitError
+from decodekit.vocab import Vocab, WordVocab
+
+__all__ = ["NgramLM", "train_kneser_ney", "kn_discounts", "FALLBACK_DISCOUNTS"]
+
+FALLBACK_DISCOUNTS = (0.5, 1.0, 1.5)
+"""Used (with a warning) when the counts of counts cannot give discounts in (0, r] (KenLM's
+``--discount_fallback`` values)."""
+
+
+class NgramLM:
+    """A back-off n-gram LM over ids ``0 .. V-1``. State: the last n-1 token ids [N, n-1] (long).
+
+    Tables, one per order k = 1..n (M_k entries, sorted by (context index, word)):
+    ``keys[k]`` int64 [M_k] = context index in table k-1 times V plus the word (``keys[1] = arange(V)``),
+    ``logp[k]`` float32 [M_k] natural-log probability, ``logbo[k]`` float32 [M_k] natural-log
+    back-off weight of the entry as a context (0 when it is none), ``starts[k]`` int64 [M_{k-1}+1]:
+    the entries of table k with context c are ``starts[k][c] : starts[k][c+1]``.
+
+    Args:
+        keys, logp, logbo: lists indexed by order - 1.
+        vocab_size: V.
+        eos_id: the sentence boundary id (also ``bos_id``), or None (no sentences).
+        vocab: optional :class:`~decodekit.vocab.Vocab` for text in/out and ARPA files.
+    """
+
+    def __init__(
+        self,
+        keys: Sequence[torch.Tensor],
+        logp: Sequence[torch.Tensor],
+        logbo: Sequence[torch.Tensor],
+        vocab_size: int,
+        eos_id: int | None,
+        vocab: Vocab | None = None,
+    ) -> None:
+        if vocab is not None and len(vocab) != vocab_size:
+            raise DecodekitError(f"vocabulary has {len(vocab)} tokens, the n-gram tables {vocab_size}")
+        self.order = len(keys)
+        self.vocab_size, self.vocab = vocab_size, vocab
+        self.bos_id = self.eos_id = eos_id
+        self.keys = [k.long() for k in keys]
+        self.logp = [p.float() for p in logp]
+        self.logbo = [b.float() for b in logbo]
+        self.starts = [torch.zeros(1, dtype=torch.long)]
+        for k in range(1, self.order):
+            ctx = torch.arange(len(self.keys[k - 1]) + 1, dtype=torch.long) * vocab_size
+            self.starts.append(torch.searchsorted(self.keys[k], ctx))
+        self.device = torch.device("cpu")
+
+    def __repr__(self) -> str:
+        sizes = ", ".join(str(len(k)) for k in self.keys)
+        return f"NgramLM(order={self.order}, vocab_size={self.vocab_size}, ngrams=[{sizes}])"
+
+    def to(self, device: str | torch.device) -> NgramLM:
+        """Move the tables (in place) and return self."""
+        self.device = torch.device(device)
+        for name in ("keys", "logp", "logbo", "starts"):
+            setattr(self, name, [t.to(self.device) for t in getattr(self, name)])
+        return self
+
+    # ---- the step protocol -------------------------------------------------------------------
+
+    def initial_state(self, batch_size: int) -> torch.Tensor:
+        """n-1 ``eos`` ids per row [B, n-1]: the context of a sentence start after ``bos``."""
+        fill = 0 if self.eos_id is None else self.eos_id
+        return torch.full((batch_size, self.order - 1), fill, dtype=torch.long, device=self.device)
+
+    def step(self, state: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Args: state [N, n-1], tokens [N]. Returns (logprobs [N, V] of the next token, state)."""
+        new = torch.cat([state, tokens.view(-1, 1).to(state)], dim=1)[:, 1:]  # [N, n-1]
+        return self.next_logprobs(new), new
+
+    def prefill(self, state: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Args: state [N, n-1], tokens [N, T]. Only the last n-1 tokens matter."""
+        new = torch.cat([state, tokens.to(state)], dim=1)[:, tokens.shape[1] :]  # [N, n-1]
+        return self.next_logprobs(new), new
+
+    def next_logprobs(self, history: torch.Tensor) -> torch.Tensor:
+        """Args: history [N, n-1] ids, oldest first. Returns logprobs [N, V]:
+        ``q_1 = log P_1``; ``q_k(w) = log P_k(h_k w)`` if seen else ``log bo(h_k) + q_{k-1}(w)``."""
+        n_rows, V = history.shape[0], self.vocab_size
+        out = self.logp[0].expand(n_rows, V).clone()  # [N, V]
+        for k, ctx in enumerate(self._contexts(history), start=2):  # ctx [N]: index in table k-1
+            rows = (ctx >= 0).nonzero().squeeze(1)
+            if rows.numel() == 0:
+                continue
+            c = ctx[rows]
+            out[rows] += self.logbo[k - 2][c].unsqueeze(1)
+            start, end = self.starts[k - 1][c], self.starts[k - 1][c + 1]
+            lengths = end - start
+            total = int(lengths.sum())
+            if total == 0:
+                continue
+            row_of = torch.repeat_interleave(rows, lengths)  # [E]
+            offset = torch.arange(total, device=c.device) - torch.repeat_interleave(
+                torch.cumsum(lengths, 0) - lengths, lengths
+            )
+            entry = torch.repeat_interleave(start, lengths) + offset  # [E]
+            out[row_of, self.keys[k - 1][entry] % V] = self.logp[k - 1][entry]
+        return out
+
+    def _contexts(self, history: torch.Tensor) -> list[torch.Tensor]:
+        """For k = 2..n the index in table k-1 of the last k-1 tokens of ``history`` [N, n-1]
+        (-1: not a known context, or it reaches back over an ``eos``). Returns n-1 tensors [N]."""
+        n_rows, m = history.shape
+        limit = torch.full((n_rows,), m, dtype=torch.long, device=history.device)  # usable length
+        if self.eos_id is not None and m > 0:
+            pos = torch.arange(m, device=history.device).expand(n_rows, m)
+            last = torch.where(history == self.eos_id, pos, -1).amax(1)  # [N], -1 if none
+            limit = torch.where(last >= 0, m - last, limit)
+        found = []
+        for length in range(1, m + 1):
+            suffix = history[:, m - length :]  # [N, length]
+            found.append(torch.where(limit >= length, self._lookup(suffix), -1))
+        return found
+
+    def _lookup(self, grams: torch.Tensor) -> torch.Tensor:
+        """Index of each row of ``grams`` [N, L] in table L, or -1."""
+        idx = grams[:, 0].clone()
+        for j in range(1, grams.shape[1]):
+            keys = self.keys[j]
+            if len(keys) == 0:
+                return torch.full_like(idx, -1)
+            key = idx.clamp(min=0) * self.vocab_size + grams[:, j]
+            pos = torch.searchsorted(keys, key).clamp(max=len(keys) - 1)
+            idx = torch.where((idx >= 0) & (keys[pos] == key), pos, -1)
+        return idx
+
+    # ---- scoring -----------------------------------------------------------------------------
+
+    def score(self, ids: torch.Tensor | Sequence[int], chunk: int = 65536) -> torch.Tensor:
+        """Log-probability of every token of a stream [T] that starts after a sentence boundary
+        (the first context is ``<eos>``), vectorised over positions. Returns [T] float32."""
+        ids = torch.as_tensor(ids, dtype=torch.long, device=self.device).view(-1)
+        hist = torch.cat([self.initial_state(1)[0], ids])  # [n-1+T]
+        out = []
+        for lo in range(0, ids.numel(), chunk):
+            hi = min(lo + chunk, ids.numel())
+            window = hist[lo : hi + self.order - 1].unfold(0, self.order, 1) if self.order > 1 else None
+            target = ids[lo:hi]
+            history = window[:, :-1] if window is not None else target.new_zeros(hi - lo, 0)
+            q = self.logp[0][target]
+            for k, ctx in enumerate(self._contexts(history), start=2):
+                key = ctx.clamp(min=0) * self.vocab_size + target
+                keys = self.keys[k - 1]
+                if len(keys) == 0:
+                    break
+                pos = torch.searchsorted(keys, key).clamp(max=len(keys) - 1)
+                seen = (ctx >= 0) & (keys[pos] == key)
+                backed = q + torch.where(ctx >= 0, self.logbo[k - 2][ctx.clamp(min=0)], 0.0)
+                q = torch.where(seen, self.logp[k - 1][pos], backed)
+            out.append(q)
+        return torch.cat(out) if out else torch.zeros(0)
+
+    def perplexity(self, ids: torch.Tensor | Sequence[int]) -> float:
+        """``exp(-mean log p)`` over every token of the stream (``<eos>`` included)."""
+        lp = self.score(ids).double()
+        return math.exp(-float(lp.mean()))
+
+    def ngram_ids(self, k: int) -> torch.Tensor:
+        """The token ids of every entry of table k: [M_k, k], in table order."""
+        grams = torch.arange(self.vocab_size, device=self.device).view(-1, 1)  # [V, 1]
+        for j in range(1, k):  # grams: the entries of table j -> those of table j+1
+            keys = self.keys[j]
+            grams = torch.cat([grams[keys // self.vocab_size], (keys % self.vocab_size).view(-1, 1)], 1)
+        return grams
+
+    # ---- construction ------------------------------------------------------------------------
+
+    @classmethod
+    def from_sentences(
+        cls, sentences: Iterable[Sequence[str]], order: int, vocab: WordVocab | None = None, **kw
+    ) -> NgramLM:
+        """Train interpolated modified KN on lists of words; ``<eos>`` is appended to each
+        sentence; the vocabulary is built from the words when not given."""
+        sentences = [list(s) for s in sentences]
+        if vocab is None:
+            vocab = WordVocab.build(w for s in sentences for w in s)
+        ids = []
+        for s in sentences:
+            ids.extend(vocab.encode(" ".join(s), warn_unknown=False))
+            ids.append(vocab.eos_id)
+        return train_kneser_ney(ids, order, len(vocab), vocab.eos_id, vocab=vocab, **kw)
+
+
+def kn_discounts(adjusted: np.ndarray, order: int) -> tuple[float, float, float]:
+    """Chen & Goodman's D1, D2, D3+ from the counts of counts n_1..n_4 of ``adjusted`` [M];
+    falls back to :data:`FALLBACK_DISCOUNTS` (with a warning) when some D_r is not in (0, r]."""
+    n = [int((adjusted == r).sum()) for r in (1, 2, 3, 4)]
+    try:
+        y = n[0] / (n[0] + 2 * n[1])
+        d = (1 - 2 * y * n[1] / n[0], 2 - 3 * y * n[2] / n[1], 3 - 4 * y * n[3] / n[2])
+    except ZeroDivisionError:
+        d = (0.0, 0.0, 0.0)
+    if all(0 < d[r] <= r + 1 for r in range(3)):
+        return d
+    warnings.warn(
+        f"order {order}: counts of counts n1..n4 = {n} give no valid discounts; using {FALLBACK_DISCOUNTS}",
+        stacklevel=3,
+    )
+    return FALLBACK_DISCOUNTS
+
+
+def _count(s: np.ndarray, order: int, V: int, eos: int | None) -> list[dict[str, np.ndarray]]:
+    """Distinct k-grams of ``s`` [T] (s[0] is the sentence start, never predicted) for k = 1..n:
+    ``keys`` (prefix index * V + word, sorted), raw ``count``, ``suffix`` (index of the k-gram
+    minus its first word in table k-1), ``first`` (its first word)."""
+    pos = np.arange(len(s))
+    if eos is None:
+        max_order = np.minimum(pos + 1, order)
+    else:
+        before = np.concatenate([[-1], np.maximum.accumulate(np.where(s == eos, pos, -1))[:-1]])
+        max_order = np.minimum(pos - before + 1, order)  # tokens since the last sentence start
+    max_order[0] = 0
+    tables = [{"keys": np.arange(V), "count": np.bincount(s[1:], minlength=V)}]
+    index = s  # index of the k-gram ending at each position (valid where max_order >= k)
+    for k in range(2, order + 1):
+        t = pos[max_order >= k]
+        keys, inv, count = np.unique(index[t - 1] * V + s[t], return_inverse=True, return_counts=True)
+        suffix, first = np.empty(len(keys), np.int64), np.empty(len(keys), np.int64)
+        suffix[inv], first[inv] = index[t], s[t - k + 1]
+        tables.append({"keys": keys, "count": count, "suffix": suffix, "first": first})
+        index = np.full(len(s), -1, np.int64)
+        index[t] = inv
+    return tables
+
+
+def train_kneser_ney(
+    ids: Sequence[int] | np.ndarray | torch.Tensor,
+    order: int,
+    vocab_size: int,
+    eos_id: int | None,
+    *,
+    vocab: Vocab | None = None,
+    discounts: Sequence[tuple[float, float, float]] | None = None,
+) -> NgramLM:
+    """Interpolated modified Kneser-Ney of order n on a token stream, in back-off form.
+
+    Args:
+        ids: the training stream [T]; sentences end with ``eos_id`` (a sentence start is assumed
+            before the first token).
+        order: n >= 1.
+        vocab_size: V; the bottom distribution is uniform over all V ids.
+        eos_id: the sentence boundary (also the model's ``bos_id``), or None.
+        vocab: optional vocabulary stored with the model.
+        discounts: per order 1..n a (D1, D2, D3+) triple overriding the estimates.
+    """
+    if order < 1:
+        raise DecodekitError(f"n-gram order must be >= 1, got {order}")
+    s = np.asarray(torch.as_tensor(ids).view(-1).cpu().numpy() if not isinstance(ids, np.ndarray) else ids)
+    s = s.astype(np.int64)
+    if s.size and (s.min() < 0 or s.max() >= vocab_size):
+        raise DecodekitError(f"token ids must be in [0, {vocab_size}), got {s.min()} .. {s.max()}")
+    start = eos_id if eos_id is not None else (s[0] if s.size else 0)
+    tables = _count(np.concatenate([[start], s]).astype(np.int64), order, vocab_size, eos_id)
+    logp, logbo, prob, used = [], [], None, []
+    for k in range(1, order + 1):
+        tab = tables[k - 1]
+        if k == order:
+            a = tab["count"]
+        else:
+            a = np.bincount(tables[k]["suffix"], minlength=len(tab["keys"]))
+            if k > 1 and eos_id is not None:
+                a = np.where(tab["first"] == eos_id, tab["count"], a)
+        d = discounts[k - 1] if discounts is not None else kn_discounts(a[a > 0], k)
+        used.append(tuple(float(x) for x in d))
+        d_of = np.array([0.0, *d])[np.minimum(a, 3)]  # [M_k]
+        if k == 1:
+            total = max(float(a.sum()), 1.0)
+            gamma = d_of.sum() / total if a.sum() else 1.0
+            prob = (a - d_of) / total + gamma / vocab_size
+        else:
+            prefix = tab["keys"] // vocab_size
+            n_ctx = len(tables[k - 2]["keys"])
+            total = np.bincount(prefix, weights=a, minlength=n_ctx)  # [M_{k-1}]
+            gamma = np.divide(np.bincount(prefix, weights=d_of, minlength=n_ctx), total, where=total > 0,
+                              out=np.ones(n_ctx))  # fmt: skip
+            prob = (a - d_of) / total[prefix] + gamma[prefix] * prob[tab["suffix"]]
+            logbo[-1] = np.log(gamma)
+        logp.append(np.log(prob))
+        logbo.append(np.zeros(len(prob)))
+    model = NgramLM(
+        [torch.from_numpy(t["keys"]) for t in tables],
+        [torch.from_numpy(p) for p in logp],
+        [torch.from_numpy(b) for b in logbo],
+        vocab_size,
+        eos_id,
+        vocab=vocab,
+    )
+    model.discounts = used
+    return model
