@@ -1,0 +1,29 @@
+"""decodekit: exact, fast decoding for language models.
+
+Public API::
+
+    from decodekit import greedy, sample, beam_search, constrained_beam_search, compile_regex
+"""
+
+from decodekit.decoding import beam_search, greedy, sample
+from decodekit.errors import CheckpointError, ConstraintError, DecodekitError, ModelOutputError
+from decodekit.models.base import LanguageModel
+from decodekit.outputs import Hypothesis
+from decodekit.vocab import CharVocab, Vocab, WordVocab
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CharVocab",
+    "CheckpointError",
+    "ConstraintError",
+    "DecodekitError",
+    "Hypothesis",
+    "LanguageModel",
+    "ModelOutputError",
+    "Vocab",
+    "WordVocab",
+    "beam_search",
+    "greedy",
+    "sample",
+]

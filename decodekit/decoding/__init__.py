@@ -1,0 +1,6 @@
+"""Decoding strategies over the step protocol."""
+
+from decodekit.decoding.beam import beam_search
+from decodekit.decoding.rowwise import greedy, sample
+
+__all__ = ["beam_search", "greedy", "sample"]

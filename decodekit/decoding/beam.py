@@ -1,0 +1,124 @@
+"""Length-normalised beam search (optionally masked by a regex constraint).
+
+Rows are laid out ``b * K + k`` (B prompts, K beams). Each step scores all K·V extensions
+of each prompt's beams, keeps the 2K best (so EOS candidates cannot starve the beam), sets
+aside EOS candidates ranked within the top K as finished, and continues with the K best
+non-EOS candidates, as fairseq and transformers do. Completed candidates are ranked by
+``score = logprob / len ** length_penalty`` (len counts EOS). The search stops for a prompt
+only when it holds ``n_best`` completed candidates that no live hypothesis can still beat
+(see :func:`decodekit.decoding.trace.reachable_bound`), or at ``max_length``, where the live
+hypotheses join the candidates as unfinished.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from decodekit.decoding.checks import check_logprobs, is_check_step
+from decodekit.decoding.constraint import Constraint, resolve_constraint
+from decodekit.decoding.prompts import Prompt, as_batch, check_positive, expand, prefill
+from decodekit.decoding.trace import Candidate, Pool, Trace, length_normalised, reachable_bound
+from decodekit.models import state as st
+from decodekit.models.base import LanguageModel
+from decodekit.outputs import Hypothesis
+
+NEG_INF = float("-inf")
+
+
+@torch.no_grad()
+def beam_search(
+    model: LanguageModel,
+    prompt: Prompt | Sequence[Prompt],
+    beam_size: int,
+    max_length: int,
+    length_penalty: float = 1.0,
+    n_best: int = 1,
+    *,
+    constraint: Constraint | None = None,
+) -> list[Hypothesis] | list[list[Hypothesis]]:
+    """Beam search with ``beam_size`` live hypotheses per prompt.
+
+    Args:
+        model: any step-protocol model.
+        prompt: one prompt (list of token ids) or a batch (list of lists).
+        beam_size: K, live hypotheses kept per prompt.
+        max_length: most tokens to generate, EOS included.
+        length_penalty: alpha in ``score = logprob / len**alpha``; 0 ranks by raw log-probability.
+        n_best: how many hypotheses to return per prompt (at most the number found).
+        constraint: a regex or compiled automaton; tokens that cannot lead to a full match are
+            masked (use :func:`constrained_beam_search` for Anderson-style search instead).
+
+    Returns:
+        The n-best hypotheses, best first: a list for one prompt, a list of lists for a batch.
+    """
+    check_positive("beam_size", beam_size)
+    check_positive("n_best", n_best)
+    check_positive("max_length", max_length, minimum=0)
+    prompts, single = as_batch(prompt)
+    automaton = resolve_constraint(constraint, model, max_length)
+    logprobs, state = prefill(model, prompts)
+    batch, beam, vocab = len(prompts), beam_size, logprobs.shape[1]
+    logprobs, state = expand(model, logprobs, state, beam)
+    device, eos = logprobs.device, model.eos_id
+    cum = torch.full((batch, beam), NEG_INF, device=device)  # [B, K]
+    cum[:, 0] = 0.0  # only the first beam is live at step 0
+    dfa = None if automaton is None else torch.zeros(batch * beam, dtype=torch.long, device=device)
+    row_base = torch.arange(batch, device=device)[:, None] * beam  # [B, 1]
+    trace, pool = Trace(), Pool(batch, n_best)
+    n_cand = min(2 * beam, beam * vocab)
+    steps = 0
+    for t in range(max_length):
+        steps = t + 1
+        if automaton is not None:
+            logprobs = logprobs.masked_fill(~automaton.allowed(dfa, max_length - t), NEG_INF)
+        flat = (cum[:, :, None] + logprobs.view(batch, beam, vocab)).view(batch, beam * vocab)
+        top_val, top_idx = flat.topk(n_cand, dim=1)  # [B, 2K], best first
+        parent, token = top_idx // vocab, top_idx % vocab
+        if eos is not None:
+            is_eos = token == eos
+            _collect_finished(pool, top_val[:, :beam], parent[:, :beam], is_eos[:, :beam], t, length_penalty)
+            keep = torch.sort(is_eos.to(torch.uint8), dim=1, stable=True).indices[:, :beam]  # first K non-EOS
+            top_val, parent, token = top_val.gather(1, keep), parent.gather(1, keep), token.gather(1, keep)
+            top_val = top_val.masked_fill(token == eos, NEG_INF)
+        else:
+            top_val, parent, token = top_val[:, :beam], parent[:, :beam], token[:, :beam]
+        cum = top_val
+        trace.push(parent, token)
+        rows = (row_base + parent).view(-1)  # [B*K]
+        if automaton is not None:
+            dfa = automaton.next_state[dfa[rows], token.reshape(-1)].clamp_min(0)
+        if pool.needs_check():
+            pool.update_done(reachable_bound(cum, t + 1, max_length, length_penalty).tolist())
+        if all(pool.done) or t == max_length - 1:
+            break
+        state = st.select(state, rows, model)
+        logprobs, state = model.step(state, token.reshape(-1))
+        check_logprobs(logprobs, batch * beam, vocab, t + 1, is_check_step(t + 1))
+    _collect_unfinished(pool, cum, steps, length_penalty, automaton, dfa)
+    out = pool.results(trace)
+    return out[0] if single else out
+
+
+def _collect_finished(pool: Pool, value, parent, is_eos, t: int, alpha: float) -> None:
+    """EOS candidates (value [B, K], parent [B, K], is_eos [B, K]) join the pool."""
+    mask = is_eos & torch.isfinite(value)
+    if not bool(mask.any()):
+        return
+    hits = mask.nonzero().tolist()
+    values, parents = value[mask].tolist(), parent[mask].tolist()
+    for (b, _), v, p in zip(hits, values, parents):
+        pool.add(b, Candidate(length_normalised(v, t + 1, alpha), v, t - 1, p, True))
+
+
+def _collect_unfinished(pool: Pool, cum, steps: int, alpha: float, automaton, dfa) -> None:
+    """After ``steps`` steps, live hypotheses (cum [B, K]; under a constraint only those in an
+    accepting state) join the pool as unfinished candidates of ``steps`` tokens."""
+    ok = torch.isfinite(cum)
+    if automaton is not None:
+        ok &= automaton.accepting[dfa].view(cum.shape)
+    values = cum.tolist()
+    for b, k in ok.nonzero().tolist():
+        v = values[b][k]
+        pool.add(b, Candidate(length_normalised(v, steps, alpha), v, steps - 1, k, False))

@@ -1,0 +1,72 @@
+"""Sampling processors: ``logprobs [N, V] -> processed log-weights [N, V]``.
+
+Each keeps -inf for removed tokens; none renormalises (sampling uses softmax afterwards).
+Order applied by :func:`process`: temperature, top-k, top-p, min-p (as transformers does).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def temperature(logprobs: torch.Tensor, t: float) -> torch.Tensor:
+    """p_i ∝ exp(logprob_i / t)."""
+    return logprobs if t == 1.0 else logprobs / t
+
+
+def top_k(logprobs: torch.Tensor, k: int) -> torch.Tensor:
+    """Keep the k most probable tokens of each row (ties at the k-th value are all kept)."""
+    if k >= logprobs.shape[-1]:
+        return logprobs
+    kth = logprobs.topk(k, dim=-1).values[:, -1:]  # [N, 1]
+    return logprobs.masked_fill(logprobs < kth, float("-inf"))
+
+
+def top_p(logprobs: torch.Tensor, p: float) -> torch.Tensor:
+    """Nucleus: keep the smallest set of most probable tokens whose mass reaches p
+    (the most probable token is always kept)."""
+    if p >= 1.0:
+        return logprobs
+    sorted_lp, order = logprobs.sort(dim=-1, descending=True)
+    probs = torch.softmax(sorted_lp, dim=-1)
+    mass_before = probs.cumsum(-1) - probs  # mass of strictly more probable tokens
+    remove_sorted = mass_before >= p
+    remove = torch.zeros_like(remove_sorted).scatter(-1, order, remove_sorted)
+    return logprobs.masked_fill(remove, float("-inf"))
+
+
+def min_p(logprobs: torch.Tensor, p: float) -> torch.Tensor:
+    """Keep tokens with probability >= p * (probability of the most probable token)."""
+    threshold = logprobs.max(dim=-1, keepdim=True).values + torch.log(torch.tensor(p))
+    return logprobs.masked_fill(logprobs < threshold, float("-inf"))
+
+
+def process(
+    logprobs: torch.Tensor,
+    *,
+    t: float = 1.0,
+    k: int | None = None,
+    p: float | None = None,
+    minp: float | None = None,
+) -> torch.Tensor:
+    """Apply temperature, top-k, top-p and min-p in that order (None / 1.0 = off)."""
+    out = temperature(logprobs, t)
+    if k is not None:
+        out = top_k(out, k)
+    if p is not None:
+        out = top_p(torch.log_softmax(out, -1), p)
+    if minp is not None:
+        out = min_p(torch.log_softmax(out, -1), minp)
+    return out
+
+
+def validate(t: float, k: int | None, p: float | None, minp: float | None) -> None:
+    """Raise ValueError for out-of-range sampling parameters."""
+    if not t > 0 or t != t or t == float("inf"):
+        raise ValueError(f"temperature must be > 0 and finite, got {t}")
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+        raise ValueError(f"top_k must be an integer >= 1, got {k!r}")
+    if p is not None and not 0 < p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {p}")
+    if minp is not None and not 0 <= minp <= 1:
+        raise ValueError(f"min_p must be in [0, 1], got {minp}")

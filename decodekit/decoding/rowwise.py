@@ -1,0 +1,146 @@
+"""Greedy decoding and ancestral sampling: one independent row per output.
+
+Both run every row of every prompt through one ``step`` call per time step; rows that emit
+EOS leave the batch (their state rows are dropped with :func:`decodekit.models.state.select`).
+Under a constraint, tokens whose automaton transition is dead or cannot reach acceptance in
+the remaining steps are masked (``TokenAutomaton.allowed``); EOS is allowed only in accepting
+states. The reported ``logprob`` is always the model's own log-probability of the tokens,
+not that of the masked or processed distribution the token was drawn from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+
+from decodekit.decoding import processors
+from decodekit.decoding.checks import check_logprobs, is_check_step
+from decodekit.decoding.constraint import Constraint, resolve_constraint
+from decodekit.decoding.prompts import Prompt, as_batch, check_positive, expand, prefill
+from decodekit.models import state as st
+from decodekit.models.base import LanguageModel
+from decodekit.outputs import Hypothesis
+
+Chooser = Callable[[torch.Tensor], torch.Tensor]  # masked logprobs [N, V] -> tokens [N]
+
+
+@torch.no_grad()
+def greedy(
+    model: LanguageModel,
+    prompt: Prompt | Sequence[Prompt],
+    max_length: int,
+    *,
+    constraint: Constraint | None = None,
+) -> list[Hypothesis] | list[list[Hypothesis]]:
+    """Greedy decoding: the argmax token at every step, until EOS or ``max_length`` tokens.
+
+    Args:
+        model: any step-protocol model.
+        prompt: one prompt (list of token ids) or a batch (list of lists).
+        max_length: most tokens to generate, EOS included.
+        constraint: a regex string (compiled against ``model.vocab``) or a compiled
+            ``TokenAutomaton``; tokens that cannot lead to a full match are masked.
+
+    Returns:
+        ``[Hypothesis]`` for one prompt, one such list per prompt for a batch. ``score`` = ``logprob``.
+    """
+    return _decode(model, prompt, max_length, lambda lp: lp.argmax(-1), 1, constraint)
+
+
+@torch.no_grad()
+def sample(
+    model: LanguageModel,
+    prompt: Prompt | Sequence[Prompt],
+    max_length: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    min_p: float | None = None,
+    generator: torch.Generator | int | None = None,
+    num_samples: int = 1,
+    *,
+    constraint: Constraint | None = None,
+) -> list[Hypothesis] | list[list[Hypothesis]]:
+    """Ancestral sampling: draw each token from the model's (processed) distribution.
+
+    The distribution sampled at each step is ``softmax(process(logprobs))`` with temperature,
+    top-k, top-p and min-p applied in that order (see :mod:`decodekit.decoding.processors`),
+    after masking by the constraint if one is given. Draws use ``torch.multinomial`` with
+    ``generator`` (an int seeds a new CPU/device generator; None uses torch's global one), so
+    a fixed seed gives the same samples.
+
+    Returns ``num_samples`` hypotheses per prompt, in draw order; ``score`` = ``logprob``.
+    """
+    processors.validate(temperature, top_k, top_p, min_p)
+    check_positive("num_samples", num_samples)
+    if isinstance(generator, int):
+        seed = generator
+        from decodekit.models.base import model_device
+
+        generator = torch.Generator(device=model_device(model))
+        generator.manual_seed(seed)
+
+    def choose(logprobs: torch.Tensor) -> torch.Tensor:
+        weights = processors.process(logprobs, t=temperature, k=top_k, p=top_p, minp=min_p)
+        probs = torch.softmax(weights.float(), dim=-1)
+        return torch.multinomial(probs, 1, generator=generator)[:, 0]
+
+    return _decode(model, prompt, max_length, choose, num_samples, constraint)
+
+
+def _decode(model, prompt, max_length, choose: Chooser, copies: int, constraint):
+    check_positive("max_length", max_length, minimum=0)
+    prompts, single = as_batch(prompt)
+    automaton = resolve_constraint(constraint, model, max_length)
+    logprobs, state = prefill(model, prompts)
+    logprobs, state = expand(model, logprobs, state, copies)
+    rows = logprobs.shape[0]
+    device = logprobs.device
+    eos = model.eos_id
+    history = torch.zeros(rows, max_length, dtype=torch.long, device=device)  # [N, T]
+    lengths = torch.full((rows,), max_length, dtype=torch.long, device=device)
+    cum_logprob = torch.zeros(rows, dtype=torch.float64, device=device)
+    finished = torch.zeros(rows, dtype=torch.bool, device=device)
+    active = torch.arange(rows, device=device)  # original row of each live row
+    dfa = None if automaton is None else torch.zeros(rows, dtype=torch.long, device=device)
+    for t in range(max_length):
+        masked = logprobs
+        if automaton is not None:
+            allowed = automaton.allowed(dfa, max_length - t)  # [n, V]
+            stuck = ~allowed.any(-1)  # accepting states with no way on and no EOS: stop there
+            if bool(stuck.any()):
+                lengths[active[stuck]] = t
+                keep = (~stuck).nonzero()[:, 0]
+                active, dfa, allowed = active[keep], dfa[keep], allowed[keep]
+                logprobs, state = logprobs[keep], st.select(state, keep, model)
+                if active.numel() == 0:
+                    break
+            masked = logprobs.masked_fill(~allowed, float("-inf"))
+        tokens = choose(masked)  # [n]
+        cum_logprob[active] += logprobs.gather(1, tokens[:, None])[:, 0].double()
+        history[active, t] = tokens
+        if automaton is not None:
+            dfa = automaton.next_state[dfa, tokens]
+        if eos is not None:
+            ended = tokens == eos
+            if bool(ended.any()):
+                lengths[active[ended]] = t
+                finished[active[ended]] = True
+                keep = (~ended).nonzero()[:, 0]
+                active, tokens = active[keep], tokens[keep]
+                state = st.select(state, keep, model)
+                if dfa is not None:
+                    dfa = dfa[keep]
+        if active.numel() == 0 or t == max_length - 1:
+            break
+        logprobs, state = model.step(state, tokens)
+        check_logprobs(logprobs, active.numel(), model.vocab_size, t + 1, is_check_step(t + 1))
+    history, lengths = history.tolist(), lengths.tolist()
+    cum_logprob, finished = cum_logprob.tolist(), finished.tolist()
+    hyps = [
+        Hypothesis(tuple(history[r][: lengths[r]]), cum_logprob[r], cum_logprob[r], finished[r])
+        for r in range(rows)
+    ]
+    out = [hyps[b * copies : (b + 1) * copies] for b in range(len(prompts))]
+    return out[0] if single else out

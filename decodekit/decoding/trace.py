@@ -1,0 +1,105 @@
+"""Back-pointers and result pools shared by the beam searches.
+
+Hypotheses are never copied while searching: each step records, for every beam slot, the
+slot it extends and the token it appended; histories are read back once at the end.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+import torch
+
+from decodekit.outputs import Hypothesis
+
+
+class Trace:
+    """Per-step ``parents [B, W]`` (slot index in the previous step) and ``tokens [B, W]``."""
+
+    def __init__(self) -> None:
+        self._parents: list[torch.Tensor] = []
+        self._tokens: list[torch.Tensor] = []
+        self._host: tuple[list, list] | None = None
+
+    def push(self, parents: torch.Tensor, tokens: torch.Tensor) -> None:
+        self._parents.append(parents)
+        self._tokens.append(tokens)
+
+    def history(self, b: int, t: int, slot: int) -> tuple[int, ...]:
+        """Tokens of slot ``slot`` of item ``b`` after step ``t`` (steps 0..t), oldest first."""
+        if self._host is None:  # one device->host copy for the whole search
+            parents = torch.stack(self._parents).cpu().tolist() if self._parents else []
+            tokens = torch.stack(self._tokens).cpu().tolist() if self._tokens else []
+            self._host = (parents, tokens)
+        parents, tokens = self._host
+        out = []
+        for step in range(t, -1, -1):
+            out.append(tokens[step][b][slot])
+            slot = parents[step][b][slot]
+        return tuple(reversed(out))
+
+
+@dataclass(order=True)
+class Candidate:
+    """A completed hypothesis, its tokens still held as (step, slot) in the trace."""
+
+    score: float
+    logprob: float = field(compare=False)
+    last_step: int = field(compare=False)  # step of its last non-EOS token (-1: none)
+    slot: int = field(compare=False)
+    finished: bool = field(compare=False)
+
+
+def length_normalised(logprob: float, length: int, length_penalty: float) -> float:
+    """``logprob / length ** length_penalty`` (length counts EOS; an empty output counts 1)."""
+    return logprob / max(length, 1) ** length_penalty
+
+
+def reachable_bound(cum_logprob: torch.Tensor, length: int, max_length: int, alpha: float) -> torch.Tensor:
+    """Best score any extension of live hypotheses can reach, per item.
+
+    Args: cum_logprob [B, W] (-inf for empty slots), length: tokens generated so far.
+    Log-probabilities only decrease as tokens are added, and a completion has between
+    ``length + 1`` and ``max_length`` tokens, so with ``c <= 0`` the best score is
+    ``max(c / (length + 1)**alpha, c / max_length**alpha)``: exact for every sign of alpha."""
+    nearest = cum_logprob / float(length + 1) ** alpha
+    farthest = cum_logprob / float(max_length) ** alpha
+    return torch.maximum(nearest, farthest).amax(dim=1)  # [B]
+
+
+class Pool:
+    """The completed candidates of each item; decides when an item is done."""
+
+    def __init__(self, batch: int, n_best: int) -> None:
+        self.n_best = n_best
+        self.items: list[list[Candidate]] = [[] for _ in range(batch)]
+        self.done = [False] * batch
+
+    def add(self, b: int, candidate: Candidate) -> None:
+        if not self.done[b]:
+            self.items[b].append(candidate)
+
+    def update_done(self, bound: list[float]) -> None:
+        """Item b is done when it has n_best candidates none of which a live one can beat."""
+        for b, cands in enumerate(self.items):
+            if not self.done[b] and len(cands) >= self.n_best:
+                nth = heapq.nlargest(self.n_best, cands)[-1].score
+                self.done[b] = nth >= bound[b]
+
+    def needs_check(self) -> bool:
+        return any(not d and len(c) >= self.n_best for d, c in zip(self.done, self.items))
+
+    def results(self, trace: Trace) -> list[list[Hypothesis]]:
+        out = []
+        for b, cands in enumerate(self.items):
+            best = heapq.nlargest(self.n_best, cands)
+            out.append(
+                [
+                    Hypothesis(trace.history(b, c.last_step, c.slot), c.logprob, c.score, c.finished)
+                    if c.last_step >= 0
+                    else Hypothesis((), c.logprob, c.score, c.finished)
+                    for c in best
+                ]
+            )
+        return out

@@ -1,0 +1,146 @@
+import collections
+import math
+
+import pytest
+import torch
+
+import decodekit
+from decodekit.decoding import processors
+from decodekit.errors import ModelOutputError
+from tests.fakes import HistoryLM, TableLM, all_completions, sequence_logprob
+
+
+def argmax_chain(model, prompt, max_length):
+    seq = [model.bos_id, *prompt]
+    state = model.initial_state(1)
+    for x in seq:
+        lp, state = model.step(state, torch.tensor([x]))
+    out, total = [], 0.0
+    for _ in range(max_length):
+        x = int(lp[0].argmax())
+        total += float(lp[0, x])
+        if x == model.eos_id:
+            return tuple(out), total, True
+        out.append(x)
+        lp, state = model.step(state, torch.tensor([x]))
+    return tuple(out), total, False
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_greedy_is_the_argmax_chain(seed):
+    model = HistoryLM(4, seed=seed, sharpness=1.0)
+    h = decodekit.greedy(model, [1, 2], 8)[0]
+    toks, lp, fin = argmax_chain(model, [1, 2], 8)
+    assert (h.tokens, h.finished) == (toks, fin)
+    assert h.logprob == pytest.approx(lp, abs=1e-5) and h.score == h.logprob
+
+
+def test_greedy_batched_equals_one_at_a_time():
+    model = HistoryLM(5, seed=4, sharpness=1.0)
+    prompts = [[1], [], [2, 3, 4], [1]]
+    batched = decodekit.greedy(model, prompts, 7)
+    assert batched == [decodekit.greedy(model, p, 7) for p in prompts]
+
+
+def chi_square_critical(df: int, z: float = 3.719) -> float:
+    """Wilson-Hilferty approximation of the chi-square quantile (z=3.719: p = 1e-4)."""
+    return df * (1 - 2 / (9 * df) + z * math.sqrt(2 / (9 * df))) ** 3
+
+
+def test_sample_frequencies_match_sequence_probabilities():
+    torch.manual_seed(0)
+    model = TableLM(torch.randn(3, 3))
+    n = 20_000
+    hyps = decodekit.sample(model, [1], 3, num_samples=n, generator=1234)
+    counts = collections.Counter((h.tokens, h.finished) for h in hyps)
+    expected = {(toks, fin): math.exp(lp) for toks, lp, _, fin in all_completions(model, [1], 3)}
+    assert sum(expected.values()) == pytest.approx(1.0, abs=1e-5)
+    assert set(counts) <= set(expected)
+    stat = sum((counts.get(k, 0) - n * p) ** 2 / (n * p) for k, p in expected.items())
+    assert stat < chi_square_critical(len(expected) - 1)
+    for h in hyps[:50]:  # reported log-probabilities are the model's
+        seq = (*h.tokens, model.eos_id) if h.finished else h.tokens
+        assert h.logprob == pytest.approx(sequence_logprob(model, [1], seq), abs=1e-5)
+
+
+def test_sample_is_reproducible_from_a_seed():
+    model = HistoryLM(6, seed=1)
+    a = decodekit.sample(model, [[1], [2]], 10, num_samples=3, generator=42)
+    b = decodekit.sample(model, [[1], [2]], 10, num_samples=3, generator=torch.Generator().manual_seed(42))
+    assert a == b
+    assert a != decodekit.sample(model, [[1], [2]], 10, num_samples=3, generator=43)
+
+
+def test_processors_exact():
+    lp = torch.log(torch.tensor([[0.5, 0.25, 0.15, 0.1]]))
+    inf = float("-inf")
+    assert processors.top_k(lp, 2)[0, 2:].tolist() == [inf, inf]
+    kept = processors.top_p(lp, 0.75)  # .5 + .25 reaches .75: keep two
+    assert torch.isfinite(kept).tolist() == [[True, True, False, False]]
+    kept = processors.top_p(lp, 0.76)
+    assert torch.isfinite(kept).tolist() == [[True, True, True, False]]
+    assert torch.isfinite(processors.top_p(lp, 0.1)).tolist() == [[True, False, False, False]]
+    kept = processors.min_p(lp, 0.3)  # threshold .15
+    assert torch.isfinite(kept).tolist() == [[True, True, True, False]]
+    t = processors.temperature(lp, 2.0)
+    assert torch.allclose(torch.softmax(t, -1), torch.softmax(lp / 2, -1))
+
+
+def test_sampling_with_top_k_one_is_greedy():
+    model = HistoryLM(5, seed=9, sharpness=1.0)
+    s = decodekit.sample(model, [1], 8, top_k=1, generator=0)[0]
+    g = decodekit.greedy(model, [1], 8)[0]
+    assert s.tokens == g.tokens
+
+
+@pytest.mark.parametrize(
+    "kwargs,msg",
+    [
+        (dict(temperature=0), "temperature"),
+        (dict(temperature=-1), "temperature"),
+        (dict(top_p=0), "top_p"),
+        (dict(top_p=1.5), "top_p"),
+        (dict(top_k=0), "top_k"),
+        (dict(min_p=2), "min_p"),
+        (dict(num_samples=0), "num_samples"),
+    ],
+)
+def test_bad_sampling_arguments(kwargs, msg):
+    with pytest.raises(ValueError, match=msg):
+        decodekit.sample(HistoryLM(3), [1], 4, **kwargs)
+
+
+class BrokenLM(TableLM):
+    def __init__(self, fault, at_step):
+        super().__init__(torch.zeros(4, 4))
+        self.fault, self.at_step, self.n = fault, at_step, 0
+
+    def step(self, state, tokens):
+        lp, state = super().step(state, tokens)
+        self.n += 1
+        if self.n - 1 == self.at_step:
+            if self.fault == "shape":
+                lp = lp[:, :3]
+            elif self.fault == "nan":
+                lp = lp.clone()
+                lp[0, 1] = float("nan")
+            else:
+                lp = lp + 0.5
+        return lp, state
+
+
+@pytest.mark.parametrize("fault,match", [("shape", "shape"), ("nan", "NaN"), ("scale", "not normalised")])
+@pytest.mark.parametrize("strategy", ["greedy", "beam"])
+def test_bad_model_output_is_named_with_the_step(fault, match, strategy):
+    model = BrokenLM(fault, at_step=2)  # call 0 is the BOS prefill; calls 1, 2 are steps 1, 2
+    model.eos_id = None
+    with pytest.raises(ModelOutputError, match=f"step 2.*{match}|{match}"):
+        if strategy == "greedy":
+            decodekit.greedy(model, [1], 5)
+        else:
+            decodekit.beam_search(model, [1], 2, 5)
+
+
+def test_empty_prompt_without_bos_is_an_error():
+    with pytest.raises(ValueError, match="empty"):
+        decodekit.greedy(HistoryLM(3, bos_id=None), [], 3)

@@ -1,0 +1,110 @@
+"""Tiny hand-written step-protocol models (no nn.Module) and an exhaustive-search oracle."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import torch
+
+from decodekit.vocab import Vocab
+
+
+class TableLM:
+    """A bigram model: logprobs of the next token = table[last token]. State: last token [N]."""
+
+    def __init__(self, table: torch.Tensor, bos_id: int | None = 0, eos_id: int | None = 0, vocab=None):
+        self.table = torch.log_softmax(table.double(), -1).float()  # [V, V]
+        self.vocab_size = table.shape[0]
+        self.bos_id, self.eos_id, self.vocab = bos_id, eos_id, vocab
+        self.calls = 0
+
+    def initial_state(self, batch_size: int):
+        return torch.full((batch_size,), -1, dtype=torch.long)
+
+    def step(self, state, tokens):
+        self.calls += 1
+        return self.table[tokens], tokens.clone()
+
+
+class HistoryLM:
+    """The next-token distribution depends on the whole history (a hash of it), so any wrong
+    reordering of states changes the answer. State: (rolling hash [N] int64, length [N])."""
+
+    def __init__(
+        self,
+        vocab_size: int,
+        seed: int = 0,
+        bos_id: int | None = 0,
+        eos_id: int | None = 0,
+        sharpness: float = 2.0,
+        vocab=None,
+    ):
+        self.vocab_size, self.bos_id, self.eos_id, self.vocab = vocab_size, bos_id, eos_id, vocab
+        self.seed, self.sharpness = seed, sharpness
+        self.calls = 0
+
+    def initial_state(self, batch_size: int):
+        return (torch.zeros(batch_size, dtype=torch.long), torch.zeros(batch_size, dtype=torch.long))
+
+    def _dist(self, h: int) -> torch.Tensor:
+        g = torch.Generator().manual_seed((h * 7919 + self.seed) % (2**62))
+        return torch.log_softmax(
+            self.sharpness * torch.randn(self.vocab_size, generator=g, dtype=torch.float64), -1
+        )
+
+    def step(self, state, tokens):
+        self.calls += 1
+        h, n = state
+        h = (h * 1000003 + tokens + 1) % (2**61 - 1)
+        logprobs = torch.stack([self._dist(int(x)) for x in h]).float()
+        return logprobs, (h, n + 1)
+
+
+def sequence_logprob(model, prompt, tokens) -> float:
+    """Log-probability of ``tokens`` after ``prompt``, stepping one row (float64 sum)."""
+    seq = ([model.bos_id] if model.bos_id is not None else []) + list(prompt)
+    state = model.initial_state(1)
+    for x in seq:
+        lp, state = model.step(state, torch.tensor([x]))
+    total = 0.0
+    for x in tokens:
+        total += float(lp[0, x])
+        lp, state = model.step(state, torch.tensor([x]))
+    return total
+
+
+def all_completions(model, prompt, max_length: int):
+    """Every output the searches can return: (tokens, logprob, n_tokens_with_eos, finished).
+
+    Finished: content + EOS with total length <= max_length; unfinished: exactly max_length
+    content tokens."""
+    content = [v for v in range(model.vocab_size) if v != model.eos_id]
+    out = []
+    for n in range(max_length + 1):
+        for seq in itertools.product(content, repeat=n):
+            if model.eos_id is not None and n + 1 <= max_length:
+                lp = sequence_logprob(model, prompt, (*seq, model.eos_id))
+                out.append((seq, lp, n + 1, True))
+            if n == max_length:
+                out.append((seq, sequence_logprob(model, prompt, seq), n, False))
+    return out
+
+
+def score(logprob: float, length: int, alpha: float) -> float:
+    return logprob / max(length, 1) ** alpha
+
+
+def word_vocab(words):
+    from decodekit.vocab import WordVocab
+
+    return WordVocab(["<unk>", "<eos>", *words])
+
+
+def char_vocab(chars: str) -> Vocab:
+    from decodekit.vocab import CharVocab
+
+    return CharVocab(["<unk>", "<eos>", *chars])
+
+
+__all__ = ["TableLM", "HistoryLM", "all_completions", "sequence_logprob", "score", "math"]
