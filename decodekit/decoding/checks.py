@@ -20,7 +20,8 @@ def check_logprobs(logprobs: torch.Tensor, rows: int, vocab_size: int, step: int
     if not isinstance(logprobs, torch.Tensor) or tuple(logprobs.shape) != (rows, vocab_size):
         shape = tuple(logprobs.shape) if isinstance(logprobs, torch.Tensor) else type(logprobs).__name__
         raise ModelOutputError(
-            f"step {step}: the model returned log-probabilities of shape {shape}, expected ({rows}, {vocab_size})"
+            f"step {step}: the model returned log-probabilities of shape {shape}, "
+            f"expected ({rows}, {vocab_size})"
         )
     if not full:
         return
