@@ -1,0 +1,245 @@
+"""Character-level DFA from an ``interegular`` AST: Thompson NFA, bounded subset construction.
+
+Characters are grouped into *classes*: two characters share a class iff every character set of
+the pattern treats them alike (and, when the pattern has ``\\b``/``\\B``, iff both are word
+characters or both are not, by Python ``regex``'s Unicode ``\\w``). Characters the pattern never
+names fall into one or two "other" classes.
+
+Word boundaries are zero-width assertion edges of the NFA. The subset construction runs over
+pairs (set of NFA states, class of the previous character: word or not; the start of the text
+counts as non-word): reading a character of class ``n`` from ``(S, p)`` first follows the
+assertion edges that hold between ``p`` and ``n`` (``\\b``: ``p != n``, ``\\B``: ``p == n``), then
+the character. A state accepts if, with ``n = non-word`` (the end of the text), the closure
+reaches the NFA's final state. The construction stops with ConstraintError past ``max_states``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+import regex
+from interegular.patterns import _DOT, REFlags, _CharGroup, _Concatenation, _Repeated
+from interegular.patterns import Pattern as IPattern
+
+from decodekit.constraints.graph import minimize, reverse_distances
+from decodekit.constraints.pattern import END, NOT_WORD_BOUNDARY, START, WORD_BOUNDARY
+from decodekit.errors import ConstraintError
+
+_WORD = regex.compile(r"\w")
+
+
+def is_word_char(c: str) -> bool:
+    """Python ``regex``'s (Unicode) ``\\w``: letters, digits, underscore, marks, connectors."""
+    return _WORD.match(c) is not None
+
+
+@dataclass(frozen=True)
+class CharDFA:
+    """A minimal DFA over character classes; only states that can still accept are kept.
+
+    Attributes:
+        table: [Q, C] int32 next state per class, -1 = dead.
+        accepting: [Q] bool.
+        initial: the start state (-1 if the pattern matches nothing).
+        explicit: character -> class for the characters the pattern names.
+        other: (class of other non-word characters, class of other word characters).
+        examples: [C] one example character per class (for messages).
+    """
+
+    table: np.ndarray
+    accepting: np.ndarray
+    initial: int
+    explicit: dict[str, int]
+    other: tuple[int, int]
+    examples: tuple[str, ...]
+
+    def class_of(self, chars: list[str], word: np.ndarray) -> np.ndarray:
+        """Class ids [n] of the characters ``chars`` given their word flags ``word`` [n]."""
+        out = np.where(word, self.other[1], self.other[0]).astype(np.int64)
+        for i, c in enumerate(chars):
+            k = self.explicit.get(c)
+            if k is not None:
+                out[i] = k
+        return out
+
+
+class _NFA:
+    """Thompson NFA: eps / \\b / \\B edges and character edges labelled with a set id."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.eps: list[list[int]] = []
+        self.wb: list[list[int]] = []
+        self.nwb: list[list[int]] = []
+        self.char: list[list[tuple[int, int]]] = []
+        self.sets: list[tuple[frozenset[str], bool]] = []
+
+    def new(self) -> int:
+        if len(self.eps) >= self.limit:
+            raise ConstraintError(f"regex too large: its NFA exceeds {self.limit} states")
+        for lst in (self.eps, self.wb, self.nwb, self.char):
+            lst.append([])
+        return len(self.eps) - 1
+
+    def build(self, node, flags: REFlags) -> tuple[int, int]:
+        """Add ``node``; returns its (entry, exit) states."""
+        if isinstance(node, IPattern):
+            flags = (flags | node.added_flags) & ~node.removed_flags
+            s, e = self.new(), self.new()
+            for option in node.options:
+                a, b = self.build(option, flags)
+                self.eps[s].append(a)
+                self.eps[b].append(e)
+            return s, e
+        if isinstance(node, _Concatenation):
+            s = e = self.new()
+            for part in node.parts:
+                a, b = self.build(part, flags)
+                self.eps[e].append(a)
+                e = b
+            return s, e
+        if isinstance(node, _Repeated):
+            return self._repeat(node, flags)
+        s, e = self.new(), self.new()
+        if node is _DOT or type(node) is type(_DOT):
+            self.char[s].append((self._set(frozenset() if flags & REFlags.SINGLE_LINE else {"\n"}, True), e))
+        elif isinstance(node, _CharGroup):
+            if node.chars == frozenset({START}) or node.chars == frozenset({END}):
+                self.eps[s].append(e)  # anchors were checked to be trivial: no-ops
+            elif node.chars == frozenset({WORD_BOUNDARY}):
+                self.wb[s].append(e)
+            elif node.chars == frozenset({NOT_WORD_BOUNDARY}):
+                self.nwb[s].append(e)
+            else:
+                chars = node.chars
+                if flags & REFlags.CASE_INSENSITIVE:
+                    chars = frozenset(x for c in chars for x in (c, c.lower(), c.upper()) if len(x) == 1)
+                self.char[s].append((self._set(chars, node.negated), e))
+        else:  # the empty pattern
+            self.eps[s].append(e)
+        return s, e
+
+    def _repeat(self, node: _Repeated, flags: REFlags) -> tuple[int, int]:
+        s = e = self.new()
+        for _ in range(node.min):
+            a, b = self.build(node.base, flags)
+            self.eps[e].append(a)
+            e = b
+        if node.max is None:
+            a, b = self.build(node.base, flags)
+            self.eps[e].append(a)
+            self.eps[b].append(e)
+            return s, e
+        end = self.new()
+        for _ in range(node.max - node.min):
+            a, b = self.build(node.base, flags)
+            self.eps[e].append(a)
+            self.eps[e].append(end)
+            e = b
+        self.eps[e].append(end)
+        return s, end
+
+    def _set(self, chars: frozenset[str], negated: bool) -> int:
+        self.sets.append((frozenset(chars), negated))
+        return len(self.sets) - 1
+
+
+def _partition(sets: list[tuple[frozenset[str], bool]], split_words: bool):
+    """Character classes. Returns (explicit char -> class, other classes, member [G, C], word [C],
+    examples)."""
+    sig: dict[str, list[int]] = defaultdict(list)
+    for g, (chars, _) in enumerate(sets):
+        for c in chars:
+            sig[c].append(g)
+    keys: dict[tuple, int] = {}
+    examples: list[str] = []
+
+    def key_id(key: tuple, example: str) -> int:
+        if key not in keys:
+            keys[key] = len(keys)
+            examples.append(example)
+        return keys[key]
+
+    explicit = {c: key_id((tuple(g), split_words and is_word_char(c)), c) for c, g in sig.items()}
+    spare = [next((c for c in cands if c not in sig), cands[0]) for cands in (" !#%&,;~\x01", "xqzjkwé")]
+    nonword = key_id(((), False), spare[0])
+    other = (nonword, key_id(((), True), spare[1]) if split_words else nonword)
+    member = np.zeros((len(sets), len(keys)), dtype=bool)
+    negated = np.array([neg for _, neg in sets], dtype=bool)
+    for (groups, _), k in keys.items():
+        member[list(groups), k] = True
+    member ^= negated[:, None]
+    word = np.array([w for _, w in keys], dtype=bool)
+    return explicit, other, member, word, tuple(examples)
+
+
+def _closure(nfa: _NFA, states, wb: bool, nwb: bool) -> frozenset[int]:
+    """States reachable through eps edges (and \\b / \\B edges where they hold)."""
+    seen = set(states)
+    stack = list(states)
+    while stack:
+        q = stack.pop()
+        nxt = nfa.eps[q] + (nfa.wb[q] if wb else []) + (nfa.nwb[q] if nwb else [])
+        for r in nxt:
+            if r not in seen:
+                seen.add(r)
+                stack.append(r)
+    return frozenset(seen)
+
+
+def build_char_dfa(ast, has_boundaries: bool, max_states: int) -> CharDFA:
+    """Thompson NFA + subset construction (bounded by ``max_states``) + pruning + minimisation."""
+    nfa = _NFA(limit=max(10 * max_states, 100_000))
+    start, final = nfa.build(ast, REFlags(0))
+    explicit, other, member, word, examples = _partition(nfa.sets, has_boundaries)
+    num_classes = member.shape[1]
+    by_word = [np.flatnonzero(word == w) for w in (False, True)]
+    first = (_closure(nfa, [start], False, False), False)
+    index = {first: 0}
+    order = [first]
+    rows: list[np.ndarray] = []
+    accepting: list[bool] = []
+    plain: dict[frozenset[int], frozenset[int]] = {}
+    for states, prev in order:  # `order` grows while we iterate
+        row = np.full(num_classes, -1, dtype=np.int64)
+        for nxt_word in (False, True) if has_boundaries else (False,):
+            closed = _closure(nfa, states, prev != nxt_word, prev == nxt_word) if has_boundaries else states
+            if not nxt_word:
+                accepting.append(final in closed)
+            edges = [(g, d) for q in closed for g, d in nfa.char[q]]
+            if not edges:
+                continue
+            groups, dsts = (np.array(x) for x in zip(*edges))
+            classes = by_word[nxt_word] if has_boundaries else np.arange(num_classes)
+            hits = member[groups][:, classes]  # [E, C'] does edge e accept class c
+            for j in np.flatnonzero(hits.any(axis=0)):
+                target = frozenset(dsts[hits[:, j]].tolist())
+                if target not in plain:
+                    plain[target] = _closure(nfa, target, False, False)
+                key = (plain[target], bool(nxt_word) and has_boundaries)
+                if key not in index:
+                    if len(index) >= max_states:
+                        raise ConstraintError(
+                            f"regex too large: its character automaton exceeds max_states={max_states} "
+                            "states (patterns like (a|b)*a(a|b){20} blow up exponentially)"
+                        )
+                    index[key] = len(index)
+                    order.append(key)
+                row[classes[j]] = index[key]
+        rows.append(row)
+    table = np.stack(rows)
+    acc = np.array(accepting, dtype=bool)
+    # keep only states from which acceptance is reachable, then merge equivalent states
+    src, cls = np.nonzero(table >= 0)
+    dist = reverse_distances(src, table[src, cls], acc, len(acc))
+    live = dist >= 0
+    remap = np.where(live, np.cumsum(live) - 1, -1)
+    table = np.where(table >= 0, remap[np.maximum(table, 0)], -1)[live]
+    acc = acc[live]
+    initial = int(remap[0])
+    if initial >= 0:
+        table, acc, _ = minimize(table, acc, initial)
+        initial = 0
+    return CharDFA(table.astype(np.int32), acc, initial, explicit, other, examples)

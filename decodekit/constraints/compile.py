@@ -1,0 +1,169 @@
+"""Public entry points: compile a regex constraint for a vocabulary, with caching."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from decodekit.constraints.automaton import TokenAutomaton
+from decodekit.constraints.chardfa import CharDFA, build_char_dfa
+from decodekit.constraints.graph import reverse_distances
+from decodekit.constraints.lift import EncodedVocab, encode_vocab, fingerprint, lift
+from decodekit.constraints.pattern import parse
+from decodekit.errors import ConstraintError
+
+DEFAULT_MAX_STATES = 100_000
+CACHE_SIZE = 32
+_automata: OrderedDict[tuple, TokenAutomaton] = OrderedDict()
+_vocabs: OrderedDict[str, EncodedVocab] = OrderedDict()
+_lock = threading.Lock()
+
+
+def clear_cache() -> None:
+    """Forget every compiled automaton and prepared vocabulary."""
+    with _lock:
+        _automata.clear()
+        _vocabs.clear()
+
+
+def compile_regex(
+    pattern: str,
+    token_strings: Sequence[str | None],
+    eos_id: int | None = None,
+    separator: str = "",
+    *,
+    max_states: int = DEFAULT_MAX_STATES,
+) -> TokenAutomaton:
+    """Compile ``pattern`` into a :class:`TokenAutomaton` over ``len(token_strings)`` tokens.
+
+    A token sequence is accepted iff ``separator.join(token_strings[t] for t in tokens)`` fully
+    matches ``pattern`` (``regex.fullmatch``). ``token_strings[i]`` is None for special tokens
+    that never appear in text (they, and ``eos_id``, get no transitions).
+
+    Results are cached (LRU, 32 entries) per (pattern, separator, hash of token_strings, eos_id,
+    max_states): compiling again returns the same object.
+
+    Raises:
+        ConstraintError: invalid regex (with the position), unsupported feature (back-references,
+            look-around), anchors not at the start/end, more than ``max_states`` states, or no
+            token sequence of this vocabulary can match.
+    """
+    if not isinstance(separator, str):
+        raise ConstraintError(f"separator must be a string, got {separator!r}")
+    token_strings = list(token_strings)
+    if eos_id is not None and not 0 <= eos_id < len(token_strings):
+        raise ConstraintError(f"eos_id {eos_id} out of range for {len(token_strings)} tokens")
+    fp = fingerprint(token_strings, separator)
+    key = (pattern, separator, fp, eos_id, max_states)
+    with _lock:
+        if key in _automata:
+            _automata.move_to_end(key)
+            return _automata[key]
+        enc = _vocabs.get(fp)
+    if enc is None:
+        enc = encode_vocab(token_strings, fp)
+    ast, boundaries = parse(pattern)
+    dfa = build_char_dfa(ast, boundaries, max_states)
+    out = None if dfa.initial < 0 else lift(dfa, enc, separator, eos_id, max_states)
+    if out is None:
+        raise ConstraintError(_unspellable(pattern, dfa, enc, separator))
+    next_state, accepting, min_tokens = out
+    automaton = TokenAutomaton(
+        next_state=torch.from_numpy(np.ascontiguousarray(next_state, dtype=np.int64)),
+        accepting=torch.from_numpy(accepting.astype(bool)),
+        min_tokens_to_accept=torch.from_numpy(min_tokens.astype(np.int64)),
+        eos_id=eos_id,
+        pattern=pattern,
+        separator=separator,
+    )
+    with _lock:
+        _vocabs[fp] = enc
+        _vocabs.move_to_end(fp)
+        while len(_vocabs) > 4:
+            _vocabs.popitem(last=False)
+        _automata[key] = automaton
+        while len(_automata) > CACHE_SIZE:
+            _automata.popitem(last=False)
+    return automaton
+
+
+def compile_for_vocab(pattern: str, vocab, *, max_states: int = DEFAULT_MAX_STATES) -> TokenAutomaton:
+    """:func:`compile_regex` with a :class:`decodekit.vocab.Vocab`'s surfaces, separator and EOS."""
+    return compile_regex(pattern, vocab.surfaces(), vocab.eos_id, vocab.separator, max_states=max_states)
+
+
+def as_automaton(constraint, model) -> TokenAutomaton:
+    """A compiled automaton for ``model``: a pattern string is compiled against ``model.vocab``;
+    a :class:`TokenAutomaton` is checked against ``model.vocab_size`` (and its EOS)."""
+    if isinstance(constraint, TokenAutomaton):
+        if constraint.vocab_size != model.vocab_size:
+            raise ConstraintError(
+                f"the constraint was compiled for {constraint.vocab_size} tokens but the model has "
+                f"{model.vocab_size}"
+            )
+        eos = getattr(model, "eos_id", None)
+        if constraint.eos_id is not None and eos is not None and constraint.eos_id != eos:
+            raise ConstraintError(f"the constraint's eos_id {constraint.eos_id} is not the model's {eos}")
+        return constraint
+    if isinstance(constraint, str):
+        vocab = getattr(model, "vocab", None)
+        if vocab is None:
+            raise ConstraintError(
+                "a regex constraint given as a string needs a model with a `vocab`; this model has none: "
+                "compile it with decodekit.compile_regex(pattern, token_strings, eos_id, separator)"
+            )
+        if len(vocab) != model.vocab_size:
+            raise ConstraintError(
+                f"model.vocab has {len(vocab)} tokens but model.vocab_size is {model.vocab_size}"
+            )
+        automaton = compile_for_vocab(constraint, vocab)
+        eos = getattr(model, "eos_id", None)
+        if eos is not None and automaton.eos_id != eos:
+            automaton = compile_regex(constraint, vocab.surfaces(), eos, vocab.separator)
+        return automaton
+    raise ConstraintError(
+        f"a constraint must be a regex string or a TokenAutomaton, got {type(constraint).__name__}"
+    )
+
+
+def _unspellable(pattern: str, dfa: CharDFA, enc: EncodedVocab, separator: str) -> str:
+    """Why no token sequence matches: characters the regex uses that no token contains, or else
+    the shortest matching text, which whole tokens cannot form."""
+    if dfa.initial < 0:
+        return f"regex {pattern!r} matches no text at all"
+    size = len(enc.lengths)
+    head = (
+        f"no token sequence of this vocabulary ({size} tokens, separator {separator!r}) matches {pattern!r}"
+    )
+    present = set(dfa.class_of(list(enc.chars), enc.word).tolist())
+    present |= set(dfa.class_of(list(separator), np.zeros(len(separator), bool)).tolist())
+    _, cls = np.nonzero(dfa.table >= 0)
+    used = set(cls.tolist())
+    missing = sorted(used - present)
+    by_class: dict[int, list[str]] = {}
+    for c, k in dfa.explicit.items():
+        by_class.setdefault(k, []).append(c)
+    wanted = sorted(c for k in missing for c in by_class.get(k, []))[:12]
+    if wanted:
+        return head + f": it needs characters that no token contains, e.g. {', '.join(map(repr, wanted))}"
+    return (
+        head
+        + f": whole tokens joined by {separator!r} cannot form a matching text, e.g. {_shortest_text(dfa)!r}"
+    )
+
+
+def _shortest_text(dfa: CharDFA) -> str:
+    """A shortest text the character DFA accepts."""
+    src, cls = np.nonzero(dfa.table >= 0)
+    dist = reverse_distances(src, dfa.table[src, cls], dfa.accepting, len(dfa.accepting))
+    out, q = [], dfa.initial
+    while dist[q] > 0:
+        row = dfa.table[q]
+        k = int(np.flatnonzero((row >= 0) & (dist[np.maximum(row, 0)] == dist[q] - 1))[0])
+        out.append(dfa.examples[k])
+        q = int(row[k])
+    return "".join(out)
