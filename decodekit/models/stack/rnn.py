@@ -1,0 +1,119 @@
+"""``StackLSTM``: an LSTM controller connected to a differentiable stack (DuSell & Chiang 2022, §2).
+
+    h_t, c_t = LSTM([x_t ; r_{t-1}], (h_{t-1}, c_{t-1}))     h_0 = c_0 = 0
+    a_t      = Actions(h_t)          y_t = W_y h_t + b_y      (logits of w_{t+1})
+    s_t      = Stack(s_{t-1}, a_t)   r_t = Reading(s_t)
+
+Swapping the stack (superposition, stratification, NS, RNS, memory-limited NS/RNS) changes only
+Actions, Stack, Reading and s_0. The state is a batch-first pytree
+``{"h": [N, H], "c": [N, H], "r": [N, R], "stack": <stack tensors>}`` that is never written in
+place, so :func:`decodekit.models.state.select` reorders it and ``step`` decodes incrementally.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from decodekit.errors import DecodekitError
+from decodekit.models.neural import NeuralLM
+from decodekit.models.stack.nondeterministic import NondeterministicStack
+from decodekit.models.stack.stratification import StratificationStack
+from decodekit.models.stack.superposition import SuperpositionStack
+from decodekit.vocab import Vocab
+
+STACKS = ("superposition", "stratification", "ns", "rns")
+
+
+@dataclass(frozen=True)
+class StackLSTMConfig:
+    """``stack``: superposition | stratification | ns | rns. ``stack_states`` |Q| and
+    ``stack_symbols`` |Gamma| (ns/rns); ``window`` D (ns/rns; None = unlimited, then at most
+    ``max_length`` steps per sequence); ``depth`` (superposition; None = unbounded);
+    ``stack_embed`` m, the pushed-vector size (superposition/stratification); ``push_hidden``:
+    superposition pushes h_t (needs m = hidden). Every parameter starts U(-init_range, init_range)."""
+
+    kind: ClassVar[str] = "stack-lstm"
+    stack: str = "rns"
+    embed: int = 20
+    hidden: int = 20
+    stack_states: int = 2
+    stack_symbols: int = 3
+    window: int | None = None
+    depth: int | None = None
+    stack_embed: int = 20
+    push_hidden: bool = False
+    max_length: int = 512
+    init_range: float = 0.1
+
+
+def build_stack(config: StackLSTMConfig) -> nn.Module:
+    """The stack module a config names (with its action layer)."""
+    for name in ("embed", "hidden"):
+        value = getattr(config, name)
+        if not isinstance(value, int) or value < 1:
+            raise DecodekitError(f"{name} must be an integer >= 1, got {value!r}")
+    if config.stack == "superposition":
+        return SuperpositionStack(config.hidden, config.stack_embed, config.depth, config.push_hidden)
+    if config.stack == "stratification":
+        return StratificationStack(config.hidden, config.stack_embed)
+    if config.stack in ("ns", "rns"):
+        return NondeterministicStack(
+            config.hidden,
+            config.stack_states,
+            config.stack_symbols,
+            renormalizing=config.stack == "rns",
+            window=config.window,
+            max_length=config.max_length,
+        )
+    raise DecodekitError(f"unknown stack {config.stack!r}; choose one of {', '.join(STACKS)}")
+
+
+class StackLSTM(NeuralLM):
+    """Stack-augmented LSTM LM (``bos_id = eos_id = vocab.eos_id``). ``features`` returns h_t."""
+
+    def __init__(self, config: StackLSTMConfig, vocab: Vocab) -> None:
+        super().__init__()
+        self.config, self.vocab = config, vocab
+        self.vocab_size = len(vocab)
+        self.bos_id = self.eos_id = vocab.eos_id
+        self.stack = build_stack(config)
+        self.embedding = nn.Embedding(self.vocab_size, config.embed)
+        self.controller = nn.LSTMCell(config.embed + self.stack.reading_size, config.hidden)
+        self.head = nn.Linear(config.hidden, self.vocab_size)
+        for p in self.parameters():
+            nn.init.uniform_(p, -config.init_range, config.init_range)
+
+    def initial_state(self, batch_size: int) -> dict[str, Any]:
+        """h_0 = c_0 = 0, the stack's s_0 and r_0."""
+        like = self.head.bias
+        h = like.new_zeros(batch_size, self.config.hidden)
+        stack, reading = self.stack.initial(batch_size, like)
+        return {"h": h, "c": h.clone(), "r": reading, "stack": stack}
+
+    def features(self, state: dict[str, Any], tokens: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Args: state (N rows), tokens [N, T]. Returns (h_1..h_T [N, T, H], state after x_T)."""
+        self.stack.check_length(state["stack"], tokens.shape[1])
+        x = self.embedding(tokens)  # [N, T, E]
+        h, c, r, stack = state["h"], state["c"], state["r"], state["stack"]
+        outputs = []
+        for t in range(tokens.shape[1]):
+            h, c = self.controller(torch.cat([x[:, t], r], dim=-1), (h, c))
+            stack, r = self.stack(stack, h)
+            outputs.append(h)
+        return torch.stack(outputs, dim=1), {"h": h, "c": c, "r": r, "stack": stack}
+
+    def concat_states(self, states: list[dict[str, Any]]) -> dict[str, Any]:
+        """Join row-wise; growing stacks are padded with neutral (zero-weight) cells first."""
+        size = max(self.stack.size(s["stack"]) for s in states)
+        stacks = [self.stack.pad(s["stack"], size) for s in states]
+        out = {k: torch.cat([s[k] for s in states], 0) for k in ("h", "c", "r")}
+        first = stacks[0]
+        if isinstance(first, torch.Tensor):
+            out["stack"] = torch.cat(stacks, 0)
+        else:
+            out["stack"] = tuple(torch.cat([s[i] for s in stacks], 0) for i in range(len(first)))
+        return out

@@ -1,0 +1,153 @@
+"""StackLSTM with every stack: incremental decoding equals the full forward, states reorder and
+join exactly, the vector stacks match loop references of the paper's equations, bad configs fail."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from decodekit.errors import DecodekitError
+from decodekit.models.stack import StackLSTM, StackLSTMConfig
+from decodekit.models.stack.stratification import StratificationStack
+from decodekit.models.stack.superposition import SuperpositionStack
+from decodekit.models.state import select
+from decodekit.vocab import CharVocab
+
+VOCAB = CharVocab(["<eos>", "a", "b", "#"], unk=None)
+CONFIGS = {
+    "superposition": dict(stack="superposition", stack_embed=3),
+    "superposition-depth2": dict(stack="superposition", stack_embed=3, depth=2),
+    "superposition-push-h": dict(stack="superposition", stack_embed=6, push_hidden=True),
+    "stratification": dict(stack="stratification", stack_embed=3),
+    "ns": dict(stack="ns", stack_states=2, stack_symbols=2),
+    "rns": dict(stack="rns", stack_states=2, stack_symbols=3),
+    "rns-window3": dict(stack="rns", stack_states=2, stack_symbols=2, window=3),
+}
+
+
+def make(name, seed=0):
+    torch.manual_seed(seed)
+    config = StackLSTMConfig(embed=4, hidden=6, init_range=0.5, **CONFIGS[name])
+    return StackLSTM(config, VOCAB).double().eval()
+
+
+def tokens(n, t, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, len(VOCAB), (n, t), generator=g)
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_step_equals_forward_and_chunks(name):
+    model, x = make(name), tokens(3, 6)
+    logits, _ = model(x)
+    full = torch.log_softmax(logits.float(), -1)  # step returns float32 log-probs
+    state = model.initial_state(3)
+    for t in range(6):
+        lp, state = model.step(state, x[:, t])
+        torch.testing.assert_close(lp, full[:, t], rtol=1e-6, atol=1e-6)
+    # Two chunks (truncated BPTT / prefill then step) give the same result.
+    _, mid = model(x[:, :4])
+    logits2, _ = model(x[:, 4:], mid)
+    torch.testing.assert_close(logits2, logits[:, 4:], rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_select_permutes_rows_exactly(name):
+    model, x = make(name), tokens(3, 5)
+    _, state = model.prefill(model.initial_state(3), x)
+    rows = torch.tensor([2, 0, 2, 1])
+    nxt = torch.tensor([1, 2, 0, 1])
+    lp, _ = model.step(select(state, rows), nxt)
+    for j, row in enumerate(rows.tolist()):
+        _, alone = model.prefill(model.initial_state(1), x[row : row + 1])
+        want, _ = model.step(alone, nxt[j : j + 1])
+        torch.testing.assert_close(lp[j : j + 1], want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_concat_states_of_different_lengths(name):
+    model = make(name)
+    a, b = tokens(2, 2, seed=3), tokens(1, 5, seed=4)
+    _, sa = model.prefill(model.initial_state(2), a)
+    _, sb = model.prefill(model.initial_state(1), b)
+    joined = model.concat_states([sa, sb])
+    nxt = torch.tensor([0, 1, 2])
+    lp, _ = model.step(joined, nxt)
+    want_a, _ = model.step(sa, nxt[:2])
+    want_b, _ = model.step(sb, nxt[2:])
+    torch.testing.assert_close(lp, torch.cat([want_a, want_b]), rtol=1e-6, atol=1e-6)
+
+
+def test_superposition_matches_loop_reference():
+    torch.manual_seed(0)
+    stack = SuperpositionStack(4, 2, depth=3).double()
+    hs = torch.randn(5, 1, 4, dtype=torch.float64)
+    state, _ = stack.initial(1, hs)
+    cells = [[0.0, 0.0] for _ in range(3)]
+    for h in hs:
+        state, reading = stack(state, h)
+        push, noop, pop = torch.softmax(stack.actions(h), -1)[0].tolist()
+        v = torch.sigmoid(stack.push_value(h))[0].tolist()
+        below = [*cells, [0.0, 0.0]]
+        cells = [
+            [
+                push * (v if i == 0 else cells[i - 1])[k] + noop * cells[i][k] + pop * below[i + 1][k]
+                for k in range(2)
+            ]
+            for i in range(3)
+        ]
+        torch.testing.assert_close(state[0], torch.tensor(cells, dtype=torch.float64))
+        torch.testing.assert_close(reading[0], torch.tensor(cells[0], dtype=torch.float64))
+
+
+def test_stratification_matches_loop_reference():
+    torch.manual_seed(0)
+    stack = StratificationStack(4, 2).double()
+    hs = torch.randn(6, 1, 4, dtype=torch.float64)
+    state, _ = stack.initial(1, hs)
+    values, strengths = [], []
+    for h in hs:
+        state, reading = stack(state, h)
+        d, u = torch.sigmoid(stack.actions(h))[0].tolist()
+        new = []
+        for i in range(len(strengths)):  # Grefenstette et al. (2015), eq. for s_t[i]
+            above = sum(strengths[i + 1 :])
+            new.append(max(0.0, strengths[i] - max(0.0, u - above)))
+        strengths = [*new, d]
+        values.append(torch.tanh(stack.push_value(h))[0])
+        want = sum(
+            min(strengths[i], max(0.0, 1 - sum(strengths[i + 1 :]))) * values[i] for i in range(len(values))
+        )
+        torch.testing.assert_close(state[1][0], torch.tensor(strengths, dtype=torch.float64))
+        torch.testing.assert_close(reading[0], want)
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        (dict(stack="rns", stack_states=0), "stack_states"),
+        (dict(stack="ns", stack_symbols=1), "stack_symbols"),
+        (dict(stack="rns", window=0), "window"),
+        (dict(stack="superposition", depth=0), "depth"),
+        (dict(stack="queue"), "unknown stack"),
+        (dict(stack="rns", hidden=0), "hidden"),
+    ],
+)
+def test_bad_config(fields, match):
+    with pytest.raises(DecodekitError, match=match):
+        StackLSTM(StackLSTMConfig(**fields), VOCAB)
+
+
+def test_unlimited_ns_rejects_long_sequences():
+    model = StackLSTM(StackLSTMConfig(stack="ns", max_length=4), VOCAB)
+    model(tokens(1, 4))
+    with pytest.raises(DecodekitError, match="memory-limited"):
+        model(tokens(1, 5))
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_backward_finite(name):
+    model = make(name).float().train()
+    logits, _ = model(tokens(2, 5))
+    torch.log_softmax(logits, -1)[..., 0].sum().backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
