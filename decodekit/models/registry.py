@@ -10,16 +10,18 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from decodekit.models.lstm import LSTMConfig, LSTMLM
-from decodekit.models.mlp import MLPConfig, MLPLM
+from decodekit.models.lstm import LSTMLM, LSTMConfig
+from decodekit.models.mlp import MLPLM, MLPConfig
 from decodekit.models.neural import NeuralLM
-from decodekit.models.rnn import RNNConfig, RNNLM
+from decodekit.models.rnn import RNNLM, RNNConfig
+from decodekit.models.stack import StackLSTM, StackLSTMConfig
 from decodekit.vocab import Vocab
 
 MODELS: dict[str, tuple[type, type[NeuralLM]]] = {
     "lstm": (LSTMConfig, LSTMLM),
     "rnn": (RNNConfig, RNNLM),
     "mlp": (MLPConfig, MLPLM),
+    "stack-lstm": (StackLSTMConfig, StackLSTM),
 }
 
 

@@ -151,3 +151,12 @@ def test_backward_finite(name):
     logits, _ = model(tokens(2, 5))
     torch.log_softmax(logits, -1)[..., 0].sum().backward()
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+def test_registered_in_model_registry():
+    from decodekit.models.registry import config_from_dict, config_to_dict, create_model, make_config
+
+    config = make_config("stack-lstm", stack="rns", window=35, stack_states=3)
+    assert config_from_dict(config_to_dict(config)) == config
+    model = create_model(config, VOCAB)
+    assert isinstance(model, StackLSTM) and model.stack.window == 35 and model.stack.num_states == 3
