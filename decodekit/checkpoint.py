@@ -2,7 +2,7 @@
 
 Layout::
 
-    DIR/config.json          {"format": "decodekit-checkpoint", "version": 1, "model": {"kind": ..., ...}, ...}
+    DIR/config.json          {"format": "decodekit-checkpoint", "version": 1, "model": {"kind": ...}, ...}
     DIR/model.safetensors    the weights; its header metadata repeats the config, the vocabulary's
                              fingerprint and a sha256 over all tensors (name, dtype, shape, bytes)
     DIR/vocab.txt            the vocabulary (:meth:`decodekit.vocab.Vocab.save`: JSON strings per line)
@@ -40,6 +40,7 @@ def atomic_write(path: Path, write: Any) -> None:
         write(tmp)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     finally:
         if tmp.exists():
@@ -72,18 +73,30 @@ def model_tensors(model: torch.nn.Module, dtype: torch.dtype | None = None) -> d
     return out
 
 
-def save_checkpoint(model: NeuralLM, directory: str | Path, *, dtype: torch.dtype | None = None,
-                    extra: dict | None = None) -> Path:  # fmt: skip
+def save_checkpoint(
+    model: NeuralLM, directory: str | Path, *, dtype: torch.dtype | None = None, extra: dict | None = None
+) -> Path:
     """Write ``model`` (with ``model.config`` and ``model.vocab``) to ``directory``.
     ``dtype``: e.g. ``torch.float16`` to halve the size; ``extra``: JSON-ready info for config.json."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     config = config_to_dict(model.config)
     tensors = model_tensors(model, dtype)
-    meta = {"format": FORMAT, "version": str(VERSION), "model": json.dumps(config, sort_keys=True),
-            "vocab": model.vocab.fingerprint, "sha256": tensors_digest(tensors)}  # fmt: skip
-    info = {"format": FORMAT, "version": VERSION, "model": config, "vocab_size": len(model.vocab),
-            "vocab_fingerprint": model.vocab.fingerprint, **(extra or {})}  # fmt: skip
+    meta = {
+        "format": FORMAT,
+        "version": str(VERSION),
+        "model": json.dumps(config, sort_keys=True),
+        "vocab": model.vocab.fingerprint,
+        "sha256": tensors_digest(tensors),
+    }
+    info = {
+        "format": FORMAT,
+        "version": VERSION,
+        "model": config,
+        "vocab_size": len(model.vocab),
+        "vocab_fingerprint": model.vocab.fingerprint,
+        **(extra or {}),
+    }
     atomic_write(directory / VOCAB, model.vocab.save)
     atomic_write(directory / WEIGHTS, lambda p: save_file(tensors, str(p), metadata=meta))
     atomic_write(
@@ -129,8 +142,9 @@ def read_weights(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     return tensors, meta
 
 
-def load_checkpoint(directory: str | Path, *, kind: str | None = None, device: Any = None,
-                    dtype: torch.dtype = torch.float32) -> NeuralLM:  # fmt: skip
+def load_checkpoint(
+    directory: str | Path, *, kind: str | None = None, device: Any = None, dtype: torch.dtype = torch.float32
+) -> NeuralLM:
     """Load a checkpoint directory into a fresh model (eval mode) on ``device``.
 
     Args:
@@ -157,8 +171,9 @@ def load_checkpoint(directory: str | Path, *, kind: str | None = None, device: A
     try:
         config = config_from_dict(info["model"])
         model = create_model(config, vocab)
-        missing, unexpected = model.load_state_dict({k: v.to(dtype) if v.is_floating_point() else v
-                                                     for k, v in tensors.items()}, strict=False)  # fmt: skip
+        missing, unexpected = model.load_state_dict(
+            {k: v.to(dtype) if v.is_floating_point() else v for k, v in tensors.items()}, strict=False
+        )
     except (ValueError, RuntimeError, TypeError) as e:
         raise CheckpointError(
             f"{directory}: weights do not fit the {info['model'].get('kind')} config ({e})"

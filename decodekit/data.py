@@ -26,9 +26,20 @@ import torch
 from decodekit.vocab import EOS, UNK, CharVocab, Vocab, WordVocab
 
 __all__ = [
-    "CharVocab", "Corpus", "Vocab", "WordVocab", "batchify", "bptt_batches", "encode_tokens", "find_splits",
-    "load_brown", "load_corpus", "load_data", "read_lines", "read_tokens",
-]  # fmt: skip
+    "CharVocab",
+    "Corpus",
+    "Vocab",
+    "WordVocab",
+    "batchify",
+    "bptt_batches",
+    "encode_tokens",
+    "find_splits",
+    "load_brown",
+    "load_corpus",
+    "load_data",
+    "read_lines",
+    "read_tokens",
+]
 
 SPLIT_NAMES = {
     "train": ("ptb.train.txt", "train.txt"),

@@ -27,3 +27,5 @@ def _register() -> None:
     # Sub-command modules import torch and the models; importing them lazily keeps
     # `decodekit --help` fast. Each module adds its commands to `cli`.
     from decodekit.cli import generate  # noqa: F401
+    from decodekit.cli import train  # noqa: F401
+    from decodekit.cli import evaluate  # noqa: F401

@@ -1,0 +1,56 @@
+"""``decodekit eval``: perplexity of a model on a text file (full softmax, state carried)."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import click
+
+from decodekit.cli import cli
+
+
+@cli.command("eval")
+@click.option(
+    "--model", "model_spec", help="Checkpoint directory (default: the model shipped with decodekit)."
+)
+@click.option(
+    "--data",
+    required=True,
+    type=click.Path(exists=True),
+    help="Text file, one sentence per line (<eos> appended per line); a corpus directory: its test file.",
+)
+@click.option("--device", default="cpu", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
+def eval_command(model_spec: str | None, data: str, device: str, as_json: bool) -> None:
+    """Perplexity exp(-(1/L) sum_t log p(x_t | x_<t)) of --data under the model, every token
+    (each line's <eos> included) predicted from the whole preceding stream."""
+    from decodekit.data import encode_tokens, find_splits, read_tokens
+    from decodekit.loading import load_model
+    from decodekit.training import evaluate
+
+    model = load_model(model_spec, device=device)
+    path = find_splits(data)["test"] if Path(data).is_dir() else Path(data)
+    ids, unknown = encode_tokens(read_tokens(path), model.vocab)
+    if unknown:
+        warnings.warn(
+            f"{unknown} of {ids.numel()} tokens in {path} are not in the vocabulary: mapped to <unk>",
+            stacklevel=1,
+        )
+    result = evaluate(model, ids)
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "perplexity": result.ppl,
+                    "tokens": result.tokens,
+                    "nll": result.nll,
+                    "unknown": unknown,
+                    "data": str(path),
+                    "model": model_spec or "default",
+                }
+            )
+        )
+    else:
+        click.echo(f"perplexity {result.ppl:.2f} ({result.tokens} tokens, {unknown} mapped to <unk>)")

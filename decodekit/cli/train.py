@@ -1,0 +1,165 @@
+"""``decodekit train``: train a bundled model (LSTM, Elman RNN, Bengio MLP) on a corpus."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from decodekit.cli import cli
+from decodekit.cli.common import UsageError
+
+_HELP_DATA = (
+    "Corpus: a directory with ptb.{train,valid,test}.txt or {train,valid,test}.txt (one sentence per line, "
+    "<eos> appended per line), or NLTK's Brown corpus (brown.zip or its directory; Bengio et al.'s split)."
+)
+
+
+def _model_config(kind: str, opts: dict):
+    from decodekit.models.registry import make_config
+
+    if kind == "mlp":
+        order = None if opts["context"] is None else opts["context"] + 1
+        return make_config(
+            "mlp",
+            order=order,
+            embed=opts["embed"],
+            hidden=opts["hidden"],
+            direct=opts["direct"],
+            dropout=opts["dropout"],
+            init_range=opts["init_range"],
+        )
+    if opts["context"] is not None:
+        raise UsageError("--context applies to --model mlp only")
+    return make_config(
+        kind,
+        layers=opts["layers"],
+        embed=opts["embed"],
+        hidden=opts["hidden"],
+        dropout=opts["dropout"],
+        tie=opts["tie"],
+        init_range=opts["init_range"],
+    )
+
+
+def _device(name: str):
+    import torch
+
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise UsageError(f"--device {name}: CUDA is not available")
+    return torch.device(name)
+
+
+@cli.command("train")
+@click.option("--data", "data", required=True, type=click.Path(exists=True), help=_HELP_DATA)
+@click.option("--model", "kind", type=click.Choice(["lstm", "rnn", "mlp"]), default="lstm", show_default=True)
+@click.option("--layers", type=int, help="Recurrent layers (lstm/rnn; default lstm 2, rnn 1).")
+@click.option("--hidden", type=int, help="Hidden units (default 200; mlp: h, default 100, 0 = none).")
+@click.option("--embed", type=int, help="Embedding size (default 200; mlp: m, default 30).")
+@click.option("--dropout", type=float, help="Dropout on non-recurrent connections (default 0).")
+@click.option("--tie/--no-tie", default=None, help="Tie input and output embeddings (needs embed == hidden).")
+@click.option("--context", type=int, help="mlp: previous words seen, n - 1 (default 4, i.e. n = 5).")
+@click.option(
+    "--direct/--no-direct", default=None, help="mlp: direct input->output connections (default on)."
+)
+@click.option("--init-range", type=float, help="Uniform init range r: U(-r, r) (default 0.1).")
+@click.option("--bptt", type=int, default=20, show_default=True, help="Truncated-BPTT chunk length T.")
+@click.option("--batch-size", type=int, default=20, show_default=True, help="Parallel streams B.")
+@click.option("--epochs", type=int, default=13, show_default=True)
+@click.option("--lr", type=float, default=1.0, show_default=True)
+@click.option("--optimizer", type=click.Choice(["sgd", "adam"]), default="sgd", show_default=True)
+@click.option("--weight-decay", type=float, default=0.0, show_default=True)
+@click.option("--clip", type=float, default=5.0, show_default=True, help="Max global gradient norm (0: off).")
+@click.option(
+    "--schedule",
+    type=click.Choice(["fixed", "plateau", "constant"]),
+    default="fixed",
+    show_default=True,
+    help="fixed: Zaremba's decay from --decay-start on; plateau: decay after --patience bad epochs.",
+)
+@click.option("--decay", type=float, default=0.5, show_default=True, help="Learning-rate decay factor.")
+@click.option("--decay-start", type=int, default=6, show_default=True, help="fixed: first decayed epoch.")
+@click.option(
+    "--patience", type=int, default=1, show_default=True, help="plateau: bad epochs before a decay."
+)
+@click.option(
+    "--early-stop",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Stop after this many epochs without a new best validation perplexity (0: never).",
+)
+@click.option("--min-lr", type=float, default=0.0, show_default=True, help="Stop when the rate falls below.")
+@click.option("--mean-loss", is_flag=True, help="Average the loss over all B*T tokens (default: sum over T).")
+@click.option(
+    "--min-count", type=int, default=1, show_default=True, help="Vocabulary: minimum training count."
+)
+@click.option("--max-vocab", type=int, help="Vocabulary: maximum size.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--device", default="auto", show_default=True, help="cpu, cuda, cuda:1, ... or auto.")
+@click.option("--threads", type=int, help="torch CPU threads (default: torch's choice).")
+@click.option(
+    "--save-every", type=int, default=0, show_default=True, help="Also save resume state every N updates."
+)
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Output checkpoint directory.")
+@click.option("--resume", is_flag=True, help="Continue the run in --out exactly where it stopped.")
+@click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
+def train_command(data: str, kind: str, out: str, resume: bool, **opts) -> None:
+    """Train a language model with truncated BPTT; write the best checkpoint to --out.
+
+    After training, the best model (by validation perplexity) is evaluated on the test split and a
+    JSON summary is printed. Ctrl-C saves the state; rerun the same command with --resume.
+    """
+    import torch
+
+    from decodekit.checkpoint import load_checkpoint
+    from decodekit.data import load_data
+    from decodekit.models.registry import create_model
+    from decodekit.training import TrainConfig, evaluate, train
+
+    if opts["threads"]:
+        torch.set_num_threads(opts["threads"])
+    config = _model_config(kind, opts)
+    train_config = TrainConfig(
+        epochs=opts["epochs"],
+        batch_size=opts["batch_size"],
+        bptt=opts["bptt"],
+        lr=opts["lr"],
+        optimizer=opts["optimizer"],
+        weight_decay=opts["weight_decay"],
+        clip=opts["clip"],
+        schedule=opts["schedule"],
+        decay=opts["decay"],
+        decay_start=opts["decay_start"],
+        patience=opts["patience"],
+        early_stop=opts["early_stop"],
+        min_lr=opts["min_lr"],
+        sum_over_time=not opts["mean_loss"],
+        seed=opts["seed"],
+        save_every=opts["save_every"],
+    )
+    if Path(out, "resume.safetensors").exists() and not resume:
+        raise UsageError(
+            f"{out} already holds a training run; pass --resume to continue it or pick another --out"
+        )
+    device = _device(opts["device"])
+    corpus = load_data(data, min_count=opts["min_count"], max_size=opts["max_vocab"])
+    torch.manual_seed(train_config.seed)
+    model = create_model(config, corpus.vocab).to(device)
+    result = train(model, corpus, train_config, out=out, resume=resume, progress=opts["progress"])
+    best = load_checkpoint(out, device=device)
+    test = evaluate(best, corpus.test)
+    summary = {
+        "event": "test",
+        "best_valid_ppl": result["best_valid_ppl"],
+        "test_ppl": test.ppl,
+        "test_tokens": test.tokens,
+        "stopped": result["stopped"],
+        "epochs": len(result["epochs"]),
+    }
+    with open(Path(out) / "metrics.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps(summary) + "\n")
+    click.echo(json.dumps(summary))

@@ -1,0 +1,66 @@
+"""``TrainConfig``: every training option in one frozen, JSON-ready dataclass."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Training options. Defaults: the Zaremba et al. (2014) "small" recipe.
+
+    Attributes:
+        epochs: maximum number of passes over the training stream.
+        batch_size: B parallel streams; bptt: T steps per chunk (truncated BPTT).
+        lr: initial learning rate; optimizer: "sgd" or "adam"; weight_decay: L2 coefficient.
+        clip: maximum global gradient norm (0: no clipping).
+        schedule: "fixed" (Zaremba), "plateau", "constant" (see :mod:`.schedules`);
+            decay: the factor; decay_start: first decayed epoch ("fixed");
+            patience: non-improving epochs before a decay ("plateau").
+        early_stop: stop after this many epochs without a new best validation perplexity (0: never).
+        min_lr: stop when the learning rate falls below it.
+        sum_over_time: loss = sum over the T steps of the batch-mean NLL (Zaremba's code and the
+            TF tutorial); False: the mean over all N*T tokens (PyTorch's word_language_model).
+        seed: torch seed set at the start (dropout and sampled losses draw from it).
+        save_every: also write the resume state every this many updates (0: after each epoch only).
+        max_logits: refuse settings with B*T*V above this (the logits and their gradient are
+            materialised: 2**28 floats is 1 GiB per copy).
+    """
+
+    epochs: int = 13
+    batch_size: int = 20
+    bptt: int = 20
+    lr: float = 1.0
+    optimizer: str = "sgd"
+    weight_decay: float = 0.0
+    clip: float = 5.0
+    schedule: str = "fixed"
+    decay: float = 0.5
+    decay_start: int = 6
+    patience: int = 1
+    early_stop: int = 0
+    min_lr: float = 0.0
+    sum_over_time: bool = True
+    seed: int = 0
+    save_every: int = 0
+    max_logits: int = 2**28
+
+    def __post_init__(self) -> None:
+        for name in ("epochs", "batch_size", "bptt"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.lr <= 0 or self.clip < 0 or self.weight_decay < 0:
+            raise ValueError(
+                f"need lr > 0, clip >= 0, weight_decay >= 0; got {self.lr}, {self.clip}, {self.weight_decay}"
+            )
+        if self.optimizer not in ("sgd", "adam"):
+            raise ValueError(f"optimizer must be 'sgd' or 'adam', got {self.optimizer!r}")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> TrainConfig:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})

@@ -1,0 +1,304 @@
+"""The training loop (truncated BPTT) and streaming evaluation.
+
+Each update runs the model over one chunk ``x [B, T]`` from the carried state, takes the loss
+against ``y [B, T]`` (inputs shifted by one), clips the global gradient norm and steps the
+optimiser; the final state is detached (the lecture notes' truncated BPTT: gradients stop at
+the chunk boundary, the state flows on). After every epoch: validation perplexity, the
+schedule, a JSON line in ``metrics.jsonl``, the best model as a checkpoint in ``out`` and the
+resume state in ``out/resume.safetensors``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from decodekit.checkpoint import save_checkpoint
+from decodekit.data import Corpus, batchify, bptt_batches, num_bptt_batches
+from decodekit.errors import CheckpointError
+from decodekit.models.neural import NeuralLM
+from decodekit.models.registry import config_to_dict
+from decodekit.models.state import detach
+from decodekit.training.config import TrainConfig
+from decodekit.training.losses import softmax_cross_entropy
+from decodekit.training.resume import RESUME, load_training_state, save_training_state
+from decodekit.training.schedules import make_schedule
+
+Loss = Callable[[NeuralLM, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """nll: total negative log-likelihood (nats); tokens: predicted tokens; ppl = exp(nll / tokens)."""
+
+    nll: float
+    tokens: int
+    ppl: float
+
+
+@torch.no_grad()
+def evaluate(model: NeuralLM, ids: torch.Tensor, *, chunk: int = 1024) -> EvalResult:
+    """Perplexity of the stream ``ids`` [L] with the full softmax, one row whose state is
+    carried through the whole stream (the same result as stepping with batch 1). When the
+    model has a ``bos_id`` it is fed first, so all L tokens are predicted; else L - 1.
+
+    ppl = exp(-(1/L) sum_t log p(x_t | x_<t))."""
+    was_training = model.training
+    model.eval()
+    ids = ids.to(model.device)
+    if model.bos_id is not None:
+        inputs, targets = torch.cat([ids.new_tensor([model.bos_id]), ids[:-1]]), ids
+    else:
+        inputs, targets = ids[:-1], ids[1:]
+    if targets.numel() == 0:
+        raise ValueError("cannot evaluate an empty stream")
+    state = model.initial_state(1)
+    nll = torch.zeros((), dtype=torch.float64, device=ids.device)
+    for i in range(0, inputs.numel(), chunk):
+        hidden, state = model.features(state, inputs[None, i : i + chunk])
+        nll += softmax_cross_entropy(model, hidden, targets[None, i : i + chunk]).double().sum()
+    model.train(was_training)
+    total = nll.item()
+    return EvalResult(total, targets.numel(), math.exp(total / targets.numel()))
+
+
+class _DeferInterrupt:
+    """Turn Ctrl-C into a flag that the loop checks between updates (main thread only)."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._old: Any = None
+
+    def __enter__(self) -> _DeferInterrupt:
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, lambda *_: setattr(self, "requested", True))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)
+
+
+def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
+    params = list(model.parameters())
+    if config.optimizer == "adam":
+        return torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay)
+    return torch.optim.SGD(params, lr=config.lr, weight_decay=config.weight_decay)
+
+
+def _check_sizes(model: NeuralLM, config: TrainConfig, corpus: Corpus) -> None:
+    n = config.batch_size * config.bptt * model.vocab_size
+    if n > config.max_logits:
+        raise ValueError(
+            f"batch_size x bptt x vocab = {config.batch_size} x {config.bptt} x {model.vocab_size} = "
+            f"{n:,} logits per update exceeds the limit {config.max_logits:,}; lower them"
+        )
+    if getattr(model, "vocab", None) is not None and model.vocab != corpus.vocab:
+        raise ValueError(
+            f"the model's vocabulary ({model.vocab_size} tokens) is not the corpus vocabulary "
+            f"({len(corpus.vocab)} tokens)"
+        )
+
+
+def _log(out: Path | None, record: dict) -> None:
+    if out is not None:
+        with open(out / "metrics.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+
+
+def train(
+    model: NeuralLM,
+    corpus: Corpus,
+    config: TrainConfig,
+    *,
+    out: str | Path | None = None,
+    resume: bool = False,
+    loss_fn: Loss = softmax_cross_entropy,
+    progress: bool = True,
+    stop_after_updates: int | None = None,
+) -> dict[str, Any]:
+    """Train ``model`` on ``corpus.train``, validating on ``corpus.valid`` after each epoch.
+
+    Args:
+        out: directory for the best checkpoint, ``metrics.jsonl`` and ``resume.safetensors``.
+        resume: continue from ``out/resume.safetensors`` (model, optimiser, schedule, RNG, position).
+        loss_fn: per-token training loss (see :mod:`.losses`); validation always uses the full softmax.
+        stop_after_updates: save the resume state and stop after this many updates in all (tests).
+
+    Returns: ``{"epochs": [...per-epoch records...], "best_valid_ppl": ..., "stopped": reason}``.
+    Raises KeyboardInterrupt after saving the resume state if Ctrl-C arrives.
+    """
+    _check_sizes(model, config, corpus)
+    out = Path(out) if out is not None else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(config.seed)
+    model.train()
+    data = batchify(corpus.train, config.batch_size).to(model.device)  # [B, L]
+    optimizer = make_optimizer(model, config)
+    schedule = make_schedule(
+        config.schedule, config.lr, decay=config.decay, start=config.decay_start, patience=config.patience
+    )
+    loop = {
+        "epoch": 1,
+        "position": 0,
+        "update": 0,
+        "best": None,
+        "bad_epochs": 0,
+        "history": [],
+        "run_nll": 0.0,
+        "run_tokens": 0,
+        "run_seconds": 0.0,
+    }
+    hidden = None
+    meta_fixed = {"model": config_to_dict(model.config), "vocab": model.vocab.fingerprint}
+    if resume:
+        if out is None:
+            raise ValueError("resume needs the output directory")
+        meta, hidden = load_training_state(
+            out / RESUME,
+            model=model,
+            optimizer=optimizer,
+            hidden_template=model.initial_state(config.batch_size),
+        )
+        if {k: meta.get(k) for k in meta_fixed} != meta_fixed:
+            raise CheckpointError(f"{out / RESUME} belongs to another model or vocabulary")
+        saved = TrainConfig.from_dict(meta["train_config"])
+        if saved.to_dict() | {"epochs": 0} != config.to_dict() | {"epochs": 0}:
+            raise CheckpointError(
+                f"{out / RESUME}: training options differ from the interrupted run: {saved}"
+            )
+        schedule.load_state_dict(meta["schedule"])
+        loop = meta["loop"]
+
+    def save_state(h: Any) -> None:
+        if out is not None:
+            meta = {
+                **meta_fixed,
+                "train_config": config.to_dict(),
+                "schedule": schedule.state_dict(),
+                "loop": loop,
+            }
+            save_training_state(out / RESUME, model=model, optimizer=optimizer, hidden=h, meta=meta)
+
+    stopped = "epochs"
+    n_chunks = num_bptt_batches(data, config.bptt)
+    with _DeferInterrupt() as interrupt:
+        while loop["epoch"] <= config.epochs:
+            epoch = loop["epoch"]
+            lr = schedule.lr(epoch, loop["update"])
+            if lr < config.min_lr:
+                stopped = "min_lr"
+                break
+            if hidden is None:
+                hidden = model.initial_state(config.batch_size)
+            bar = tqdm(
+                total=n_chunks,
+                initial=loop["position"],
+                desc=f"epoch {epoch}",
+                unit="batch",
+                disable=not progress,
+                mininterval=5.0,
+                dynamic_ncols=True,
+            )
+            t0 = time.perf_counter() - loop["run_seconds"]
+            for x, y in bptt_batches(data, config.bptt, start=loop["position"]):
+                lr = schedule.lr(epoch, loop["update"])
+                for group in optimizer.param_groups:
+                    group["lr"] = lr
+                features, hidden = model.features(hidden, x)
+                losses = loss_fn(model, features, y)  # [B, t]
+                loss = losses.sum() / (x.shape[0] if config.sum_over_time else losses.numel())
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if config.clip > 0:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip)
+                optimizer.step()
+                hidden = detach(hidden)
+                loop["run_nll"] += losses.detach().double().sum().item()
+                loop["run_tokens"] += losses.numel()
+                loop["position"] += 1
+                loop["update"] += 1
+                loop["run_seconds"] = time.perf_counter() - t0
+                if progress:
+                    bar.update(1)
+                    bar.set_postfix(
+                        ppl=f"{math.exp(loop['run_nll'] / loop['run_tokens']):.1f}",
+                        lr=f"{lr:.3g}",
+                        tok_s=f"{loop['run_tokens'] / loop['run_seconds']:.0f}",
+                        refresh=False,
+                    )
+                if interrupt.requested or loop["update"] == stop_after_updates:
+                    bar.close()
+                    save_state(hidden)
+                    if interrupt.requested:
+                        raise KeyboardInterrupt
+                    return {"epochs": loop["history"], "best_valid_ppl": loop["best"], "stopped": "updates"}
+                if config.save_every and loop["update"] % config.save_every == 0:
+                    save_state(hidden)
+            bar.close()
+            record = _end_epoch(model, corpus, config, loop, schedule, lr, out, loss_fn)
+            hidden = None
+            save_state(None)
+            if progress:
+                tqdm.write(json.dumps(record))
+            if config.early_stop and loop["bad_epochs"] >= config.early_stop:
+                stopped = "early_stop"
+                break
+    return {"epochs": loop["history"], "best_valid_ppl": loop["best"], "stopped": stopped}
+
+
+def _end_epoch(
+    model: NeuralLM,
+    corpus: Corpus,
+    config: TrainConfig,
+    loop: dict,
+    schedule: Any,
+    lr: float,
+    out: Path | None,
+    loss_fn: Loss,
+) -> dict:
+    """Validate, update the schedule and the best checkpoint, log; advance ``loop`` to the next epoch."""
+    t_valid = time.perf_counter()
+    valid = evaluate(model, corpus.valid)
+    model.train()
+    schedule.observe(loop["epoch"], valid.ppl)
+    improved = loop["best"] is None or valid.ppl < loop["best"]
+    record = {
+        "epoch": loop["epoch"],
+        "lr": lr,
+        "updates": loop["update"],
+        "train_loss": loop["run_nll"] / max(loop["run_tokens"], 1),
+        "train_ppl": math.exp(loop["run_nll"] / max(loop["run_tokens"], 1))
+        if getattr(loss_fn, "is_nll", False)
+        else None,
+        "valid_ppl": valid.ppl,
+        "train_seconds": round(loop["run_seconds"], 2),
+        "train_tokens_per_s": round(loop["run_tokens"] / max(loop["run_seconds"], 1e-9), 1),
+        "valid_seconds": round(time.perf_counter() - t_valid, 2),
+        "best": improved,
+    }
+    if improved:
+        loop["best"], loop["bad_epochs"] = valid.ppl, 0
+        if out is not None:
+            save_checkpoint(
+                model,
+                out,
+                extra={"train_config": config.to_dict(), "epoch": loop["epoch"], "valid_ppl": valid.ppl},
+            )
+    else:
+        loop["bad_epochs"] += 1
+    loop["history"].append(record)
+    _log(out, record)
+    loop.update(epoch=loop["epoch"] + 1, position=0, run_nll=0.0, run_tokens=0, run_seconds=0.0)
+    return record

