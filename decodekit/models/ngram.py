@@ -197,6 +197,19 @@ class NgramLM:
             grams = torch.cat([grams[keys // self.vocab_size], (keys % self.vocab_size).view(-1, 1)], 1)
         return grams
 
+    def write_arpa(self, path) -> None:
+        """Write the model as an ARPA file (see :func:`decodekit.models.arpa.write_arpa`)."""
+        from decodekit.models.arpa import write_arpa
+
+        write_arpa(self, path)
+
+    @staticmethod
+    def read_arpa(path, vocab: Vocab | None = None) -> NgramLM:
+        """Read an ARPA file (see :func:`decodekit.models.arpa.read_arpa`)."""
+        from decodekit.models.arpa import read_arpa
+
+        return read_arpa(path, vocab)
+
     # ---- construction ------------------------------------------------------------------------
 
     @classmethod

@@ -1,0 +1,246 @@
+"""Read and write back-off n-gram models in the ARPA text format (Doug Paul's format, as written
+by SRILM's ``ngram-count -lm`` and KenLM's ``lmplz``)::
+
+    \\data\\
+    ngram 1=V+1
+    ngram 2=M2
+    ...
+    \\1-grams:
+    log10 p(w)      w       [log10 bo(w)]
+    \\2-grams:
+    log10 p(w|v)    v w     [log10 bo(v w)]
+    ...
+    \\end\\
+
+Semantics: ``p(w | h) = p(h w)`` if the n-gram ``h w`` is listed, else ``bo(h) p(w | h')`` with
+``bo(h) = 1`` when ``h`` is not listed. ``<s>`` (sentence start: only first in an n-gram, its
+unigram probability is the conventional -99) and ``</s>`` (only last) both map to decodekit's single
+``eos`` id, the PTB convention (``bos_id == eos_id``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from decodekit.errors import DecodekitError
+from decodekit.models.ngram import NgramLM
+from decodekit.vocab import Vocab, WordVocab
+
+__all__ = ["ArpaError", "read_arpa", "write_arpa"]
+
+BOS, EOS = "<s>", "</s>"
+LN10 = math.log(10.0)
+_COUNT = re.compile(r"^ngram\s+(\d+)\s*=\s*(\d+)$")
+_SECTION = re.compile(r"^\\(\d+)-grams:$")
+
+
+class ArpaError(DecodekitError):
+    """A malformed ARPA file; the message starts with ``path:line:``."""
+
+
+def _fmt(x: float) -> str:
+    return "-99" if x == -math.inf else f"{x:.7g}"
+
+
+def write_arpa(model: NgramLM, path: str | Path) -> None:
+    """Write ``model`` (it needs a ``vocab``) as an ARPA file: counts header, one section per
+    order in table order (context ids, then word id), log10 probabilities, and a log10 back-off
+    weight on every n-gram that is the context of a longer one."""
+    vocab = model.vocab
+    if vocab is None:
+        raise DecodekitError("write_arpa needs a model with a vocabulary (model.vocab is None)")
+    bad = [t for t in vocab.tokens if not t or any(c.isspace() for c in t) or t in (BOS, EOS)]
+    if bad:
+        raise DecodekitError(
+            f"tokens with whitespace (or named <s>/</s>) cannot be written to ARPA: {bad[:5]}"
+        )
+    eos, V, n = model.eos_id, model.vocab_size, model.order
+    first, last = list(vocab.tokens), list(vocab.tokens)
+    if eos is not None:
+        first[eos], last[eos] = BOS, EOS
+    counts = [V + (eos is not None)] + [len(k) for k in model.keys[1:]]
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\\data\\\n" + "".join(f"ngram {k}={c}\n" for k, c in enumerate(counts, 1)))
+        for k in range(1, n + 1):
+            f.write(f"\n\\{k}-grams:\n")
+            logp = (model.logp[k - 1].double() / LN10).tolist()
+            has_bo = (model.starts[k].diff() > 0).tolist() if k < n else [False] * len(logp)
+            logbo = (model.logbo[k - 1].double() / LN10).tolist()
+            if k == 1:
+                for i in range(V):
+                    bo = f"\t{_fmt(logbo[i])}" if has_bo[i] else ""
+                    if i == eos:
+                        f.write(f"-99\t{BOS}{bo}\n{_fmt(logp[i])}\t{EOS}\n")
+                    else:
+                        f.write(f"{_fmt(logp[i])}\t{vocab.tokens[i]}{bo}\n")
+                continue
+            grams = model.ngram_ids(k).tolist()
+            for g, p, b, h in zip(grams, logp, logbo, has_bo):
+                words = " ".join([first[g[0]], *(vocab.tokens[w] for w in g[1:-1]), last[g[-1]]])
+                f.write(f"{_fmt(p)}\t{words}\t{_fmt(b)}\n" if h else f"{_fmt(p)}\t{words}\n")
+        f.write("\n\\end\\\n")
+
+
+def _parse(path: Path) -> tuple[list[int], list[tuple[int, list[list[str]]]]]:
+    """The counts header and, per order, (line of the section header, [line, prob, words.., bo?])."""
+    where = str(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ArpaError(f"{where}: cannot read ARPA file: {e}") from None
+    i = next((j for j, line in enumerate(lines) if line.strip() == "\\data\\"), None)
+    if i is None:
+        raise ArpaError(f"{where}:1: no \\data\\ header: not an ARPA file")
+    counts: list[int] = []
+    i += 1
+    while i < len(lines) and not lines[i].strip().startswith("\\"):
+        line = lines[i].strip()
+        if line:
+            m = _COUNT.match(line)
+            if not m or int(m.group(1)) != len(counts) + 1:
+                want = f"'ngram {len(counts) + 1}=COUNT'"
+                raise ArpaError(f"{where}:{i + 1}: expected {want} in the \\data\\ header, got {line!r}")
+            counts.append(int(m.group(2)))
+        i += 1
+    if not counts:
+        raise ArpaError(f"{where}:{i + 1}: the \\data\\ header lists no n-gram counts")
+    sections: list[tuple[int, list[list[str]]]] = []
+    for k in range(1, len(counts) + 1):
+        head = lines[i].strip() if i < len(lines) else "end of file"
+        m = _SECTION.match(head)
+        if not m or int(m.group(1)) != k:
+            raise ArpaError(f"{where}:{i + 1}: expected '\\{k}-grams:', got {head!r}")
+        start, rows, i = i, [], i + 1
+        while i < len(lines) and not lines[i].startswith("\\"):
+            fields = lines[i].split()
+            if fields:
+                if len(fields) not in (k + 1, k + 2) or (len(fields) == k + 2 and k == len(counts)):
+                    raise ArpaError(
+                        f"{where}:{i + 1}: a {k}-gram line needs a log10 probability, {k} words"
+                        f"{' and an optional back-off weight' if k < len(counts) else ''}: {lines[i]!r}"
+                    )
+                rows.append([str(i + 1), *fields])
+            i += 1
+        if len(rows) != counts[k - 1]:
+            raise ArpaError(
+                f"{where}:{start + 1}: the header says ngram {k}={counts[k - 1]}"
+                f" but the section has {len(rows)} lines"
+            )
+        sections.append((start + 1, rows))
+    if i >= len(lines) or lines[i].strip() != "\\end\\":
+        got = repr(lines[i].strip()) if i < len(lines) else "end of file"
+        raise ArpaError(f"{where}:{i + 1}: expected '\\end\\' after the last section, got {got}")
+    return counts, sections
+
+
+def _floats(rows: list[list[str]], col: int, where: str, default: float | None = None) -> np.ndarray:
+    out = np.empty(len(rows))
+    for j, r in enumerate(rows):
+        try:
+            out[j] = float(r[col]) if col < len(r) or default is None else default
+            if out[j] != out[j] or out[j] == math.inf:
+                raise ValueError
+        except ValueError:
+            raise ArpaError(f"{where}:{r[0]}: not a number: {r[col]!r}") from None
+    return out * LN10
+
+
+def _vocab_of(rows: list[list[str]], vocab: Vocab | None, where: str) -> tuple[Vocab, dict[str, int]]:
+    """The model vocabulary (given, or the unigrams less ``<s>``, ``</s>`` as eos) and token -> id."""
+    names = [r[2] for r in rows]
+    seen: dict[str, str] = {}
+    for r in rows:
+        if r[2] in seen:
+            raise ArpaError(f"{where}:{r[0]}: unigram {r[2]!r} listed twice (first at line {seen[r[2]]})")
+        seen[r[2]] = r[0]
+    if vocab is None:
+        tokens = [t for t in names if t != BOS] + ([EOS] if BOS in seen and EOS not in seen else [])
+        eos = EOS if BOS in seen or EOS in seen else None
+        vocab = WordVocab(tokens, eos=eos, unk="<unk>" if "<unk>" in seen else None)
+    index = dict(vocab.index)
+    if BOS in seen or EOS in seen:
+        if vocab.eos_id is None:
+            raise ArpaError(f"{where}: the file has <s>/</s> but the vocabulary has no eos token")
+        index[BOS] = index[EOS] = vocab.eos_id
+    unknown = [r for r in rows if r[2] not in index]
+    if unknown:
+        raise ArpaError(f"{where}:{unknown[0][0]}: unigram {unknown[0][2]!r} is not in the given vocabulary")
+    covered = {index[t] for t in names}
+    missing = [vocab.tokens[i] for i in range(len(vocab)) if i not in covered]
+    if missing:
+        raise ArpaError(f"{where}: vocabulary tokens with no unigram in the file: {missing[:5]}")
+    return vocab, index
+
+
+def _ids(rows: list[list[str]], k: int, index: dict[str, int], where: str) -> np.ndarray:
+    """Token ids [M, k] of the k-gram lines; ``<s>`` only first, ``</s>`` only last."""
+    out = np.empty((len(rows), k), np.int64)
+    for j, r in enumerate(rows):
+        words = r[2 : 2 + k]
+        try:
+            out[j] = [index[w] for w in words]
+        except KeyError as e:
+            raise ArpaError(f"{where}:{r[0]}: word {e.args[0]!r} is not a unigram") from None
+        if BOS in words[1:] or EOS in words[:-1]:
+            raise ArpaError(f"{where}:{r[0]}: <s> may only come first and </s> only last: {' '.join(words)}")
+    return out
+
+
+def read_arpa(path: str | Path, vocab: Vocab | None = None) -> NgramLM:
+    """Read an ARPA back-off model (KenLM, SRILM, or :func:`write_arpa`) as an :class:`NgramLM`.
+
+    Args:
+        path: the ``.arpa`` text file.
+        vocab: the vocabulary to map words onto (its tokens must be exactly the file's unigrams,
+            ``<s>``/``</s>`` -> its eos); default: the unigrams in file order, ``</s>`` as eos.
+
+    Raises:
+        ArpaError: malformed lines, counts that disagree with the sections, unknown words,
+            duplicate n-grams, or an n-gram whose context is not listed (``path:line:`` first).
+    """
+    where = str(path)
+    counts, sections = _parse(Path(path))
+    vocab, index = _vocab_of(sections[0][1], vocab, where)
+    V = len(vocab)
+    logp1, logbo1 = np.full(V, -99.0 * LN10), np.zeros(V)
+    rows = sections[0][1]
+    ids1 = np.array([index[r[2]] for r in rows], np.int64)
+    p, b = _floats(rows, 1, where), _floats(rows, 3, where, 0.0)
+    is_bos = np.array([r[2] == BOS for r in rows], bool)
+    logp1[ids1[~is_bos]] = p[~is_bos]
+    plain = ids1 != vocab.eos_id
+    logbo1[ids1[plain]] = b[plain]  # the back-off of eos is <s>'s: </s> is never a context
+    logbo1[ids1[is_bos]] = b[is_bos]
+    keys, logp, logbo = [np.arange(V)], [logp1], [logbo1]
+    for k in range(2, len(counts) + 1):
+        rows = sections[k - 1][1]
+        grams = _ids(rows, k, index, where)
+        ctx = grams[:, 0]
+        for j in range(1, k - 1):
+            key = ctx * V + grams[:, j]
+            pos = np.searchsorted(keys[j], key).clip(max=max(len(keys[j]) - 1, 0))
+            ok = (ctx >= 0) & (keys[j][pos] == key) if len(keys[j]) else np.zeros(len(ctx), bool)
+            ctx = np.where(ok, pos, -1)
+        if (ctx < 0).any():
+            r = rows[int(np.argmax(ctx < 0))]
+            raise ArpaError(
+                f"{where}:{r[0]}: the context of {' '.join(r[2 : 1 + k])!r} is not a {k - 1}-gram"
+            )
+        key = ctx * V + grams[:, -1]
+        order = np.argsort(key, kind="stable")
+        key = key[order]
+        dup = np.nonzero(np.diff(key) == 0)[0]
+        if len(dup):
+            a, b2 = rows[order[dup[0]]], rows[order[dup[0] + 1]]
+            raise ArpaError(f"{where}:{b2[0]}: {k}-gram {' '.join(b2[2 : 2 + k])!r} repeats line {a[0]}")
+        keys.append(key)
+        logp.append(_floats(rows, 1, where)[order])
+        logbo.append(_floats(rows, k + 2, where, 0.0)[order])
+    as_t = [torch.from_numpy(np.ascontiguousarray(x)) for x in keys]
+    return NgramLM(as_t, [torch.from_numpy(x) for x in logp], [torch.from_numpy(x) for x in logbo],
+                   V, vocab.eos_id, vocab=vocab)  # fmt: skip
