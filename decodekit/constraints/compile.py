@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from decodekit.constraints.automaton import TokenAutomaton
-from decodekit.constraints.chardfa import CharDFA, build_char_dfa
+from decodekit.constraints.chardfa import CharDFA, build_char_dfa, char_bits
 from decodekit.constraints.graph import reverse_distances
 from decodekit.constraints.lift import EncodedVocab, encode_vocab, fingerprint, lift
 from decodekit.constraints.pattern import parse
@@ -120,11 +120,8 @@ def as_automaton(constraint, model) -> TokenAutomaton:
             raise ConstraintError(
                 f"model.vocab has {len(vocab)} tokens but model.vocab_size is {model.vocab_size}"
             )
-        automaton = compile_for_vocab(constraint, vocab)
-        eos = getattr(model, "eos_id", None)
-        if eos is not None and automaton.eos_id != eos:
-            automaton = compile_regex(constraint, vocab.surfaces(), eos, vocab.separator)
-        return automaton
+        # The model's eos_id decides (a model may disable the vocabulary's EOS).
+        return compile_regex(constraint, vocab.surfaces(), getattr(model, "eos_id", None), vocab.separator)
     raise ConstraintError(
         f"a constraint must be a regex string or a TokenAutomaton, got {type(constraint).__name__}"
     )
@@ -139,8 +136,8 @@ def _unspellable(pattern: str, dfa: CharDFA, enc: EncodedVocab, separator: str) 
     head = (
         f"no token sequence of this vocabulary ({size} tokens, separator {separator!r}) matches {pattern!r}"
     )
-    present = set(dfa.class_of(list(enc.chars), enc.word).tolist())
-    present |= set(dfa.class_of(list(separator), np.zeros(len(separator), bool)).tolist())
+    present = set(dfa.class_of(list(enc.chars), enc.bits).tolist())
+    present |= set(dfa.class_of(list(separator), char_bits(separator)).tolist())
     _, cls = np.nonzero(dfa.table >= 0)
     used = set(cls.tolist())
     missing = sorted(used - present)
