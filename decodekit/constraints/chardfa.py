@@ -24,15 +24,20 @@ from interegular.patterns import _DOT, REFlags, _CharGroup, _Concatenation, _Rep
 from interegular.patterns import Pattern as IPattern
 
 from decodekit.constraints.graph import minimize, reverse_distances
-from decodekit.constraints.pattern import END, NOT_WORD_BOUNDARY, START, WORD_BOUNDARY
+from decodekit.constraints.pattern import END, NOT_WORD_BOUNDARY, PREDICATES, START, WORD_BOUNDARY
 from decodekit.errors import ConstraintError
 
-_WORD = regex.compile(r"\w")
+BITS = {"w": 4, "d": 2, "s": 1}
+_PRED_RE = {name: regex.compile(f"\\{name}") for name in BITS}
+_POSSIBLE = (0, 4, 6, 1)  # (w, d, s) combinations that occur: none, \w only, \w and \d, \s
 
 
-def is_word_char(c: str) -> bool:
-    """Python ``regex``'s (Unicode) ``\\w``: letters, digits, underscore, marks, connectors."""
-    return _WORD.match(c) is not None
+def char_bits(chars) -> np.ndarray:
+    """[n] int64 predicate bits of each character: 4 if ``\\w``, 2 if ``\\d``, 1 if ``\\s``
+    (Python ``regex``'s Unicode definitions)."""
+    return np.array(
+        [sum(bit for name, bit in BITS.items() if _PRED_RE[name].match(c)) for c in chars], dtype=np.int64
+    )
 
 
 @dataclass(frozen=True)
@@ -44,7 +49,7 @@ class CharDFA:
         accepting: [Q] bool.
         initial: the start state (-1 if the pattern matches nothing).
         explicit: character -> class for the characters the pattern names.
-        other: (class of other non-word characters, class of other word characters).
+        other: [8] class of any other character, by its predicate bits (:func:`char_bits`).
         examples: [C] one example character per class (for messages).
     """
 
@@ -52,12 +57,12 @@ class CharDFA:
     accepting: np.ndarray
     initial: int
     explicit: dict[str, int]
-    other: tuple[int, int]
+    other: np.ndarray
     examples: tuple[str, ...]
 
-    def class_of(self, chars: list[str], word: np.ndarray) -> np.ndarray:
-        """Class ids [n] of the characters ``chars`` given their word flags ``word`` [n]."""
-        out = np.where(word, self.other[1], self.other[0]).astype(np.int64)
+    def class_of(self, chars: list[str], bits: np.ndarray) -> np.ndarray:
+        """Class ids [n] of the characters ``chars`` given their predicate bits [n]."""
+        out = self.other[bits].astype(np.int64)
         for i, c in enumerate(chars):
             k = self.explicit.get(c)
             if k is not None:
@@ -74,7 +79,7 @@ class _NFA:
         self.wb: list[list[int]] = []
         self.nwb: list[list[int]] = []
         self.char: list[list[tuple[int, int]]] = []
-        self.sets: list[tuple[frozenset[str], bool]] = []
+        self.sets: list[tuple[frozenset[str], tuple[tuple[str, bool], ...], bool]] = []
 
     def new(self) -> int:
         if len(self.eps) >= self.limit:
@@ -104,7 +109,8 @@ class _NFA:
             return self._repeat(node, flags)
         s, e = self.new(), self.new()
         if node is _DOT or type(node) is type(_DOT):
-            self.char[s].append((self._set(frozenset() if flags & REFlags.SINGLE_LINE else {"\n"}, True), e))
+            newline = frozenset() if flags & REFlags.SINGLE_LINE else frozenset("\n")
+            self.char[s].append((self._set(newline, True), e))
         elif isinstance(node, _CharGroup):
             if node.chars == frozenset({START}) or node.chars == frozenset({END}):
                 self.eps[s].append(e)  # anchors were checked to be trivial: no-ops
@@ -142,15 +148,20 @@ class _NFA:
         return s, end
 
     def _set(self, chars: frozenset[str], negated: bool) -> int:
-        self.sets.append((frozenset(chars), negated))
+        """Register a character set: explicit characters plus predicate markers (\\w ...)."""
+        preds = tuple(sorted(PREDICATES[c] for c in chars if c in PREDICATES))
+        self.sets.append((frozenset(c for c in chars if c not in PREDICATES), preds, negated))
         return len(self.sets) - 1
 
 
-def _partition(sets: list[tuple[frozenset[str], bool]], split_words: bool):
-    """Character classes. Returns (explicit char -> class, other classes, member [G, C], word [C],
+def _partition(sets, split_words: bool):
+    """Character classes: characters named by the same sets and with the same (used) predicate
+    bits share a class. Returns (explicit char -> class, other [8], member [G, C], word [C],
     examples)."""
+    names = {p for _, preds, _ in sets for p, _ in preds} | ({"w"} if split_words else set())
+    used = sum(BITS[p] for p in names)
     sig: dict[str, list[int]] = defaultdict(list)
-    for g, (chars, _) in enumerate(sets):
+    for g, (chars, _, _) in enumerate(sets):
         for c in chars:
             sig[c].append(g)
     keys: dict[tuple, int] = {}
@@ -162,16 +173,23 @@ def _partition(sets: list[tuple[frozenset[str], bool]], split_words: bool):
             examples.append(example)
         return keys[key]
 
-    explicit = {c: key_id((tuple(g), split_words and is_word_char(c)), c) for c, g in sig.items()}
-    spare = [next((c for c in cands if c not in sig), cands[0]) for cands in (" !#%&,;~\x01", "xqzjkwé")]
-    nonword = key_id(((), False), spare[0])
-    other = (nonword, key_id(((), True), spare[1]) if split_words else nonword)
+    named = list(sig)
+    bits = char_bits(named) & used
+    explicit = {c: key_id((tuple(sig[c]), b), c) for c, b in zip(named, bits.tolist())}
+    spare = {0: " !#%&,;~\x01", 4: "xqzjkwé", 6: "0123456789", 1: " \t\n\r"}
+    other = np.zeros(8, dtype=np.int64)
+    for b in _POSSIBLE:
+        example = next((c for c in spare[b] if c not in sig), spare[b][0])
+        other[b] = key_id(((), b & used), example)
     member = np.zeros((len(sets), len(keys)), dtype=bool)
-    negated = np.array([neg for _, neg in sets], dtype=bool)
+    class_bits = np.array([b for _, b in keys], dtype=np.int64)
     for (groups, _), k in keys.items():
         member[list(groups), k] = True
-    member ^= negated[:, None]
-    word = np.array([w for _, w in keys], dtype=bool)
+    for g, (_, preds, negated) in enumerate(sets):
+        for p, neg in preds:
+            member[g] |= ((class_bits & BITS[p]) > 0) != neg
+        member[g] ^= negated
+    word = (class_bits & BITS["w"]) > 0
     return explicit, other, member, word, tuple(examples)
 
 

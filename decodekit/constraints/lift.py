@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from decodekit.constraints.chardfa import CharDFA, is_word_char
+from decodekit.constraints.chardfa import CharDFA, char_bits
 from decodekit.constraints.graph import minimize, reverse_distances
 from decodekit.errors import ConstraintError
 
@@ -32,7 +32,7 @@ class EncodedVocab:
     Attributes:
         inv: [V, L] int32 index into ``chars`` of each character (padding: 0, masked by ``lengths``).
         lengths: [V] int64 surface lengths. valid: [V] bool (surface is not None).
-        chars: the distinct characters; word: [K] bool, is each a ``\\w`` character.
+        chars: the distinct characters; bits: [K] their predicate bits (``chardfa.char_bits``).
     """
 
     fingerprint: str
@@ -40,7 +40,7 @@ class EncodedVocab:
     lengths: np.ndarray
     valid: np.ndarray
     chars: tuple[str, ...]
-    word: np.ndarray
+    bits: np.ndarray
 
 
 def fingerprint(token_strings, separator: str) -> str:
@@ -65,8 +65,9 @@ def encode_vocab(token_strings, fp: str) -> EncodedVocab:
     codes = arr.view(np.uint32).reshape(len(arr), -1)
     uniq, inv = np.unique(codes, return_inverse=True)
     chars = tuple(chr(c) for c in uniq.tolist())
-    word = np.array([is_word_char(c) for c in chars], dtype=bool)
-    return EncodedVocab(fp, inv.reshape(codes.shape).astype(np.int32), lengths, valid, chars, word)
+    return EncodedVocab(
+        fp, inv.reshape(codes.shape).astype(np.int32), lengths, valid, chars, char_bits(chars)
+    )
 
 
 def _class_rows(dfa: CharDFA, enc: EncodedVocab, eos_id: int | None):
@@ -74,7 +75,7 @@ def _class_rows(dfa: CharDFA, enc: EncodedVocab, eos_id: int | None):
     active [L] number of rows longer than j)."""
     num_classes = dfa.table.shape[1]
     pad, kill = num_classes, num_classes + 1
-    cls = dfa.class_of(list(enc.chars), enc.word)[enc.inv]
+    cls = dfa.class_of(list(enc.chars), enc.bits)[enc.inv]
     width = cls.shape[1]
     cls[np.arange(width)[None, :] >= enc.lengths[:, None]] = pad
     dead = ~enc.valid
@@ -109,7 +110,7 @@ def lift(dfa: CharDFA, enc: EncodedVocab, separator: str, eos_id: int | None, ma
     rows, inverse, active = _class_rows(dfa, enc, eos_id)
     flat, width = _stepper(dfa)
     num_char = dfa.table.shape[0]
-    sep_cls = dfa.class_of(list(separator), np.array([is_word_char(c) for c in separator], dtype=bool))
+    sep_cls = dfa.class_of(list(separator), char_bits(separator))
     after_sep = np.arange(num_char + 1)
     for k in sep_cls.tolist():
         after_sep = flat[after_sep * width + k]

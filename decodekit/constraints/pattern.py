@@ -25,20 +25,34 @@ START = "\U0010fff0"  # ^ and \A
 END = "\U0010fff1"  # $ and \Z
 WORD_BOUNDARY = "\U0010fff2"  # \b
 NOT_WORD_BOUNDARY = "\U0010fff3"  # \B
-MARKERS = frozenset({START, END, WORD_BOUNDARY, NOT_WORD_BOUNDARY})
+# \w \W \d \D \s \S with Python's Unicode meaning (interegular's are ASCII-only): character
+# predicates, (name, negated); bit of the name in `chardfa.char_bits`
+PREDICATES = {
+    "\U0010fff4": ("w", False),
+    "\U0010fff5": ("w", True),
+    "\U0010fff6": ("d", False),
+    "\U0010fff7": ("d", True),
+    "\U0010fff8": ("s", False),
+    "\U0010fff9": ("s", True),
+}
+_PREDICATE_ESCAPES = dict(zip("wWdDsS", PREDICATES))
+MARKERS = frozenset({START, END, WORD_BOUNDARY, NOT_WORD_BOUNDARY, *PREDICATES})
 _ESCAPE_MARKERS = {"b": WORD_BOUNDARY, "B": NOT_WORD_BOUNDARY, "A": START, "Z": END}
 
 
 def substitute_markers(pattern: str) -> str:
-    """Replace ``^ $ \\A \\Z \\b \\B`` outside character classes by marker characters, and ``\\b``
-    inside a class by ``\\x08`` (backspace, as in Python). Escapes are respected."""
+    """Replace ``^ $ \\A \\Z \\b \\B`` outside character classes by marker characters, ``\\b``
+    inside a class by ``\\x08`` (backspace, as in Python) and ``\\w \\W \\d \\D \\s \\S`` anywhere by
+    predicate markers. Escapes are respected."""
     out: list[str] = []
     i, n, in_class, class_start = 0, len(pattern), False, -1
     while i < n:
         c = pattern[i]
         if c == "\\" and i + 1 < n:
             d = pattern[i + 1]
-            if not in_class and d in _ESCAPE_MARKERS:
+            if d in _PREDICATE_ESCAPES:
+                out.append(_PREDICATE_ESCAPES[d])
+            elif not in_class and d in _ESCAPE_MARKERS:
                 out.append(_ESCAPE_MARKERS[d])
             elif in_class and d == "b":
                 out.append("\\x08")
@@ -139,5 +153,5 @@ def _check(node, pattern: str, at_start: bool, at_end: bool, flags: REFlags, fou
             )
         if _zero_width(node, WORD_BOUNDARY) or _zero_width(node, NOT_WORD_BOUNDARY):
             found[0] = True
-        elif not node.negated and node.chars & MARKERS:
+        elif len(node.chars) > 1 and node.chars & (MARKERS - set(PREDICATES)):
             raise ConstraintError(f"anchors and \\b cannot be combined with other items in {pattern!r}")

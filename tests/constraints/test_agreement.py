@@ -28,7 +28,7 @@ def test_automaton_agrees_with_fullmatch(pattern, tokens, separator, data):
     try:
         auto = compile_regex(pattern, tokens, separator=separator)
     except ConstraintError as e:
-        assert "no token sequence" in str(e)
+        assert "no token sequence" in str(e) or "matches no text" in str(e)
         for seq in _all_sequences(len(tokens), 3):
             assert not compiled.fullmatch(separator.join(tokens[t] for t in seq))
         return
