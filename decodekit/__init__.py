@@ -5,7 +5,8 @@ Public API::
     from decodekit import greedy, sample, beam_search, constrained_beam_search, compile_regex
 """
 
-from decodekit.decoding import beam_search, greedy, sample
+from decodekit.constraints import TokenAutomaton, compile_for_vocab, compile_regex
+from decodekit.decoding import beam_search, constrained_beam_search, greedy, sample
 from decodekit.errors import CheckpointError, ConstraintError, DecodekitError, ModelOutputError
 from decodekit.models.base import LanguageModel
 from decodekit.outputs import Hypothesis
@@ -21,9 +22,13 @@ __all__ = [
     "Hypothesis",
     "LanguageModel",
     "ModelOutputError",
+    "TokenAutomaton",
     "Vocab",
     "WordVocab",
     "beam_search",
+    "compile_for_vocab",
+    "compile_regex",
+    "constrained_beam_search",
     "greedy",
     "sample",
 ]

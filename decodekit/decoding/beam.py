@@ -67,15 +67,24 @@ def beam_search(
     dfa = None if automaton is None else torch.zeros(batch * beam, dtype=torch.long, device=device)
     row_base = torch.arange(batch, device=device)[:, None] * beam  # [B, 1]
     trace, pool = Trace(), Pool(batch, n_best)
-    n_cand = min(2 * beam, beam * vocab)
+    per_row = min(2 * beam, vocab)
+    n_cand = min(2 * beam, beam * per_row)
     steps = 0
     for t in range(max_length):
         steps = t + 1
         if automaton is not None:
-            logprobs = logprobs.masked_fill(~automaton.allowed(dfa, max_length - t), NEG_INF)
-        flat = (cum[:, :, None] + logprobs.view(batch, beam, vocab)).view(batch, beam * vocab)
+            allowed = automaton.allowed(dfa, max_length - t)  # [N, V]
+            if eos is None:  # without EOS, an accepting hypothesis that cannot go on ends here
+                stuck = (~allowed.any(-1) & automaton.accepting[dfa]).view(batch, beam)
+                pool.add_unfinished(cum.masked_fill(~stuck, NEG_INF), t, length_penalty)
+            logprobs = logprobs.masked_fill(~allowed, NEG_INF)
+        # The 2K best extensions of a prompt are among the 2K best tokens of each of its rows,
+        # so select per row first (cheap), then across the K rows.
+        row_val, row_tok = logprobs.topk(per_row, dim=1)  # [N, 2K]
+        flat = (cum[:, :, None] + row_val.view(batch, beam, per_row)).view(batch, beam * per_row)
         top_val, top_idx = flat.topk(n_cand, dim=1)  # [B, 2K], best first
-        parent, token = top_idx // vocab, top_idx % vocab
+        parent = top_idx // per_row
+        token = row_tok.view(batch, beam * per_row).gather(1, top_idx)
         if eos is not None:
             is_eos = token == eos
             _collect_finished(pool, top_val[:, :beam], parent[:, :beam], is_eos[:, :beam], t, length_penalty)
@@ -96,7 +105,9 @@ def beam_search(
         state = st.select(state, rows, model)
         logprobs, state = model.step(state, token.reshape(-1))
         check_logprobs(logprobs, batch * beam, vocab, t + 1, is_check_step(t + 1))
-    _collect_unfinished(pool, cum, steps, length_penalty, automaton, dfa)
+    if automaton is not None:
+        cum = cum.masked_fill(~automaton.accepting[dfa].view(batch, beam), NEG_INF)
+    pool.add_unfinished(cum, steps, length_penalty)
     out = pool.results(trace)
     return out[0] if single else out
 
@@ -110,15 +121,3 @@ def _collect_finished(pool: Pool, value, parent, is_eos, t: int, alpha: float) -
     values, parents = value[mask].tolist(), parent[mask].tolist()
     for (b, _), v, p in zip(hits, values, parents):
         pool.add(b, Candidate(length_normalised(v, t + 1, alpha), v, t - 1, p, True))
-
-
-def _collect_unfinished(pool: Pool, cum, steps: int, alpha: float, automaton, dfa) -> None:
-    """After ``steps`` steps, live hypotheses (cum [B, K]; under a constraint only those in an
-    accepting state) join the pool as unfinished candidates of ``steps`` tokens."""
-    ok = torch.isfinite(cum)
-    if automaton is not None:
-        ok &= automaton.accepting[dfa].view(cum.shape)
-    values = cum.tolist()
-    for b, k in ok.nonzero().tolist():
-        v = values[b][k]
-        pool.add(b, Candidate(length_normalised(v, steps, alpha), v, steps - 1, k, False))

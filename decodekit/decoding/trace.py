@@ -80,6 +80,16 @@ class Pool:
         if not self.done[b]:
             self.items[b].append(candidate)
 
+    def add_unfinished(self, cum_logprob: torch.Tensor, steps: int, alpha: float) -> None:
+        """Slots with finite ``cum_logprob`` [B, W] end here unfinished, ``steps`` tokens long."""
+        finite = torch.isfinite(cum_logprob)
+        if not bool(finite.any()):
+            return
+        values = cum_logprob.tolist()
+        for b, slot in finite.nonzero().tolist():
+            v = values[b][slot]
+            self.add(b, Candidate(length_normalised(v, steps, alpha), v, steps - 1, slot, False))
+
     def update_done(self, bound: list[float]) -> None:
         """Item b is done when it has n_best candidates none of which a live one can beat."""
         for b, cands in enumerate(self.items):
