@@ -76,9 +76,20 @@ def substitute_markers(pattern: str) -> str:
             c = START
         elif c == "$":
             c = END
+        elif c == "+" and _after_quantifier(pattern, i):
+            raise ConstraintError(f"unsupported regex feature in {pattern!r}: possessive quantifier at position {i}")
         out.append(c)
         i += 1
     return "".join(out)
+
+
+_QUANTIFIER_END = regex.compile(r"(?:(?<!\\)(?:\\\\)*[*+?]|\{\d*,?\d*\})$")
+
+
+def _after_quantifier(pattern: str, i: int) -> bool:
+    """Whether position i directly follows a quantifier (so a '+' there is possessive)."""
+    head = pattern[:i]
+    return bool(_QUANTIFIER_END.search(head)) and not head.endswith("(?")
 
 
 def parse(pattern: str) -> tuple[IPattern, bool]:
