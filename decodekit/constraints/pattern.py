@@ -77,7 +77,9 @@ def substitute_markers(pattern: str) -> str:
         elif c == "$":
             c = END
         elif c == "+" and _after_quantifier(pattern, i):
-            raise ConstraintError(f"unsupported regex feature in {pattern!r}: possessive quantifier at position {i}")
+            raise ConstraintError(
+                f"unsupported regex feature in {pattern!r}: possessive quantifier at position {i}"
+            )
         out.append(c)
         i += 1
     return "".join(out)
