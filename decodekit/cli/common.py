@@ -23,7 +23,11 @@ def run_main(group: click.Group, argv: list[str] | None) -> None:
         click.echo("Aborted.", err=True)
         sys.exit(130)
     except click.ClickException as e:
-        e.show()
+        hint = ""
+        ctx = getattr(e, "ctx", None)
+        if isinstance(e, click.UsageError) and ctx is not None:
+            hint = f" (see '{ctx.command_path} --help')"
+        click.echo(f"Error: {e.format_message()}{hint}", err=True)
         sys.exit(2 if e.exit_code == 1 else e.exit_code)
     except (DecodekitError, ValueError, FileNotFoundError, IsADirectoryError, PermissionError) as e:
         click.echo(f"Error: {e}", err=True)

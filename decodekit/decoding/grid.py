@@ -45,6 +45,7 @@ class _Plan:
     cand_target: torch.Tensor  # [C_all] long: target state of each candidate, in layout order
     group_index: torch.Tensor  # [S, W] long: candidate positions per target (C_all = padding)
     sparse_pad: torch.Tensor  # [S, P] bool: padded sparse entries
+    scan: int  # J == 1: top-`scan` of the unmasked row holds the big group's K best; 0: mask instead
 
 
 def _plan(next_state: np.ndarray, beam: int, device) -> _Plan:
@@ -78,6 +79,13 @@ def _plan(next_state: np.ndarray, beam: int, device) -> _Plan:
     for q2, g in enumerate(groups):
         group_index[q2, : len(g)] = g
 
+    # With one big group per state, its K best tokens are among the K + (V - |group|) best of
+    # the whole row: when that is small, one top-k replaces a masked pass over [N, V].
+    outside = vocab - np.where(is_big, 1, 0).sum(1)  # [S]
+    has_big = is_big.any(1)
+    widest = int(outside[has_big].max(initial=0))
+    scan = min(vocab, beam + widest) if num_big == 1 and widest <= max(64, 4 * beam) else 0
+
     def tensor(a, dtype=torch.long):
         return torch.as_tensor(np.ascontiguousarray(a), dtype=dtype, device=device)
 
@@ -88,6 +96,7 @@ def _plan(next_state: np.ndarray, beam: int, device) -> _Plan:
         tensor(cand_target),
         tensor(group_index),
         tensor(sparse_pad, torch.bool),
+        scan,
     )
 
 
@@ -185,11 +194,20 @@ def _candidates(lp4, cum3, plan: _Plan, beam: int):
 
     lp4 [B, S, K, V] logprobs, cum3 [B, S, K] cumulative log-probabilities."""
     values, tokens = [], []
-    for j in range(plan.num_big):  # J is the largest number of big groups of one state
-        masked = lp4.masked_fill((plan.big_slot != j)[None, :, None, :], NEG_INF)
-        v, tok = masked.topk(min(beam, lp4.shape[-1]), dim=-1)  # [B, S, K, K]
+    if plan.scan:
+        v, tok = lp4.topk(plan.scan, dim=-1)  # [B, S, K, scan]
+        states = torch.arange(lp4.shape[1], device=lp4.device)[None, :, None, None]
+        in_group = plan.big_slot[states, tok] == 0
+        first = torch.sort((~in_group).to(torch.uint8), dim=-1, stable=True).indices[..., :beam]
+        v = v.gather(-1, first).masked_fill(~in_group.gather(-1, first), NEG_INF)  # [B, S, K, K]
         values.append(v)
-        tokens.append(tok)
+        tokens.append(tok.gather(-1, first))
+    else:
+        for j in range(plan.num_big):  # J is the largest number of big groups of one state
+            masked = lp4.masked_fill((plan.big_slot != j)[None, :, None, :], NEG_INF)
+            v, tok = masked.topk(min(beam, lp4.shape[-1]), dim=-1)  # [B, S, K, K]
+            values.append(v)
+            tokens.append(tok)
     if plan.sparse_tokens.shape[1]:
         b, s, k, _ = lp4.shape
         idx = plan.sparse_tokens[None, :, None, :].expand(b, s, k, -1)
