@@ -1,0 +1,104 @@
+"""Kneser-Ney n-gram reproductions: PTB KN5 (Mikolov et al. 2011: test perplexity 141.2) and the
+Brown n-gram baselines of Bengio et al. (2003, Table 1), optionally the MLP + trigram mixture.
+
+    python benchmarks/bench_ngram.py --corpus ptb --orders 2 3 4 5
+    python benchmarks/bench_ngram.py --corpus brown --orders 3 4 5
+    python benchmarks/bench_ngram.py --corpus brown --orders 3 --mlp runs/brown-mlp   # + mixture
+
+Perplexity counts every token, ``<eos>`` included (one per PTB line, one per Brown paragraph).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import torch
+
+from decodekit.data import load_brown, load_corpus
+from decodekit.models.arpa import read_arpa, write_arpa
+from decodekit.models.mixture import MixtureLM, stream_logprobs
+from decodekit.models.ngram import train_kneser_ney
+
+PUBLISHED = {
+    ("ptb", 5): "141.2 test (Mikolov et al. 2011, KN5)",
+    ("brown", 3): "334 valid / 323 test (Bengio et al. 2003, KN back-off)",
+    ("brown", 4): "332 / 321",
+    ("brown", 5): "332 / 321",
+}
+
+
+def ppl(logprobs: torch.Tensor) -> float:
+    return float(torch.exp(-logprobs.double().mean()))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default="../shared/data", help="folder with ptb/ and brown/brown.zip")
+    ap.add_argument("--corpus", choices=["ptb", "brown"], default="ptb")
+    ap.add_argument("--orders", type=int, nargs="+", default=[5])
+    ap.add_argument("--arpa", default=None, help="also write the highest order to this ARPA file and re-read it")
+    ap.add_argument("--mlp", default=None, help="checkpoint directory of a trained MLP: report the EM mixture")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    data = Path(args.data)
+    t0 = time.perf_counter()
+    corpus = load_corpus(data / "ptb") if args.corpus == "ptb" else load_brown(data / "brown" / "brown.zip")
+    print(
+        f"{args.corpus}: |V|={len(corpus.vocab)} train/valid/test tokens "
+        f"{corpus.train.numel()}/{corpus.valid.numel()}/{corpus.test.numel()} (load {time.perf_counter() - t0:.1f}s)"
+    )
+    print(f"{'order':>5} {'n-grams':>10} {'train s':>8} {'valid ppl':>10} {'test ppl':>9}  published")
+    model = None
+    for n in args.orders:
+        t0 = time.perf_counter()
+        model = train_kneser_ney(corpus.train, n, len(corpus.vocab), corpus.vocab.eos_id, vocab=corpus.vocab)
+        secs = time.perf_counter() - t0
+        valid, test = model.perplexity(corpus.valid), model.perplexity(corpus.test)
+        size = sum(len(k) for k in model.keys[1:]) + len(corpus.vocab)
+        print(f"{n:>5} {size:>10} {secs:>8.2f} {valid:>10.2f} {test:>9.2f}  {PUBLISHED.get((args.corpus, n), '')}")
+    if args.arpa and model is not None:
+        t0 = time.perf_counter()
+        write_arpa(model, args.arpa)
+        t1 = time.perf_counter()
+        back = read_arpa(args.arpa, vocab=corpus.vocab)
+        t2 = time.perf_counter()
+        diff = float((back.score(corpus.test) - model.score(corpus.test)).abs().max())
+        print(
+            f"ARPA {args.arpa}: write {t1 - t0:.1f}s, read {t2 - t1:.1f}s, re-read test ppl "
+            f"{back.perplexity(corpus.test):.2f}, max |log p difference| {diff:.2e}"
+        )
+    if args.mlp:
+        mixture_report(args.mlp, corpus)
+
+
+def mixture_report(path: str, corpus) -> None:
+    """MLP alone, interpolated trigram alone, 0.5/0.5 mix (Bengio's "mix") and EM weights on valid."""
+    from decodekit.loading import load_model
+
+    mlp = load_model(path)
+    if mlp.vocab != corpus.vocab:
+        raise SystemExit(f"{path}: the MLP's vocabulary is not this corpus's vocabulary")
+    tri = train_kneser_ney(corpus.train, 3, len(corpus.vocab), corpus.vocab.eos_id, vocab=corpus.vocab)
+    lp = {
+        split: torch.stack([stream_logprobs(m, getattr(corpus, split)).double() for m in (mlp, tri)])
+        for split in ("valid", "test")
+    }  # [2, T]
+    half = MixtureLM([mlp, tri], [0.5, 0.5])
+    em = MixtureLM([mlp, tri])
+    em.fit([corpus.valid])
+    print(f"{'model':>28} {'valid ppl':>10} {'test ppl':>9}")
+    for name, w in [("MLP", None), ("KN trigram", None), ("mix 0.5/0.5", half.weights), ("mix EM", em.weights)]:
+        row = []
+        for split in ("valid", "test"):
+            if w is None:
+                row.append(ppl(lp[split][0 if name == "MLP" else 1]))
+            else:
+                row.append(ppl(torch.logsumexp(lp[split] + w.log().view(2, 1), 0)))
+        label = name if w is None else f"{name} ({w[0]:.2f}/{w[1]:.2f})"
+        print(f"{label:>28} {row[0]:>10.2f} {row[1]:>9.2f}")
+
+
+if __name__ == "__main__":
+    main()
