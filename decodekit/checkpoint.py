@@ -53,7 +53,7 @@ def tensors_digest(tensors: dict[str, torch.Tensor]) -> str:
     for name in sorted(tensors):
         t = tensors[name].detach().cpu().contiguous()
         h.update(f"{name}\0{t.dtype}\0{tuple(t.shape)}\0".encode())
-        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     return h.hexdigest()
 
 

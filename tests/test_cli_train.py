@@ -1,0 +1,104 @@
+"""``decodekit train`` and ``decodekit eval`` on a tiny corpus."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from decodekit.cli import _register, cli, main
+
+_register()
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    d = tmp_path / "data"
+    d.mkdir()
+    lines = ["the cat sat on the mat", "the dog ran", "a cat ran on a mat"] * 20
+    for name, n in (("train.txt", 60), ("valid.txt", 9), ("test.txt", 6)):
+        (d / name).write_text("\n".join(lines[:n]) + "\n", encoding="utf-8")
+    return d
+
+
+def run_main(argv, capsys) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+        raise SystemExit(0)
+    out = capsys.readouterr()
+    return e.value.code, out.out, out.err
+
+
+TRAIN = [
+    "train",
+    "--hidden",
+    "8",
+    "--embed",
+    "8",
+    "--epochs",
+    "2",
+    "--bptt",
+    "5",
+    "--batch-size",
+    "4",
+    "--no-progress",
+]
+
+
+@pytest.mark.parametrize("kind", ["lstm", "rnn", "mlp"])
+def test_train_then_eval(corpus, tmp_path, kind):
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, [*TRAIN, "--data", str(corpus), "--model", kind, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output.strip().splitlines()[-1])
+    assert summary["event"] == "test" and summary["epochs"] == 2 and 1 < summary["test_ppl"] < 20
+    result = CliRunner().invoke(
+        cli, ["eval", "--model", str(out), "--data", str(corpus / "test.txt"), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    ev = json.loads(result.output)
+    assert ev["perplexity"] == pytest.approx(summary["test_ppl"], rel=1e-9)
+    assert ev["tokens"] == 6 * 1 + sum(len(x.split()) for x in (corpus / "test.txt").read_text().splitlines())
+    result = CliRunner().invoke(
+        cli, ["eval", "--model", str(out), "--data", str(corpus)]
+    )  # a directory: its test file
+    assert result.exit_code == 0 and result.output.startswith("perplexity ")
+
+
+def test_resume_continues_and_refuses_overwrite(corpus, tmp_path, capsys):
+    out = str(tmp_path / "out")
+    code, _, _ = run_main([*TRAIN, "--data", str(corpus), "--out", out], capsys)
+    assert code == 0
+    code, _, err = run_main([*TRAIN, "--data", str(corpus), "--out", out], capsys)
+    assert code == 2 and "already holds a training run; pass --resume" in err
+    code, stdout, _ = run_main(
+        [*TRAIN[:5], "--epochs", "3", *TRAIN[7:], "--data", str(corpus), "--out", out, "--resume"], capsys
+    )
+    assert code == 0 and json.loads(stdout)["epochs"] == 3
+
+
+def test_bad_input_is_one_line_exit_2(corpus, tmp_path, capsys):
+    (corpus / "valid.txt").write_bytes(b"ok\n\xc3\x28 bad\n")
+    code, _, err = run_main([*TRAIN, "--data", str(corpus), "--out", str(tmp_path / "o")], capsys)
+    assert code == 2 and "valid.txt: line 2: invalid UTF-8" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run_main(["eval", "--model", str(tmp_path), "--data", str(corpus / "test.txt")], capsys)
+    assert code == 2 and "config.json is missing" in err
+    (corpus / "valid.txt").write_text("the cat\n")
+    code, _, err = run_main(
+        [*TRAIN, "--data", str(corpus), "--tie", "--embed", "4", "--out", str(tmp_path / "o")], capsys
+    )
+    assert code == 2 and "embed == hidden" in err
+    code, _, err = run_main(
+        [*TRAIN, "--data", str(corpus), "--context", "3", "--out", str(tmp_path / "o")], capsys
+    )
+    assert code == 2 and "--context applies to --model mlp only" in err
