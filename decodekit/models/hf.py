@@ -1,0 +1,281 @@
+"""A transformers causal LM (``AutoModelForCausalLM``) as a step-protocol model.
+
+Needs the optional extra ``decodekit[hf]`` (transformers); nothing else in decodekit imports it.
+
+* State: :class:`HFState` = (the model's key/value ``Cache``, attention mask [N, L], next
+  position [N]). ``step`` never mutates a state: it runs the model on a shallow copy of the cache
+  (transformers' ``DynamicLayer.update`` concatenates into new tensors, so the old ones survive).
+* ``reorder_state`` index-selects every layer's keys/values (out of place, like transformers'
+  ``reorder_cache``); ``concat_states`` left-pads shorter caches and masks the padding, the same
+  layout as ``generate`` with left padding (positions count real tokens only).
+* Text: :class:`HFVocab` exposes the tokenizer's tokens. For byte-level BPE (GPT-2, Llama-3,
+  Qwen...) the surface of a token is its bytes decoded as UTF-8; a token that is only part of a
+  multi-byte character (its bytes are not valid UTF-8 on their own) has surface None, like a
+  special token: regex constraints never use it, so constrained outputs only contain characters
+  that some single token spells whole. Then ``"".join(surfaces) == tokenizer.decode(ids)``.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from decodekit.errors import DecodekitError
+from decodekit.vocab import Vocab
+
+__all__ = ["HFState", "HFVocab", "HuggingFaceLM", "load_hf"]
+
+
+@dataclass(frozen=True)
+class HFState:
+    """cache: a transformers ``Cache`` (keys/values [N, heads, L, d] per layer); mask [N, L] long
+    (0 = left padding); position [N] long, the position id of the next token."""
+
+    cache: Any
+    mask: torch.Tensor
+    position: torch.Tensor
+
+
+def _layers(cache) -> list:
+    layers = getattr(cache, "layers", None)
+    if layers is None or not all(hasattr(layer, "keys") and hasattr(layer, "values") for layer in layers):
+        raise DecodekitError(
+            f"unsupported cache type {type(cache).__name__}: HuggingFaceLM needs a transformers>=4.56 "
+            "DynamicCache (a list of layers with .keys/.values)"
+        )
+    return layers
+
+
+def _map_cache(cache, fn) -> Any:
+    """A shallow copy of ``cache`` whose layers' keys/values are ``fn(tensor)`` (new objects)."""
+    new = copy.copy(cache)
+    new.layers = []
+    for layer in _layers(cache):
+        lay = copy.copy(layer)
+        if (
+            getattr(layer, "is_initialized", True)
+            and isinstance(layer.keys, torch.Tensor)
+            and layer.keys.numel()
+        ):
+            lay.keys, lay.values = fn(layer.keys), fn(layer.values)
+        new.layers.append(lay)
+    return new
+
+
+class HFVocab(Vocab):
+    """The tokens of a transformers tokenizer, with surfaces as described in the module doc.
+
+    Args:
+        tokenizer: a ``PreTrainedTokenizer(Fast)``.
+        size: the model's vocabulary size V (ids >= len(tokenizer) get placeholder names, no surface).
+    """
+
+    kind = "hf"
+
+    def __init__(self, tokenizer, size: int) -> None:
+        n = len(tokenizer)
+        names = tokenizer.convert_ids_to_tokens(list(range(min(n, size))))
+        names = [t if isinstance(t, str) else f"<|id{i}|>" for i, t in enumerate(names)]
+        names += [f"<|unused{i}|>" for i in range(len(names), size)]
+        seen: set[str] = set()
+        for i, t in enumerate(names):  # tokenizers may map several ids to one string
+            names[i] = t if t not in seen else f"{t}<|id{i}|>"
+            seen.add(names[i])
+        eos = (
+            tokenizer.eos_token
+            if tokenizer.eos_token_id is not None and tokenizer.eos_token_id < size
+            else None
+        )
+        specials = [names[i] for i in set(tokenizer.all_special_ids) if i < size and names[i] != eos]
+        super().__init__(names, separator="", eos=eos, unk=None, specials=specials)
+        self.tokenizer = tokenizer
+        self._surfaces = _surfaces(tokenizer, names, self.special_ids, n)
+
+    def surface(self, i: int) -> str | None:
+        return self._surfaces[i]
+
+    def surfaces(self) -> list[str | None]:
+        return list(self._surfaces)
+
+    def split(self, text: str) -> list[str]:
+        return self.tokenizer.convert_ids_to_tokens(self.encode(text))
+
+    def encode(self, text: str, *, warn_unknown: bool = True) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def decode(self, ids) -> str:
+        ids = [int(i) for i in ids if int(i) < len(self.tokenizer)]
+        return self.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+    def save(self, path) -> None:
+        raise DecodekitError("an HFVocab is the tokenizer's: save the tokenizer with save_pretrained instead")
+
+
+def _byte_decoder() -> dict[str, int]:
+    """GPT-2's reversible byte <-> printable character table, inverted."""
+    bs = (
+        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), 256))
+    )
+    cs, extra = bs[:], 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + extra)
+            extra += 1
+    return {chr(c): b for b, c in zip(bs, cs)}
+
+
+def _surfaces(tokenizer, names: list[str], special: frozenset[int], n: int) -> list[str | None]:
+    """Per token: its text, or None (special, beyond the tokenizer, or a partial UTF-8 sequence)."""
+    table = _byte_decoder()
+    byte_level = all(c in table for t in names[: min(n, 1000)] if t for c in t) and n > 256
+    out: list[str | None] = []
+    for i, t in enumerate(names):
+        if i in special or i >= n:
+            out.append(None)
+        elif byte_level and all(c in table for c in t):
+            try:
+                out.append(bytes(table[c] for c in t).decode("utf-8"))
+            except UnicodeDecodeError:
+                out.append(None)
+        else:
+            s = tokenizer.decode([i], clean_up_tokenization_spaces=False)
+            out.append(None if "\ufffd" in s else s)
+    return out
+
+
+class HuggingFaceLM:
+    """A decoder-only transformers model through the step protocol.
+
+    Args:
+        model: an ``AutoModelForCausalLM`` (put in eval mode here); its cache must be a
+            ``DynamicCache`` of layers (transformers >= 4.56).
+        tokenizer: optional; needed for text in/out (``vocab``) and regex constraints.
+
+    ``bos_id`` is the tokenizer's BOS only when the tokenizer itself prepends it to encoded text
+    (GPT-2's does not: prompts are fed as given); ``eos_id`` is the tokenizer's, else the first
+    of ``generation_config.eos_token_id`` (set it to None to never stop).
+    """
+
+    def __init__(self, model, tokenizer=None) -> None:
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.vocab_size = int(model.get_output_embeddings().weight.shape[0])
+        self.vocab = HFVocab(tokenizer, self.vocab_size) if tokenizer is not None else None
+        self.bos_id = _bos_of(tokenizer)
+        eos = getattr(tokenizer, "eos_token_id", None)
+        if eos is None:
+            gen = getattr(model, "generation_config", None) or model.config
+            eos = getattr(gen, "eos_token_id", None)
+            eos = eos[0] if isinstance(eos, (list, tuple)) and eos else eos
+        self.eos_id = eos if eos is None or 0 <= eos < self.vocab_size else None
+        params = inspect.signature(model.forward).parameters
+        self._cache_arg = "cache" if "cache" in params else "past_key_values"
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def encode(self, text: str) -> list[int]:
+        """Text -> ids with the tokenizer (no special tokens added)."""
+        return self._need_vocab().encode(text)
+
+    def decode(self, ids) -> str:
+        return self._need_vocab().decode(ids)
+
+    def _need_vocab(self) -> HFVocab:
+        if self.vocab is None:
+            raise DecodekitError("this HuggingFaceLM has no tokenizer: pass tokenizer= to work with text")
+        return self.vocab
+
+    def initial_state(self, batch_size: int) -> HFState:
+        from transformers import DynamicCache
+
+        zeros = torch.zeros(batch_size, 0, dtype=torch.long, device=self.device)
+        return HFState(DynamicCache(), zeros, torch.zeros(batch_size, dtype=torch.long, device=self.device))
+
+    @torch.no_grad()
+    def prefill(self, state: HFState, tokens: torch.Tensor) -> tuple[torch.Tensor, HFState]:
+        """Encode tokens [N, T] in one forward call. Returns (logprobs [N, V] after the last, state)."""
+        n, T = tokens.shape
+        mask = torch.cat([state.mask, torch.ones(n, T, dtype=torch.long, device=self.device)], 1)
+        pos = state.position.view(-1, 1) + torch.arange(T, device=self.device)  # [N, T]
+        cache = _map_cache(state.cache, lambda t: t)
+        out = self.model(
+            input_ids=tokens.to(self.device), attention_mask=mask, position_ids=pos, use_cache=True,
+            **{self._cache_arg: cache},
+        )  # fmt: skip
+        new_cache = getattr(out, "cache", None)
+        new_cache = out.past_key_values if new_cache is None else new_cache
+        logprobs = torch.log_softmax(out.logits[:, -1].float(), -1)  # [N, V]
+        return logprobs, HFState(new_cache, mask, state.position + T)
+
+    def step(self, state: HFState, tokens: torch.Tensor) -> tuple[torch.Tensor, HFState]:
+        """Args: tokens [N]. Returns (logprobs [N, V], state)."""
+        return self.prefill(state, tokens.view(-1, 1))
+
+    def reorder_state(self, state: HFState, rows: torch.Tensor) -> HFState:
+        """Rows ``rows`` [N'] of every cache tensor, mask and position (new tensors)."""
+        rows = rows.to(self.device)
+        cache = _map_cache(state.cache, lambda t: t.index_select(0, rows))
+        return HFState(cache, state.mask.index_select(0, rows), state.position.index_select(0, rows))
+
+    def concat_states(self, states: list[HFState]) -> HFState:
+        """Join row groups; shorter caches are left-padded with zeros and masked out."""
+        length = max(s.mask.shape[1] for s in states)
+
+        def pad(t: torch.Tensor, axis: int) -> torch.Tensor:
+            missing = length - t.shape[axis]
+            if missing == 0:
+                return t
+            shape = list(t.shape)
+            shape[axis] = missing
+            return torch.cat([t.new_zeros(shape), t], axis)
+
+        caches = [_layers(s.cache) for s in states]
+        joined = _map_cache(states[0].cache, lambda t: t)
+        for j, layer in enumerate(joined.layers):
+            if all(isinstance(c[j].keys, torch.Tensor) and c[j].keys.numel() for c in caches):
+                layer.keys = torch.cat([pad(c[j].keys, 2) for c in caches], 0)
+                layer.values = torch.cat([pad(c[j].values, 2) for c in caches], 0)
+        mask = torch.cat([pad(s.mask, 1) for s in states], 0)
+        return HFState(joined, mask, torch.cat([s.position for s in states], 0))
+
+
+def _bos_of(tokenizer) -> int | None:
+    """The BOS id if encoding text with special tokens prepends it, else None."""
+    if tokenizer is None or tokenizer.bos_token_id is None:
+        return None
+    ids = tokenizer("a")["input_ids"]
+    return tokenizer.bos_token_id if ids and ids[0] == tokenizer.bos_token_id else None
+
+
+def load_hf(path_or_name: str | Path, device: str | torch.device | None = None) -> HuggingFaceLM:
+    """Load a causal LM and its tokenizer from local files only (no network access).
+
+    Raises:
+        DecodekitError: transformers is not installed, or nothing loadable is at ``path_or_name``.
+    """
+    try:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError as e:
+        raise DecodekitError("--hf-model needs transformers: pip install 'decodekit[hf]'") from e
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(path_or_name), local_files_only=True)
+    except (OSError, ValueError) as e:
+        raise DecodekitError(
+            f"cannot load a transformers causal LM from {path_or_name!r} (local files only: a directory "
+            f"written by save_pretrained, or a model already in the local cache): {str(e).splitlines()[0]}"
+        ) from None
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(path_or_name), local_files_only=True)
+    except (OSError, ValueError, TypeError):
+        tokenizer = None
+    if device is not None:
+        model = model.to(device)
+    return HuggingFaceLM(model, tokenizer)

@@ -1,0 +1,156 @@
+"""The transformers adapter on a tiny randomly initialised GPT-2 with a byte-level BPE tokenizer
+trained in memory (no network, no files): exact agreement with the model's own forward pass and
+``generate``, state purity, surfaces of byte-level tokens, regex constraints."""
+
+from __future__ import annotations
+
+import pytest
+import regex
+import torch
+
+transformers = pytest.importorskip("transformers")
+tokenizers = pytest.importorskip("tokenizers")
+
+import decodekit  # noqa: E402
+from decodekit.models.hf import HuggingFaceLM, load_hf  # noqa: E402
+
+TEXTS = [
+    "the cat sat on the mat",
+    "the dog ran to the café",
+    "a naïve façade in the rain",
+    "日本語のテキストです",
+    "cats and dogs, 3 of them!",
+] * 4
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    bpe = tokenizers.ByteLevelBPETokenizer()
+    bpe.train_from_iterator(TEXTS, vocab_size=320, min_frequency=1, special_tokens=["<|endoftext|>"])
+    tok = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=bpe._tokenizer, eos_token="<|endoftext|>", bos_token="<|endoftext|>"
+    )
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(
+        vocab_size=len(tok), n_positions=96, n_embd=32, n_layer=2, n_head=2, initializer_range=0.3,
+        bos_token_id=0, eos_token_id=0,
+    )  # fmt: skip
+    model = transformers.GPT2LMHeadModel(config).eval()
+    return model, tok
+
+
+def test_step_and_prefill_equal_the_full_forward_pass(tiny):
+    model, tok = tiny
+    lm = HuggingFaceLM(model, tok)
+    assert lm.bos_id is None and lm.eos_id == 0 and lm.vocab_size == len(tok)
+    ids = torch.tensor([tok.encode("the cat sat on"), tok.encode("a dog ran to t")[:4]])
+    ids = ids[:, :4]
+    with torch.no_grad():
+        full = torch.log_softmax(model(ids).logits.float(), -1)  # [2, 4, V]
+    lp, state = lm.prefill(lm.initial_state(2), ids[:, :2])
+    assert torch.allclose(lp, full[:, 1], atol=1e-5)
+    for t in (2, 3):
+        lp, state = lm.step(state, ids[:, t])
+        assert torch.allclose(lp, full[:, t], atol=1e-5)
+        assert torch.allclose(lp.double().exp().sum(1), torch.ones(2, dtype=torch.double), atol=1e-5)
+
+
+def test_step_never_mutates_its_state(tiny):
+    lm = HuggingFaceLM(*tiny)
+    _, state = lm.prefill(lm.initial_state(2), torch.tensor([[5, 6, 7], [8, 9, 10]]))
+    a, _ = lm.step(state, torch.tensor([11, 12]))
+    lm.step(state, torch.tensor([40, 41]))
+    lm.reorder_state(state, torch.tensor([1, 1]))
+    b, _ = lm.step(state, torch.tensor([11, 12]))
+    assert torch.equal(a, b)
+
+
+def test_reorder_and_concat_of_unequal_prompts(tiny):
+    lm = HuggingFaceLM(*tiny)
+    _, short = lm.prefill(lm.initial_state(1), torch.tensor([[5, 6]]))
+    _, long = lm.prefill(lm.initial_state(1), torch.tensor([[7, 8, 9, 10]]))
+    joined = lm.concat_states([long, short])
+    swapped = lm.reorder_state(joined, torch.tensor([1, 0, 1]))
+    lp, _ = lm.step(swapped, torch.tensor([3, 3, 4]))
+    want_short = lm.step(short, torch.tensor([3]))[0]
+    want_long = lm.step(long, torch.tensor([3]))[0]
+    assert torch.allclose(lp[0], want_short[0], atol=1e-5) and torch.allclose(lp[1], want_long[0], atol=1e-5)
+    assert not torch.allclose(lp[2], want_short[0], atol=1e-3)
+
+
+@pytest.mark.parametrize("beams", [1, 3])
+def test_same_tokens_as_generate(tiny, beams):
+    model, tok = tiny
+    lm = HuggingFaceLM(model, tok)
+    lm.eos_id = None  # as generate with eos_token_id=None: always max_new_tokens
+    prompts = [tok.encode("the cat sat")[:3], tok.encode("a naïve dog")[:3]]
+    if beams == 1:
+        ours = [h[0].tokens for h in decodekit.greedy(lm, prompts, 12)]
+    else:
+        ours = [h[0].tokens for h in decodekit.beam_search(lm, prompts, beams, 12, length_penalty=0.0)]
+    theirs = model.generate(
+        torch.tensor(prompts), max_new_tokens=12, do_sample=False, num_beams=beams, eos_token_id=None,
+        pad_token_id=0, attention_mask=torch.ones(2, 3, dtype=torch.long),
+    )  # fmt: skip
+    assert [list(t) for t in ours] == theirs[:, 3:].tolist()
+
+
+def test_batch_of_unequal_prompts_equals_one_at_a_time(tiny):
+    lm = HuggingFaceLM(*tiny)
+    prompts = [[5, 6, 7, 8, 9], [10], [11, 12]]
+    batched = decodekit.greedy(lm, prompts, 8)
+    for p, got in zip(prompts, batched):
+        alone = decodekit.greedy(lm, p, 8)
+        assert got[0].tokens == alone[0].tokens
+        assert got[0].logprob == pytest.approx(alone[0].logprob, abs=1e-4)
+
+
+def test_surfaces_of_byte_level_tokens(tiny):
+    model, tok = tiny
+    vocab = HuggingFaceLM(model, tok).vocab
+    surfaces = vocab.surfaces()
+    assert surfaces[0] is None  # <|endoftext|>
+    whole = [i for i, s in enumerate(surfaces) if s is not None]
+    partial = [i for i, s in enumerate(surfaces) if s is None and i != 0]
+    assert partial and any(s.startswith(" ") for s in surfaces if s)
+    for i in whole:
+        assert tok.decode([i]) == surfaces[i]
+    for i in partial:  # a lone part of a multi-byte character: the tokenizer prints U+FFFD
+        assert "\ufffd" in tok.decode([i])
+    for text in TEXTS[:5] + ["the café", " naïve cats"]:
+        ids = tok.encode(text)
+        assert vocab.decode(ids) == tok.decode(ids) == text
+        if all(surfaces[i] is not None for i in ids):
+            assert vocab.separator.join(surfaces[i] for i in ids) == text
+
+
+def test_regex_constraint_on_a_bpe_vocabulary(tiny):
+    model, tok = tiny
+    lm = HuggingFaceLM(model, tok)
+    pattern = r" [a-z ]*café[a-z ]*"
+    prompt = tok.encode("the dog ran to")
+    beam = decodekit.constrained_beam_search(lm, prompt, pattern, 3, 10)[0]
+    assert regex.fullmatch(pattern, lm.decode(beam.tokens)), lm.decode(beam.tokens)
+    masked = decodekit.greedy(lm, prompt, 10, constraint=pattern)[0]  # may stop at max_length
+    assert regex.fullmatch(pattern, lm.decode(masked.tokens)), lm.decode(masked.tokens)
+    assert "café" not in lm.decode(decodekit.greedy(lm, prompt, 10)[0].tokens)
+
+
+def test_without_tokenizer_and_load_errors(tiny, tmp_path):
+    model, tok = tiny
+    lm = HuggingFaceLM(model)
+    assert lm.vocab is None and lm.eos_id == 0
+    assert len(decodekit.greedy(lm, [5, 6], 4)[0].tokens) <= 4
+    with pytest.raises(ValueError, match="has no tokenizer"):
+        lm.encode("the cat")
+    with pytest.raises(ValueError, match="needs a model with a `vocab`"):
+        decodekit.greedy(lm, [5], 4, constraint="a+")
+    with pytest.raises(ValueError, match="cannot load a transformers causal LM from .*local files only"):
+        load_hf(tmp_path / "missing")
+    model.save_pretrained(tmp_path / "m")
+    tok.save_pretrained(tmp_path / "m")
+    loaded = load_hf(tmp_path / "m")
+    assert loaded.vocab.surfaces() == HuggingFaceLM(model, tok).vocab.surfaces()
+    ids = torch.tensor([[5, 6, 7]])
+    a = loaded.prefill(loaded.initial_state(1), ids)[0]
+    assert torch.allclose(a, lm.prefill(lm.initial_state(1), ids)[0], atol=1e-5)
