@@ -176,6 +176,9 @@ class HuggingFaceLM:
         self.eos_id = eos if eos is None or 0 <= eos < self.vocab_size else None
         params = inspect.signature(model.forward).parameters
         self._cache_arg = "cache" if "cache" in params else "past_key_values"
+        # only the last position's logits are needed (transformers >= 4.45 can skip the others)
+        keep = next((k for k in ("logits_to_keep", "num_logits_to_keep") if k in params), None)
+        self._extra = {keep: 1} if keep else {}
 
     @property
     def device(self) -> torch.device:
@@ -208,7 +211,7 @@ class HuggingFaceLM:
         cache = _map_cache(state.cache, lambda t: t)
         out = self.model(
             input_ids=tokens.to(self.device), attention_mask=mask, position_ids=pos, use_cache=True,
-            **{self._cache_arg: cache},
+            **{self._cache_arg: cache}, **self._extra,
         )  # fmt: skip
         new_cache = getattr(out, "cache", None)
         new_cache = out.past_key_values if new_cache is None else new_cache
