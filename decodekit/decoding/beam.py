@@ -98,7 +98,7 @@ def beam_search(
         rows = (row_base + parent).view(-1)  # [B*K]
         if automaton is not None:
             dfa = automaton.next_state[dfa[rows], token.reshape(-1)].clamp_min(0)
-        if pool.needs_check():
+        if automaton is not None or pool.has_candidates(n_best):  # else no item can be done yet
             pool.update_done(reachable_bound(cum, t + 1, max_length, length_penalty).tolist())
         if all(pool.done) or t == max_length - 1:
             break

@@ -177,8 +177,7 @@ def constrained_beam_search(
         token = _pad_beam(token.view(batch, states, -1), beam).view(batch, width)
         parent = _pad_beam(parent.view(batch, states, -1), beam).view(batch, width)
         trace.push(parent, token)
-        if pool.needs_check():
-            pool.update_done(reachable_bound(cum, t + 1, max_length, length_penalty).tolist())
+        pool.update_done(reachable_bound(cum, t + 1, max_length, length_penalty).tolist())
         if all(pool.done) or t == max_length - 1:
             break
         state = st.select(state, (row_base + parent).view(-1), model)

@@ -90,15 +90,20 @@ class Pool:
             v = values[b][slot]
             self.add(b, Candidate(length_normalised(v, steps, alpha), v, steps - 1, slot, False))
 
-    def update_done(self, bound: list[float]) -> None:
-        """Item b is done when it has n_best candidates none of which a live one can beat."""
-        for b, cands in enumerate(self.items):
-            if not self.done[b] and len(cands) >= self.n_best:
-                nth = heapq.nlargest(self.n_best, cands)[-1].score
-                self.done[b] = nth >= bound[b]
+    def has_candidates(self, n: int) -> bool:
+        """Whether some item not yet done holds at least ``n`` candidates."""
+        return any(not d and len(c) >= n for d, c in zip(self.done, self.items))
 
-    def needs_check(self) -> bool:
-        return any(not d and len(c) >= self.n_best for d, c in zip(self.done, self.items))
+    def update_done(self, bound: list[float]) -> None:
+        """Item b is done when no live hypothesis is left (``bound[b]`` = -inf), or when it has
+        n_best candidates none of which a live hypothesis can still beat (``bound[b]``)."""
+        for b, cands in enumerate(self.items):
+            if self.done[b]:
+                continue
+            if bound[b] == float("-inf"):
+                self.done[b] = True
+            elif len(cands) >= self.n_best:
+                self.done[b] = heapq.nlargest(self.n_best, cands)[-1].score >= bound[b]
 
     def results(self, trace: Trace) -> list[list[Hypothesis]]:
         out = []
