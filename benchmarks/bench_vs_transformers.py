@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 import decodekit
+import decodekit.constraints
 from decodekit.models.hf import HuggingFaceLM
 
 
@@ -132,6 +133,31 @@ def constrained_report(args, model) -> None:
             secs,
         )
     )
+    automaton = decodekit.constraints.as_automaton(pattern, lm)
+    plen, total = prompts.shape[1], args.new_constrained
+
+    def allowed_tokens(batch_id: int, input_ids: torch.Tensor) -> list[int]:
+        """transformers' in-library tool: a per-row callback returning the allowed next ids."""
+        q = torch.tensor([automaton.initial])
+        for x in input_ids[plen:].tolist():
+            q = automaton.step(q, torch.tensor([x]))
+        rem = total - (input_ids.shape[0] - plen)
+        return automaton.allowed(q, rem)[0].nonzero()[:, 0].tolist() or [0]
+
+    t0 = time.perf_counter()
+    fenced = hf_generate(
+        model, prompts, total, num_beams=args.cbeam, do_sample=False, prefix_allowed_tokens_fn=allowed_tokens
+    )
+    secs = time.perf_counter() - t0
+    rows.append(
+        (
+            "transformers beam + prefix_allowed_tokens_fn",
+            [_hyp(lm, prompts[i], fenced[i]) for i in range(len(fenced))],
+            secs,
+        )
+    )
+    same = sum(list(h[0].tokens) == f for h, f in zip(masked, fenced.tolist()))
+    print(f"decodekit masked beam == transformers beam + prefix_allowed_tokens_fn: {same}/{len(masked)} rows")
     print(f"{'method':>44} {'success':>8} {'mean logprob':>13} {'seconds':>8}")
     for name, hyps, secs in rows:
         texts = [tok.decode(h.tokens) if h is not None else "" for h in hyps]
