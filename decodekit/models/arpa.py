@@ -29,6 +29,7 @@ import torch
 
 from decodekit.errors import DecodekitError
 from decodekit.models.ngram import NgramLM
+from decodekit.vocab import EOS as DK_EOS
 from decodekit.vocab import Vocab, WordVocab
 
 __all__ = ["ArpaError", "read_arpa", "write_arpa"]
@@ -159,8 +160,14 @@ def _vocab_of(rows: list[list[str]], vocab: Vocab | None, where: str) -> tuple[V
             raise ArpaError(f"{where}:{r[0]}: unigram {r[2]!r} listed twice (first at line {seen[r[2]]})")
         seen[r[2]] = r[0]
     if vocab is None:
-        tokens = [t for t in names if t != BOS] + ([EOS] if BOS in seen and EOS not in seen else [])
-        eos = EOS if BOS in seen or EOS in seen else None
+        if DK_EOS in seen and (BOS in seen or EOS in seen):
+            raise ArpaError(
+                f"{where}:{seen[DK_EOS]}: the word {DK_EOS} clashes with <s>/</s>, which are read as {DK_EOS}; "
+                "pass vocab= to map them"
+            )
+        tokens = [DK_EOS if t == EOS else t for t in names if t != BOS]
+        tokens += [DK_EOS] if BOS in seen and EOS not in seen else []
+        eos = DK_EOS if BOS in seen or EOS in seen else None
         vocab = WordVocab(tokens, eos=eos, unk="<unk>" if "<unk>" in seen else None)
     index = dict(vocab.index)
     if BOS in seen or EOS in seen:
@@ -197,7 +204,9 @@ def read_arpa(path: str | Path, vocab: Vocab | None = None) -> NgramLM:
     Args:
         path: the ``.arpa`` text file.
         vocab: the vocabulary to map words onto (its tokens must be exactly the file's unigrams,
-            ``<s>``/``</s>`` -> its eos); default: the unigrams in file order, ``</s>`` as eos.
+            ``<s>``/``</s>`` -> its eos); default: the unigrams in file order, ``<s>`` dropped and
+            ``</s>`` renamed ``<eos>`` (decodekit's eos, so that text read with
+            :func:`decodekit.data.read_tokens` encodes against it).
 
     Raises:
         ArpaError: malformed lines, counts that disagree with the sections, unknown words,

@@ -61,9 +61,11 @@ def test_round_trip_gives_the_same_logprobs(trained, tmp_path):
     got = back.next_logprobs(hist)
     assert torch.allclose(got, want, atol=1e-5)
     assert torch.allclose(got.double().exp().sum(1), torch.ones(len(hist), dtype=torch.double), atol=1e-5)
-    # without a vocabulary: the unigrams in file order, </s> as eos
+    # without a vocabulary: the unigrams in file order, </s> as decodekit's <eos>
     again = read_arpa(path)
-    assert again.vocab.tokens[again.eos_id] == "</s>" and len(again.vocab) == len(trained.vocab)
+    assert again.vocab.tokens[again.eos_id] == "<eos>" and sorted(again.vocab.tokens) == sorted(
+        trained.vocab.tokens
+    )
 
 
 def test_written_file_is_valid_arpa(trained, tmp_path):
@@ -102,7 +104,7 @@ def test_backoff_semantics_of_a_hand_written_file(tmp_path):
     path.write_text(HAND)
     m = read_arpa(path)
     v = m.vocab
-    assert v.tokens == ["</s>", "a", "b", "<unk>"] and m.eos_id == 0 and v.unk_id == 3
+    assert v.tokens == ["<eos>", "a", "b", "<unk>"] and m.eos_id == 0 and v.unk_id == 3
     lp, state = m.step(m.initial_state(1), torch.tensor([m.bos_id]))  # context <s>
     ln10 = math.log(10)
     want = [-0.3 - 0.5, -0.1, -0.3 - 0.6, -0.3 - 1.2]  # seen <s> a; else bo(<s>) + unigram
