@@ -162,8 +162,8 @@ def _vocab_of(rows: list[list[str]], vocab: Vocab | None, where: str) -> tuple[V
     if vocab is None:
         if DK_EOS in seen and (BOS in seen or EOS in seen):
             raise ArpaError(
-                f"{where}:{seen[DK_EOS]}: the word {DK_EOS} clashes with <s>/</s>, which are read as {DK_EOS}; "
-                "pass vocab= to map them"
+                f"{where}:{seen[DK_EOS]}: the word {DK_EOS} clashes with <s>/</s>, which are read as "
+                f"{DK_EOS}; pass vocab= to map them"
             )
         tokens = [DK_EOS if t == EOS else t for t in names if t != BOS]
         tokens += [DK_EOS] if BOS in seen and EOS not in seen else []
