@@ -16,16 +16,32 @@ from __future__ import annotations
 import torch
 
 
+class _SafeLog(torch.autograd.Function):
+    """``log x`` (``log 0 = -inf``) whose gradient is 0, not NaN, where x = 0."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        return x.log()
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        return torch.where(x > 0, grad / x, torch.zeros_like(grad))
+
+
 def safe_log(x: torch.Tensor) -> torch.Tensor:
-    """``log x`` with ``log 0 = -inf`` and a zero (not NaN) gradient at 0."""
-    positive = x > 0
-    return torch.where(positive, torch.where(positive, x, torch.ones_like(x)).log(), -torch.inf)
+    """``log x`` for x >= 0 with ``log 0 = -inf`` and a zero (not NaN) gradient at 0."""
+    return _SafeLog.apply(x)
 
 
 def _shift(x: torch.Tensor, dims: list[int]) -> torch.Tensor:
-    """Detached max of ``x`` over ``dims`` (keepdim), 0 where that max is not finite."""
-    m = x.detach() if not dims else x.detach().amax(dim=dims, keepdim=True)
-    return torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    """Detached max of ``x`` over ``dims`` (keepdim), 0 where that max is not finite. Reduces one
+    axis at a time, largest first (several times faster than a joint multi-axis reduction on CPU)."""
+    m = x.detach()
+    for d in sorted(dims, key=lambda d: -x.shape[d]):
+        m = m.amax(dim=d, keepdim=True)
+    return m.nan_to_num(neginf=0.0)
 
 
 def _align(m: torch.Tensor, subs: str, keep: str, out: str) -> torch.Tensor:
@@ -46,15 +62,14 @@ def log_einsum(eq: str, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     keep_b = "".join(c for c in sb if c in out)
     ma = _shift(a, [i for i, c in enumerate(sa) if c not in out])
     mb = _shift(b, [i for i, c in enumerate(sb) if c not in out])
-    real = torch.einsum(eq, torch.exp(a - ma), torch.exp(b - mb))
+    real = torch.einsum(eq, (a - ma).exp_(), (b - mb).exp_())
     return safe_log(real) + _align(ma, sa, keep_a, out) + _align(mb, sb, keep_b, out)
 
 
 def log_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``log(exp(a) + exp(b))``, elementwise; -inf + -inf = -inf with a zero gradient."""
-    m = torch.maximum(a, b).detach()
-    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
-    return safe_log(torch.exp(a - m) + torch.exp(b - m)) + m
+    m = torch.maximum(a, b).detach().nan_to_num(neginf=0.0)
+    return safe_log((a - m).exp_() + (b - m).exp_()) + m
 
 
 def log_normalize(x: torch.Tensor, dim: int = -1) -> torch.Tensor:

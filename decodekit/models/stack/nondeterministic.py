@@ -68,14 +68,19 @@ def ns_update(
     g, a = state
     p = g.shape[1]
     last = g[:, :, -1]  # gamma[p_a -> t-1]          [N, P, Q, S, Q, S]
-    repl_term = log_einsum("baqxsz,bszry->baqxry", last, repl)
-    gprime = log_einsum("bkuysz,bszr->bkuyr", last, pop)  # gamma'[k]  [N, P, Q, S, Q]
+    q, s = repl.shape[3], repl.shape[4]
+    # One contraction over (s, z) for both replace and gamma': [N, P, Q, S, Q*S + Q]
+    both = log_einsum("baqxsz,bszo->baqxo", last, torch.cat([repl.flatten(3), pop], dim=3))
+    repl_term = both[..., : q * s].unflatten(-1, (q, s))
+    gprime = both[..., q * s :]  # gamma'[k][u,y->r]   [N, P, Q, S, Q]
     pop_term = log_einsum("bakqxuy,bkuyr->baqxry", g, gprime)
     column = torch.cat([log_add(repl_term, pop_term)[:, :-1], push[:, None]], dim=1)  # gamma[p_a -> t]
     alpha = log_einsum("baqx,baqxry->bry", a, column)  # [N, Q, S]
     # New state over positions p_0..p_{P-1}, t (then drop p_0 if the window is full).
-    g = torch.cat([g, column[:, :, None]], dim=2)
-    g = torch.cat([g, torch.full_like(g[:, :1], -torch.inf)], dim=1)
+    grown = g.new_full((g.shape[0], p + 1, p + 1, *g.shape[3:]), -torch.inf)  # a fresh tensor
+    grown[:, :p, :p] = g
+    grown[:, :p, p] = column
+    g = grown
     a = torch.cat([a, alpha[:, None]], dim=1)
     if window is not None and p + 1 > window:
         g, a = g[:, 1:, 1:], a[:, 1:]
