@@ -160,3 +160,19 @@ def test_registered_in_model_registry():
     assert config_from_dict(config_to_dict(config)) == config
     model = create_model(config, VOCAB)
     assert isinstance(model, StackLSTM) and model.stack.window == 35 and model.stack.num_states == 3
+
+
+@pytest.mark.parametrize("name", ["stratification", "rns", "rns-window3"])
+def test_decoders_batch_prompts_of_different_lengths(name):
+    from decodekit import beam_search, greedy
+
+    model = make(name).float()
+    prompts = [[1, 2], [1, 2, 3, 1, 1], [3]]
+    batched = beam_search(model, prompts, beam_size=3, max_length=6, n_best=2)
+    for prompt, hyps in zip(prompts, batched):
+        alone = beam_search(model, prompt, beam_size=3, max_length=6, n_best=2)
+        assert [h.tokens for h in hyps] == [h.tokens for h in alone]
+        assert [h.logprob for h in hyps] == pytest.approx([h.logprob for h in alone], abs=1e-5)
+    first = greedy(model, prompts, max_length=6)
+    for prompt, hyps in zip(prompts, first):
+        assert hyps[0].tokens == greedy(model, prompt, max_length=6)[0].tokens
