@@ -19,7 +19,7 @@ import torch
 from decodekit.decoding.checks import check_logprobs, is_check_step
 from decodekit.decoding.constraint import Constraint, resolve_constraint
 from decodekit.decoding.prompts import Prompt, as_batch, check_positive, expand, prefill
-from decodekit.decoding.trace import Candidate, Pool, Trace, length_normalised, reachable_bound
+from decodekit.decoding.trace import Candidate, Pool, Trace, length_normalised
 from decodekit.models import state as st
 from decodekit.models.base import LanguageModel
 from decodekit.outputs import Hypothesis
@@ -99,7 +99,7 @@ def beam_search(
         if automaton is not None:
             dfa = automaton.next_state[dfa[rows], token.reshape(-1)].clamp_min(0)
         if automaton is not None or pool.has_candidates(n_best):  # else no item can be done yet
-            pool.update_done(reachable_bound(cum, t + 1, max_length, length_penalty).tolist())
+            pool.update(cum, t + 1, max_length, length_penalty)
         if all(pool.done) or t == max_length - 1:
             break
         state = st.select(state, rows, model)

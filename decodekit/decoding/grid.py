@@ -29,7 +29,7 @@ from decodekit.decoding.beam import NEG_INF
 from decodekit.decoding.checks import check_logprobs, is_check_step
 from decodekit.decoding.constraint import Constraint, resolve_constraint
 from decodekit.decoding.prompts import Prompt, as_batch, check_positive, expand, prefill
-from decodekit.decoding.trace import Candidate, Pool, Trace, length_normalised, reachable_bound
+from decodekit.decoding.trace import Candidate, Pool, Trace, length_normalised
 from decodekit.models import state as st
 from decodekit.models.base import LanguageModel
 from decodekit.outputs import Hypothesis
@@ -46,9 +46,11 @@ class _Plan:
     group_index: torch.Tensor  # [S, W] long: candidate positions per target (C_all = padding)
     sparse_pad: torch.Tensor  # [S, P] bool: padded sparse entries
     scan: int  # J == 1: top-`scan` of the unmasked row holds the big group's K best; 0: mask instead
+    cand_need: torch.Tensor  # [C_all] long: min_tokens_to_accept of each candidate's target (huge: none)
+    max_need: int  # largest finite cand_need: below this many remaining tokens, mask by cand_need
 
 
-def _plan(next_state: np.ndarray, beam: int, device) -> _Plan:
+def _plan(next_state: np.ndarray, min_tokens: np.ndarray, beam: int, device) -> _Plan:
     """Group each state's tokens by target state; see the module docstring."""
     num_states, vocab = next_state.shape
     live = next_state >= 0
@@ -86,6 +88,8 @@ def _plan(next_state: np.ndarray, beam: int, device) -> _Plan:
     widest = int(outside[has_big].max(initial=0))
     scan = min(vocab, beam + widest) if num_big == 1 and widest <= max(64, 4 * beam) else 0
 
+    cand_need = np.where(cand_target >= 0, min_tokens[np.maximum(cand_target, 0)], np.iinfo(np.int64).max)
+
     def tensor(a, dtype=torch.long):
         return torch.as_tensor(np.ascontiguousarray(a), dtype=dtype, device=device)
 
@@ -97,6 +101,8 @@ def _plan(next_state: np.ndarray, beam: int, device) -> _Plan:
         tensor(group_index),
         tensor(sparse_pad, torch.bool),
         scan,
+        tensor(cand_need),
+        int(cand_need[cand_target >= 0].max(initial=0)),
     )
 
 
@@ -136,48 +142,50 @@ def constrained_beam_search(
     width = states * beam  # slots per prompt
     logprobs, state = expand(model, logprobs, state, width)
     device, eos = logprobs.device, model.eos_id
-    plan = _plan(automaton.next_state.cpu().numpy(), beam, device)
+    next_state = automaton.next_state.cpu().numpy()
+    min_tokens = automaton.min_tokens_to_accept.cpu().numpy()  # [S]
+    plan = _plan(next_state, min_tokens, beam, device)
     accepting = automaton.accepting.to(device)  # [S]
-    min_tokens = automaton.min_tokens_to_accept.to(device)  # [S]
     cum = torch.full((batch, width), NEG_INF, device=device)  # [B, S*K]
     cum[:, automaton.initial * beam] = 0.0
     row_base = torch.arange(batch, device=device)[:, None] * width  # [B, 1]
     slot_state = torch.arange(states, device=device).repeat_interleave(beam)  # [S*K]
-    # fewest tokens to acceptance after one more token from each state (large: no way on)
-    after_one = torch.where(
-        automaton.next_state >= 0, min_tokens[automaton.next_state.clamp_min(0)], max_length + 1
-    ).amin(1)  # [S]
+    state_index = torch.arange(states, device=device)[:, None]  # [S, 1]
+    # host-side: fewest tokens to acceptance after one more token from each state (none: huge)
+    after_one = np.where(next_state >= 0, min_tokens[np.maximum(next_state, 0)], max_length + 1).min(1)
+    accepting_host = automaton.accepting.cpu().numpy()
     trace, pool = Trace(), Pool(batch, n_best)
     steps = 0
     for t in range(max_length):
+        remaining = max_length - t - 1  # tokens that may follow this step's token
         lp4 = logprobs.view(batch, states, beam, vocab)
         if eos is not None:
             _collect_eos(
                 pool, cum, lp4[..., eos].reshape(batch, width), accepting[slot_state], beam, t, length_penalty
             )
         else:  # without EOS, an accepting hypothesis that cannot go on ends here
-            stuck = accepting & (after_one > max_length - t - 1)
-            pool.add_unfinished(cum.masked_fill(~stuck[slot_state][None, :], NEG_INF), t, length_penalty)
+            stuck = accepting_host & (after_one > remaining)
+            if stuck.any():
+                stuck_slots = torch.as_tensor(stuck, device=device)[slot_state]
+                pool.add_unfinished(cum.masked_fill(~stuck_slots[None, :], NEG_INF), t, length_penalty)
         if plan.cand_target.numel() == 0:  # no state has any way on: every hypothesis has ended
             cum = torch.full_like(cum, NEG_INF)
             break
         steps = t + 1
         cand_value, cand_token = _candidates(lp4, cum.view(batch, states, beam), plan, beam)  # [B, C]
-        reachable = min_tokens[plan.cand_target.clamp_min(0)] <= max_length - t - 1
-        cand_value = cand_value.masked_fill(~(reachable & (plan.cand_target >= 0)), NEG_INF)
+        if remaining < plan.max_need:  # near max_length some targets can no longer reach acceptance
+            cand_value = cand_value.masked_fill(plan.cand_need > remaining, NEG_INF)
         padded = torch.cat([cand_value, cand_value.new_full((batch, 1), NEG_INF)], 1)
         grouped = padded[:, plan.group_index]  # [B, S, W]
         top_val, top_pos = grouped.topk(min(beam, grouped.shape[-1]), dim=-1)  # [B, S, K']
-        cand_pos = plan.group_index[torch.arange(states, device=device)[:, None], top_pos]  # [B, S, K']
-        cand_pos = cand_pos.clamp_max(cand_value.shape[1] - 1)
+        cand_pos = plan.group_index[state_index, top_pos].clamp_max(cand_value.shape[1] - 1)  # [B, S, K']
         token = cand_token.gather(1, cand_pos.view(batch, -1))
-        per_slot = cand_value.shape[1] // width  # candidates per source slot
-        parent = cand_pos.view(batch, -1) // per_slot
+        parent = cand_pos.view(batch, -1) // (cand_value.shape[1] // width)  # candidates per source slot
         cum = _pad_beam(top_val, beam).view(batch, width)
         token = _pad_beam(token.view(batch, states, -1), beam).view(batch, width)
         parent = _pad_beam(parent.view(batch, states, -1), beam).view(batch, width)
         trace.push(parent, token)
-        pool.update_done(reachable_bound(cum, t + 1, max_length, length_penalty).tolist())
+        pool.update(cum, t + 1, max_length, length_penalty)
         if all(pool.done) or t == max_length - 1:
             break
         state = st.select(state, (row_base + parent).view(-1), model)

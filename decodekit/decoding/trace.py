@@ -90,6 +90,14 @@ class Pool:
             v = values[b][slot]
             self.add(b, Candidate(length_normalised(v, steps, alpha), v, steps - 1, slot, False))
 
+    def update(self, cum_logprob: torch.Tensor, length: int, max_length: int, alpha: float) -> None:
+        """Mark items done after a step; cum_logprob [B, W] of the live slots, ``length`` tokens."""
+        if self.has_candidates(self.n_best):
+            self.update_done(reachable_bound(cum_logprob, length, max_length, alpha).tolist())
+        else:  # only an item with no live hypothesis left can be done
+            for b, alive in enumerate(torch.isfinite(cum_logprob).any(1).tolist()):
+                self.done[b] = self.done[b] or not alive
+
     def has_candidates(self, n: int) -> bool:
         """Whether some item not yet done holds at least ``n`` candidates."""
         return any(not d and len(c) >= n for d, c in zip(self.done, self.items))
