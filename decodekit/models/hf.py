@@ -164,6 +164,7 @@ class HuggingFaceLM:
 
     def __init__(self, model, tokenizer=None) -> None:
         self.model = model.eval()
+        self._device: torch.device | None = None
         self.tokenizer = tokenizer
         self.vocab_size = int(model.get_output_embeddings().weight.shape[0])
         self.vocab = HFVocab(tokenizer, self.vocab_size) if tokenizer is not None else None
@@ -182,7 +183,17 @@ class HuggingFaceLM:
 
     @property
     def device(self) -> torch.device:
-        return next(self.model.parameters()).device
+        """The model's device, read once (iterating parameters at every step costs ~0.1 ms);
+        move the model with :meth:`to`."""
+        if self._device is None:
+            self._device = next(self.model.parameters()).device
+        return self._device
+
+    def to(self, device: str | torch.device) -> HuggingFaceLM:
+        """Move the wrapped model; returns self."""
+        self.model.to(device)
+        self._device = None
+        return self
 
     def encode(self, text: str) -> list[int]:
         """Text -> ids with the tokenizer (no special tokens added)."""
@@ -206,11 +217,12 @@ class HuggingFaceLM:
     def prefill(self, state: HFState, tokens: torch.Tensor) -> tuple[torch.Tensor, HFState]:
         """Encode tokens [N, T] in one forward call. Returns (logprobs [N, V] after the last, state)."""
         n, T = tokens.shape
-        mask = torch.cat([state.mask, torch.ones(n, T, dtype=torch.long, device=self.device)], 1)
-        pos = state.position.view(-1, 1) + torch.arange(T, device=self.device)  # [N, T]
+        dev = self.device
+        mask = torch.cat([state.mask, torch.ones(n, T, dtype=torch.long, device=dev)], 1)
+        pos = state.position.view(-1, 1) + torch.arange(T, device=dev)  # [N, T]
         cache = _map_cache(state.cache, lambda t: t)
         out = self.model(
-            input_ids=tokens.to(self.device), attention_mask=mask, position_ids=pos, use_cache=True,
+            input_ids=tokens.to(dev), attention_mask=mask, position_ids=pos, use_cache=True,
             **{self._cache_arg: cache}, **self._extra,
         )  # fmt: skip
         new_cache = getattr(out, "cache", None)
