@@ -1,0 +1,109 @@
+"""Training throughput (tokens/s) of decodekit's LSTM trainer against a plain reference loop
+written the way PyTorch's word_language_model example writes it (seq-first [T, B] batches,
+``repackage_hidden``, log_softmax + NLLLoss over [T*B, V], clip_grad_norm_, manual SGD step).
+
+Same sizes (Zaremba small: 2x200 LSTM, 10k vocabulary, batch 20, bptt 20), same data (PTB),
+same thread count; the two loops alternate ``--rounds`` times so that load from other users of
+the machine affects both alike. Prints a table with the median tokens/s and the ratio.
+
+    python benchmarks/bench_train_throughput.py --data ../shared/data --updates 150 --rounds 3 --threads 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from decodekit.data import batchify, load_corpus
+from decodekit.models.registry import create_model, make_config
+from decodekit.training import TrainConfig, train
+
+
+class ReferenceLSTM(nn.Module):
+    """pytorch/examples word_language_model/model.py RNNModel('LSTM'), without dropout."""
+
+    def __init__(self, ntoken: int, ninp: int, nhid: int, nlayers: int) -> None:
+        super().__init__()
+        self.encoder = nn.Embedding(ntoken, ninp)
+        self.rnn = nn.LSTM(ninp, nhid, nlayers)
+        self.decoder = nn.Linear(nhid, ntoken)
+        self.nlayers, self.nhid, self.ntoken = nlayers, nhid, ntoken
+        for p in self.parameters():
+            nn.init.uniform_(p, -0.1, 0.1)
+
+    def forward(self, inp, hidden):
+        output, hidden = self.rnn(self.encoder(inp), hidden)
+        return F.log_softmax(self.decoder(output).view(-1, self.ntoken), dim=1), hidden
+
+    def init_hidden(self, bsz: int):
+        w = next(self.parameters())
+        return (w.new_zeros(self.nlayers, bsz, self.nhid), w.new_zeros(self.nlayers, bsz, self.nhid))
+
+
+def reference_loop(ids: torch.Tensor, ntoken: int, updates: int, bsz: int = 20, bptt: int = 20) -> float:
+    """The example's train() (main.py), for ``updates`` updates. Returns tokens/s."""
+    torch.manual_seed(0)
+    model = ReferenceLSTM(ntoken, 200, 200, 2)
+    nbatch = ids.size(0) // bsz
+    data = ids[: nbatch * bsz].view(bsz, -1).t().contiguous()  # batchify: [L, B]
+    criterion, lr = nn.NLLLoss(), 1.0
+    hidden = model.init_hidden(bsz)
+    t0 = time.perf_counter()
+    for batch, i in enumerate(range(0, data.size(0) - 1, bptt)):
+        if batch == updates:
+            break
+        seq_len = min(bptt, len(data) - 1 - i)
+        x, y = data[i : i + seq_len], data[i + 1 : i + 1 + seq_len].reshape(-1)
+        model.zero_grad()
+        hidden = tuple(h.detach() for h in hidden)  # repackage_hidden
+        output, hidden = model(x, hidden)
+        loss = criterion(output, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+        for p in model.parameters():
+            p.data.add_(p.grad, alpha=-lr)
+    return updates * bsz * bptt / (time.perf_counter() - t0)
+
+
+def decodekit_loop(corpus, updates: int) -> float:
+    torch.manual_seed(0)
+    model = create_model(make_config("lstm", layers=2, hidden=200, embed=200), corpus.vocab)
+    batchify(corpus.train, 20)  # warm the same code path as train()
+    t0 = time.perf_counter()
+    train(model, corpus, TrainConfig(), progress=False, stop_after_updates=updates)
+    return updates * 20 * 20 / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default=str(Path(__file__).resolve().parents[1].parent / "shared" / "data"))
+    ap.add_argument("--updates", type=int, default=150, help="updates per measurement")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    corpus = load_corpus(Path(args.data) / "ptb")
+    ref, ours = [], []
+    reference_loop(corpus.train, len(corpus.vocab), 10)  # warm-up
+    for _ in range(args.rounds):
+        ref.append(reference_loop(corpus.train, len(corpus.vocab), args.updates))
+        ours.append(decodekit_loop(corpus, args.updates))
+    r, o = statistics.median(ref), statistics.median(ours)
+    print(
+        f"LSTM 2x200, PTB, batch 20, bptt 20, {args.threads} thread(s), "
+        f"{args.updates} updates x {args.rounds} rounds"
+    )
+    print(f"{'loop':<34}{'tokens/s (median)':>18}{'all rounds':>30}")
+    print(f"{'reference (word_language_model)':<34}{r:>18.0f}{str([round(v) for v in ref]):>30}")
+    print(f"{'decodekit.training.train':<34}{o:>18.0f}{str([round(v) for v in ours]):>30}")
+    print(f"ratio decodekit / reference: {o / r:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""Reproductions of the bundled models' published perplexities, and shipping the default model.
+
+    python benchmarks/bundled_models.py command lstm-small       # print the exact `decodekit train` command
+    python benchmarks/bundled_models.py run lstm-small           # run it (hours on 2 CPU cores)
+    python benchmarks/bundled_models.py table runs/ptb-lstm-small runs/ptb-rnn ...
+    python benchmarks/bundled_models.py ship runs/ptb-lstm-small # fp16 copy -> decodekit/pretrained/ptb-lstm
+
+Recipes (targets: the seeds' published test perplexities, see ../shared/references/README.md):
+
+* lstm-small: Zaremba et al. (2014) "small": 2x200 LSTM, init 0.1, no dropout, bptt 20, batch 20,
+  SGD lr 1 halved every epoch from epoch 6 (their code), clip 5, 13 epochs. Paper: 120.7 valid / 114.5 test.
+* rnn: Elman tanh RNN, 1x256, SGD with plateau halving. Mikolov's RNNLM: 124.7 test.
+* mlp-brown: Bengio et al. (2003) n=5, h=100, m=30, direct connections, on Brown. Paper MLP1..MLP9: 268-310;
+  the best (MLP10, mixed with a trigram) 252.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = Path("../shared/data")  # relative to the repository root, where commands run
+
+COMMON = "--dropout 0 --bptt 20 --clip 5 --seed 0 --threads 1 --device cpu"
+RECIPES = {
+    "lstm-small": (
+        "ptb",
+        "runs/ptb-lstm-small",
+        "--model lstm --layers 2 --hidden 200 --embed 200 --init-range 0.1 --batch-size 20 --epochs 13 "
+        "--lr 1 --schedule fixed --decay 0.5 --decay-start 6",
+    ),
+    "rnn": (
+        "ptb",
+        "runs/ptb-rnn",
+        "--model rnn --layers 1 --hidden 256 --embed 256 --init-range 0.1 --batch-size 20 --epochs 8 "
+        "--lr 0.5 --schedule plateau --decay 0.5 --patience 1",
+    ),
+    "mlp-brown": (
+        "brown/brown.zip",
+        "runs/brown-mlp",
+        "--model mlp --context 4 --hidden 100 --embed 30 --direct --init-range 0.05 --batch-size 64 "
+        "--epochs 10 --optimizer adam --lr 0.001 --mean-loss --schedule plateau --decay 0.5 --patience 1",
+    ),
+}
+
+
+def command(name: str, data: Path, out: str | None = None) -> list[str]:
+    sub, default_out, args = RECIPES[name]
+    args = f"{args} {COMMON}"
+    return ["decodekit", "train", "--data", str(data / sub), *shlex.split(args), "--out", out or default_out]
+
+
+def table(dirs: list[str]) -> None:
+    print(f"{'run':<28}{'epochs':>7}{'best valid':>12}{'test':>10}{'train tok/s':>13}{'hours':>8}")
+    for d in dirs:
+        lines = [json.loads(x) for x in Path(d, "metrics.jsonl").read_text().splitlines() if x.strip()]
+        epochs = [r for r in lines if "epoch" in r]
+        test = [r for r in lines if r.get("event") == "test"]
+        best = min(r["valid_ppl"] for r in epochs) if epochs else float("nan")
+        tps = sum(r["train_tokens_per_s"] for r in epochs) / max(len(epochs), 1)
+        hours = sum(r["train_seconds"] + r["valid_seconds"] for r in epochs) / 3600
+        t = f"{test[-1]['test_ppl']:.2f}" if test else "-"
+        print(f"{Path(d).name:<28}{len(epochs):>7}{best:>12.2f}{t:>10}{tps:>13.0f}{hours:>8.2f}")
+
+
+def ship(src: str, name: str = "ptb-lstm") -> None:
+    """Copy the checkpoint in ``src`` as fp16 into decodekit/pretrained/<name>/, recording its figures."""
+    import torch
+
+    from decodekit.checkpoint import load_checkpoint, read_config, save_checkpoint
+
+    info = read_config(src)
+    lines = [json.loads(x) for x in Path(src, "metrics.jsonl").read_text().splitlines() if x.strip()]
+    test = [r for r in lines if r.get("event") == "test"]
+    model = load_checkpoint(src)
+    dst = ROOT / "decodekit" / "pretrained" / name
+    extra = {
+        "trained_by": "benchmarks/bundled_models.py (see README, 'The default model')",
+        "train_config": info.get("train_config"),
+        "epoch": info.get("epoch"),
+        "valid_ppl": info.get("valid_ppl"),
+        "test_ppl_fp32": test[-1]["test_ppl"] if test else None,
+    }
+    save_checkpoint(model, dst, dtype=torch.float16, extra=extra)
+    size = sum(p.stat().st_size for p in dst.iterdir())
+    print(f"wrote {dst} ({size / 2**20:.2f} MiB)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("action", choices=["command", "run", "table", "ship"])
+    ap.add_argument("targets", nargs="+", help="recipe names (command/run) or run directories (table/ship)")
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data directory")
+    args = ap.parse_args()
+    if args.action == "table":
+        return table(args.targets)
+    if args.action == "ship":
+        return ship(args.targets[0])
+    for name in args.targets:
+        cmd = command(name, args.data)
+        print(shlex.join(cmd), flush=True)
+        if args.action == "run":
+            subprocess.run(cmd, check=True, cwd=ROOT, stdout=sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
