@@ -96,3 +96,33 @@ def test_missing_model_is_one_line_exit_2(tmp_path, capfd):
 def test_unknown_words_warn(model_dir):
     r = run("generate", "the zebra", "--model", model_dir, "--max-length", "2")
     assert r.exit_code == 0 and "unknown" in r.output.lower()
+
+
+def test_generate_with_a_local_transformers_model(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    tokenizers = pytest.importorskip("tokenizers")
+    texts = ["the cat sat on the mat", "the dog ran to the café"] * 5
+    bpe = tokenizers.ByteLevelBPETokenizer()
+    bpe.train_from_iterator(texts, vocab_size=300, min_frequency=1, special_tokens=["<|endoftext|>"])
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, eos_token="<|endoftext|>")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(
+        vocab_size=len(tok), n_positions=64, n_embd=16, n_layer=1, n_head=2, bos_token_id=0, eos_token_id=0
+    )
+    transformers.GPT2LMHeadModel(config).save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    pattern = r" [a-z ]*\bcat\b[a-z ]*"
+    r = run(
+        "generate",
+        "the dog",
+        "--hf-model",
+        str(tmp_path),
+        "--constraint",
+        pattern,
+        "--max-length",
+        "8",
+        "--json",
+    )
+    assert r.exit_code == 0, r.output
+    text = json.loads(r.stdout.strip().splitlines()[-1])["text"]
+    assert regex.fullmatch(pattern, text), text

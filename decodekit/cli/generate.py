@@ -19,6 +19,9 @@ STRATEGIES = ("greedy", "sample", "beam")
     "--model", "model_spec", metavar="DIR", help="Checkpoint directory (default: the bundled PTB LSTM)."
 )
 @click.option(
+    "--hf-model", metavar="PATH", help="A local transformers causal LM directory (needs decodekit[hf])."
+)
+@click.option(
     "--strategy",
     type=click.Choice(STRATEGIES),
     help="Search strategy. Default: beam with --constraint (Anderson-style search), else greedy.",
@@ -61,6 +64,7 @@ STRATEGIES = ("greedy", "sample", "beam")
 def generate(
     prompt,
     model_spec,
+    hf_model,
     strategy,
     constraint,
     max_length,
@@ -87,7 +91,14 @@ def generate(
     import decodekit
     from decodekit.loading import load_model
 
-    model = load_model(model_spec, device=_device(device))
+    if model_spec and hf_model:
+        raise UsageError("give either --model or --hf-model, not both")
+    if hf_model:
+        from decodekit.models.hf import load_hf
+
+        model = load_hf(hf_model, device=_device(device))
+    else:
+        model = load_model(model_spec, device=_device(device))
     vocab = getattr(model, "vocab", None)
     if vocab is None:
         raise UsageError("this model has no vocabulary, so text prompts cannot be encoded")
