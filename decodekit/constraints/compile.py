@@ -12,22 +12,24 @@ import torch
 from decodekit.constraints.automaton import TokenAutomaton
 from decodekit.constraints.chardfa import CharDFA, build_char_dfa, char_bits
 from decodekit.constraints.graph import reverse_distances
-from decodekit.constraints.lift import EncodedVocab, encode_vocab, fingerprint, lift
+from decodekit.constraints.lift import EncodedVocab, encode_vocab, lift
 from decodekit.constraints.pattern import parse
 from decodekit.errors import ConstraintError
 
 DEFAULT_MAX_STATES = 100_000
 CACHE_SIZE = 32
-_automata: OrderedDict[tuple, TokenAutomaton] = OrderedDict()
-_vocabs: OrderedDict[str, EncodedVocab] = OrderedDict()
+_automata: OrderedDict[tuple, tuple[tuple, TokenAutomaton]] = OrderedDict()
+_vocabs: OrderedDict[tuple, tuple[tuple, EncodedVocab]] = OrderedDict()
 _lock = threading.Lock()
 
 
-def clear_cache() -> None:
-    """Forget every compiled automaton and prepared vocabulary."""
+def clear_cache(vocabularies: bool = True) -> None:
+    """Forget every compiled automaton (and, with ``vocabularies``, every prepared vocabulary:
+    the code-point matrix of its token strings, which several patterns share)."""
     with _lock:
         _automata.clear()
-        _vocabs.clear()
+        if vocabularies:
+            _vocabs.clear()
 
 
 def compile_regex(
@@ -44,7 +46,7 @@ def compile_regex(
     matches ``pattern`` (``regex.fullmatch``). ``token_strings[i]`` is None for special tokens
     that never appear in text (they, and ``eos_id``, get no transitions).
 
-    Results are cached (LRU, 32 entries) per (pattern, separator, hash of token_strings, eos_id,
+    Results are cached (LRU, 32 entries) per (pattern, separator, token_strings, eos_id,
     max_states): compiling again returns the same object.
 
     Raises:
@@ -54,26 +56,30 @@ def compile_regex(
     """
     if not isinstance(separator, str):
         raise ConstraintError(f"separator must be a string, got {separator!r}")
-    token_strings = list(token_strings)
+    token_strings = tuple(token_strings)
     if eos_id is not None and not 0 <= eos_id < len(token_strings):
         raise ConstraintError(f"eos_id {eos_id} out of range for {len(token_strings)} tokens")
-    fp = fingerprint(token_strings, separator)
-    key = (pattern, separator, fp, eos_id, max_states)
+    # key on the token strings' hash, and confirm a hit by comparing the strings themselves
+    vocab_key = (hash(token_strings), len(token_strings))
+    key = (pattern, separator, vocab_key, eos_id, max_states)
     with _lock:
-        if key in _automata:
+        hit = _automata.get(key)
+        if hit is not None and hit[0] == token_strings:
             _automata.move_to_end(key)
-            return _automata[key]
-        enc = _vocabs.get(fp)
-    if enc is None:
-        enc = encode_vocab(token_strings, fp)
+            return hit[1]
+        enc = _vocabs.get(vocab_key)
+    if enc is None or enc[0] != token_strings:
+        enc = (token_strings, encode_vocab(token_strings))
     ast, boundaries = parse(pattern)
     dfa = build_char_dfa(ast, boundaries, max_states)
-    out = None if dfa.initial < 0 else lift(dfa, enc, separator, eos_id, max_states)
+    out = None if dfa.initial < 0 else lift(dfa, enc[1], separator, eos_id, max_states)
     if out is None:
-        raise ConstraintError(_unspellable(pattern, dfa, enc, separator))
-    next_state, accepting, min_tokens = out
+        raise ConstraintError(_unspellable(pattern, dfa, enc[1], separator))
+    table, accepting, min_tokens, tokens = out
+    next_state = torch.full((len(table), len(token_strings)), -1, dtype=torch.long)
+    next_state[:, torch.from_numpy(tokens)] = torch.from_numpy(table.astype(np.int64))
     automaton = TokenAutomaton(
-        next_state=torch.from_numpy(np.ascontiguousarray(next_state, dtype=np.int64)),
+        next_state=next_state,
         accepting=torch.from_numpy(accepting.astype(bool)),
         min_tokens_to_accept=torch.from_numpy(min_tokens.astype(np.int64)),
         eos_id=eos_id,
@@ -81,11 +87,11 @@ def compile_regex(
         separator=separator,
     )
     with _lock:
-        _vocabs[fp] = enc
-        _vocabs.move_to_end(fp)
+        _vocabs[vocab_key] = enc
+        _vocabs.move_to_end(vocab_key)
         while len(_vocabs) > 4:
             _vocabs.popitem(last=False)
-        _automata[key] = automaton
+        _automata[key] = (token_strings, automaton)
         while len(_automata) > CACHE_SIZE:
             _automata.popitem(last=False)
     return automaton
@@ -132,7 +138,7 @@ def _unspellable(pattern: str, dfa: CharDFA, enc: EncodedVocab, separator: str) 
     the shortest matching text, which whole tokens cannot form."""
     if dfa.initial < 0:
         return f"regex {pattern!r} matches no text at all"
-    size = len(enc.lengths)
+    size = enc.size
     head = (
         f"no token sequence of this vocabulary ({size} tokens, separator {separator!r}) matches {pattern!r}"
     )

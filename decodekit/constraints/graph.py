@@ -27,29 +27,44 @@ def reverse_distances(src: np.ndarray, dst: np.ndarray, targets: np.ndarray, num
     return dist
 
 
+def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows of a 2-D array (sorted bytewise) and the inverse [N] -> row index; fast for
+    wide rows (each row is compared as one opaque byte string)."""
+    rows = np.ascontiguousarray(rows)
+    n, width = rows.shape
+    packed = rows.view(np.dtype((np.void, max(width, 1) * rows.itemsize))).reshape(n)
+    uniq, inverse = np.unique(packed, return_inverse=True)
+    return uniq.view(rows.dtype).reshape(len(uniq), width), inverse.reshape(-1)
+
+
 def minimize(
-    table: np.ndarray, accepting: np.ndarray, initial: int
+    table: np.ndarray, accepting: np.ndarray, initial: int, hint: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Merge equivalent states (Moore's partition refinement, vectorised per round).
 
     Args:
-        table: [S, X] next state per symbol, -1 = dead (all states assumed live).
+        table: [S, X] int next state per symbol, -1 = dead (all states assumed live).
         accepting: [S] bool.
+        hint: optional [S] int64 invariant that equivalent states share (e.g. the distance to
+            acceptance); starting from it saves refinement rounds.
     Returns: (table [S', X], accepting [S'], representatives [S'] (an original state per new
     state)); the initial state becomes state 0, the others keep the order of their first member."""
-    block = accepting.astype(np.int64)
-    count = len(np.unique(block))
+    n, width = table.shape
+    start = accepting.astype(np.int64) if hint is None else hint * 2 + accepting
+    block = np.unique(start, return_inverse=True)[1].reshape(-1)
+    count = int(block.max()) + 1 if n else 0
+    key = np.empty((n, width + 1), dtype=np.int32)
     while True:
-        key = np.column_stack([block, np.where(table >= 0, block[np.maximum(table, 0)], -1)])
-        _, block = np.unique(key, axis=0, return_inverse=True)
-        block = block.reshape(-1)
-        new_count = int(block.max()) + 1 if len(block) else 0
+        key[:, 0] = block
+        np.take(np.append(block, -1).astype(np.int32), table, out=key[:, 1:])  # -1 -> the appended -1
+        block = unique_rows(key)[1]
+        new_count = int(block.max()) + 1 if n else 0
         if new_count == count:
             break
         count = new_count
     # number blocks: the initial state's first, then by first member
-    firsts = np.full(count, len(block), dtype=np.int64)
-    np.minimum.at(firsts, block, np.arange(len(block)))
+    firsts = np.full(count, n, dtype=np.int64)
+    np.minimum.at(firsts, block, np.arange(n))
     firsts[block[initial]] = -1
     order = np.argsort(firsts, kind="stable")
     rank = np.empty(count, dtype=np.int64)
@@ -57,6 +72,5 @@ def minimize(
     block = rank[block]
     rep_of = np.empty(count, dtype=np.int64)
     rep_of[rank] = np.where(firsts < 0, initial, firsts)
-    sub = table[rep_of]
-    new_table = np.where(sub >= 0, block[np.maximum(sub, 0)], -1)
+    new_table = np.append(block, -1).astype(table.dtype)[table[rep_of]]
     return new_table, accepting[rep_of], rep_of

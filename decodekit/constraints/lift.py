@@ -1,9 +1,13 @@
 """Lift a character DFA to a token-level automaton for one vocabulary, vectorised over tokens.
 
-Tokens become rows of character-class ids (a padded [V, L] matrix; identical rows are merged
-into U unique rows). A breadth-first search over token-level states steps *all* frontier states
-through *all* unique rows at once: ``cur[f, u] = T[cur[f, u], cls[u, j]]`` for j = 0 .. L-1,
-with a padding class that maps every state to itself and a dead sink.
+The vocabulary is prepared once as a trie of its surfaces (:class:`EncodedVocab`: per depth,
+each node's parent and character). A pattern maps characters to its classes with one lookup
+table. A breadth-first search over token-level states steps *all* frontier states through *all*
+trie nodes of a depth at once: ``state[f, n] = T[state[f, parent[n]], class[char[n]]]``, with a
+dead sink; subtrees dead from every frontier state are cut as soon as they die (most of the
+vocabulary, for restrictive patterns). A token's end state is that of its node. Sharing
+prefixes makes this ~3x less work than stepping each token's characters (50k BPE-like strings:
+84k nodes, 290k characters).
 
 Separator: the text is ``sep.join(surfaces)``. Token-level state 0 is "nothing emitted yet"
 (the DFA's start, no separator before the first token); every other token-level state is a
@@ -13,7 +17,6 @@ separator's characters. With ``sep == ""`` both coincide and state 0 is simply t
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,33 +30,31 @@ MAX_TABLE_ENTRIES = 2**28  # next_state [S, V] int64: at most 2 GiB
 
 @dataclass(frozen=True)
 class EncodedVocab:
-    """Token surfaces as code points, prepared once per vocabulary.
+    """The token surfaces as a trie, prepared once per vocabulary.
 
     Attributes:
-        inv: [V, L] int32 index into ``chars`` of each character (padding: 0, masked by ``lengths``).
-        lengths: [V] int64 surface lengths. valid: [V] bool (surface is not None).
+        parent: per depth d = 1 .. L, [n_d] int64 index of each node's parent among the nodes
+            of depth d-1 (depth 0: the root, the empty prefix).
+        char: per depth, [n_d] int64 index into ``chars`` of each node's last character.
+        by_depth: per depth d = 0 .. L, (token ids [m_d] of length d, their node [m_d]).
+        valid: [V] bool (surface is not None).
         chars: the distinct characters; bits: [K] their predicate bits (``chardfa.char_bits``).
     """
 
-    fingerprint: str
-    inv: np.ndarray
-    lengths: np.ndarray
+    parent: tuple[np.ndarray, ...]
+    char: tuple[np.ndarray, ...]
+    by_depth: tuple[tuple[np.ndarray, np.ndarray], ...]
     valid: np.ndarray
     chars: tuple[str, ...]
     bits: np.ndarray
 
-
-def fingerprint(token_strings, separator: str) -> str:
-    """sha256 over the separator and the token strings (None marked apart from any string)."""
-    h = hashlib.sha256(separator.encode("utf-8", "surrogatepass") + b"\1")
-    h.update(
-        b"\0".join(b"\1" if t is None else b"\2" + t.encode("utf-8", "surrogatepass") for t in token_strings)
-    )
-    return h.hexdigest()
+    @property
+    def size(self) -> int:
+        return len(self.valid)
 
 
-def encode_vocab(token_strings, fp: str) -> EncodedVocab:
-    """Code-point matrix of the surfaces; one vectorised numpy conversion."""
+def encode_vocab(token_strings) -> EncodedVocab:
+    """Build the trie: one numpy conversion to code points, then one ``np.unique`` per depth."""
     valid = np.array([t is not None for t in token_strings], dtype=bool)
     if not all(t is None or isinstance(t, str) for t in token_strings):
         bad = next(t for t in token_strings if t is not None and not isinstance(t, str))
@@ -64,107 +65,143 @@ def encode_vocab(token_strings, fp: str) -> EncodedVocab:
     lengths = np.char.str_len(arr).astype(np.int64)
     codes = arr.view(np.uint32).reshape(len(arr), -1)
     uniq, inv = np.unique(codes, return_inverse=True)
+    inv = inv.reshape(codes.shape).astype(np.int64)
     chars = tuple(chr(c) for c in uniq.tolist())
-    return EncodedVocab(
-        fp, inv.reshape(codes.shape).astype(np.int32), lengths, valid, chars, char_bits(chars)
-    )
-
-
-def _class_rows(dfa: CharDFA, enc: EncodedVocab, eos_id: int | None):
-    """Unique class rows. Returns (rows [U, L] sorted by decreasing length, inverse [V] -> row,
-    active [L] number of rows longer than j)."""
-    num_classes = dfa.table.shape[1]
-    pad, kill = num_classes, num_classes + 1
-    cls = dfa.class_of(list(enc.chars), enc.bits)[enc.inv]
-    width = cls.shape[1]
-    cls[np.arange(width)[None, :] >= enc.lengths[:, None]] = pad
-    dead = ~enc.valid
-    if eos_id is not None:
-        dead = dead.copy()
-        dead[eos_id] = True
-    cls[dead, 0] = kill
-    dtype = np.int16 if kill < 2**15 else np.int32
-    cls = np.ascontiguousarray(cls.astype(dtype))
-    rows, inverse = np.unique(cls.view(np.dtype((np.void, width * cls.itemsize))), return_inverse=True)
-    rows = rows.view(dtype).reshape(len(rows), width)
-    length = (rows != pad).sum(axis=1)
-    order = np.argsort(-length, kind="stable")
-    rank = np.empty_like(order)
-    rank[order] = np.arange(len(order))
-    active = (length[order][None, :] > np.arange(width)[:, None]).sum(axis=1)
-    return rows[order], rank[inverse.reshape(-1)], active
+    node = np.zeros(len(arr), dtype=np.int64)  # each token's node at the current depth
+    parents, chs = [], []
+    by_depth = [(np.flatnonzero(lengths == 0), np.zeros(int((lengths == 0).sum()), dtype=np.int64))]
+    for d in range(codes.shape[1]):
+        tok = np.flatnonzero(lengths > d)
+        if not len(tok):
+            break
+        key = node[tok] * len(chars) + inv[tok, d]
+        keys, node[tok] = np.unique(key, return_inverse=True)
+        parents.append(keys // len(chars))
+        chs.append(keys % len(chars))
+        ends = tok[lengths[tok] == d + 1]
+        by_depth.append((ends, node[ends]))
+    return EncodedVocab(tuple(parents), tuple(chs), tuple(by_depth), valid, chars, char_bits(chars))
 
 
 def _stepper(dfa: CharDFA):
-    """Flat transition table [(Q+1) * (C+2)] with dead sink Q, padding (identity) and kill classes."""
+    """Flat transition table [(Q+1) * C] with a dead sink Q."""
     q, c = dfa.table.shape
-    full = np.full((q + 1, c + 2), q, dtype=np.int64)
-    full[:q, :c] = np.where(dfa.table >= 0, dfa.table, q)
-    full[:, c] = np.arange(q + 1)
-    return full.reshape(-1), c + 2
+    full = np.full((q + 1, c), q, dtype=np.int64)
+    full[:q] = np.where(dfa.table >= 0, dfa.table, q)
+    dtype = np.int32 if (q + 1) * c < 2**31 else np.int64
+    return full.reshape(-1).astype(dtype), c
+
+
+def _positions(alive: np.ndarray, count: int) -> np.ndarray | None:
+    """Map node index -> position among ``alive`` ([count], -1 if dead); None if all alive."""
+    if len(alive) == count:
+        return None
+    pos = np.full(count, -1, dtype=np.int64)
+    pos[alive] = np.arange(len(alive))
+    return pos
+
+
+def _run(starts: np.ndarray, enc: EncodedVocab, lut: np.ndarray, flat, width: int, dead: int):
+    """End states of every token read from each of ``starts`` [f], depth by depth over the trie.
+    Returns (token ids [n], end states [f, n]); tokens dead from every start are left out."""
+    state = starts[:, None].astype(flat.dtype)  # [f, nodes alive at this depth]
+    alive = np.zeros(1, dtype=np.int64)  # their indices among the nodes of this depth
+    count = 1
+    ids, ends = [], []
+    for d, (tokens, nodes) in enumerate(enc.by_depth):
+        if d > 0:
+            parent, char = enc.parent[d - 1], enc.char[d - 1]
+            pos = _positions(alive, count)
+            if pos is not None:  # cut the subtrees of dead nodes
+                p = pos[parent]
+                sel = np.flatnonzero(p >= 0)
+                parent, char = p[sel], char[sel]
+            step = flat[state[:, parent] * width + lut[char]]
+            keep = (step != dead).any(axis=0)
+            count = len(enc.parent[d - 1])
+            if pos is None and keep.all():
+                alive, state = np.arange(count), step
+            else:
+                alive = np.flatnonzero(keep) if pos is None else sel[keep]
+                state = step[:, keep]
+            if not len(alive):
+                break
+        if len(tokens):
+            pos = _positions(alive, count)
+            if pos is None:
+                ids.append(tokens)
+                ends.append(state[:, nodes])
+            else:
+                p = pos[nodes]
+                hit = p >= 0
+                ids.append(tokens[hit])
+                ends.append(state[:, p[hit]])
+    if not ids:
+        return np.zeros(0, dtype=np.int64), np.zeros((len(starts), 0), dtype=flat.dtype)
+    return np.concatenate(ids), np.concatenate(ends, axis=1)
 
 
 def lift(dfa: CharDFA, enc: EncodedVocab, separator: str, eos_id: int | None, max_states: int):
-    """Token-level automaton. Returns (next_state [S, V] int64, accepting [S], min_tokens [S])
-    with unreachable and non-co-reachable states removed and equivalent states merged."""
-    rows, inverse, active = _class_rows(dfa, enc, eos_id)
+    """Token-level automaton, or None if nothing is accepted.
+
+    All token-level candidates are stepped in one pass: row 0 is "nothing emitted yet" (the DFA
+    start), row 1 + q is "DFA state q after at least one token" (the separator comes first).
+    Reachability from row 0 and co-reachability to acceptance then select the states.
+
+    Returns (table [S, W] int32, accepting [S], min_tokens [S], tokens [W]):
+    ``next_state[:, tokens] = table`` and every other token is dead everywhere. Unreachable and
+    non-co-reachable states are removed and equivalent states merged."""
     flat, width = _stepper(dfa)
     num_char = dfa.table.shape[0]
-    sep_cls = dfa.class_of(list(separator), char_bits(separator))
+    if (num_char + 1) * enc.size > MAX_TABLE_ENTRIES:
+        raise ConstraintError(
+            f"constraint too large: {num_char + 1} candidate states x {enc.size} tokens exceed "
+            f"{MAX_TABLE_ENTRIES} table entries"
+        )
+    lut = dfa.class_of(list(enc.chars), enc.bits).astype(flat.dtype)
     after_sep = np.arange(num_char + 1)
-    for k in sep_cls.tolist():
+    for k in dfa.class_of(list(separator), char_bits(separator)).tolist():
         after_sep = flat[after_sep * width + k]
-    token_of = np.full(num_char + 1, -1, dtype=np.int64)  # char state -> token state (started)
-    if separator == "":
-        token_of[dfa.initial] = 0
-    char_of = [dfa.initial]  # token state -> char state
-    frontier = np.array([dfa.initial])
-    starts = frontier.copy()
-    blocks = []
-    while len(frontier):
-        cur = np.repeat(starts[:, None], len(rows), axis=1)
-        for j, n in enumerate(active.tolist()):
-            if n == 0:
-                break
-            cur[:, :n] = flat[cur[:, :n] * width + rows[:n, j]]
-        blocks.append(cur)
-        found = np.unique(cur)
-        found = found[(found < num_char) & (token_of[found] < 0)]
-        token_of[found] = len(char_of) + np.arange(len(found))
-        char_of.extend(found.tolist())
-        if len(char_of) > max_states or len(char_of) * len(inverse) > MAX_TABLE_ENTRIES:
-            raise ConstraintError(
-                f"constraint too large: more than {min(max_states, MAX_TABLE_ENTRIES // len(inverse))} "
-                f"token-level states with this vocabulary ({len(inverse)} tokens; max_states={max_states})"
-            )
-        frontier, starts = found, after_sep[found]
-    next_u = token_of[np.concatenate(blocks)]  # [S, U]
-    accepting = dfa.accepting[np.array(char_of)]
-    return _prune(next_u, accepting, inverse)
+    starts = np.concatenate([[dfa.initial], after_sep[:num_char]])
+    tokens, ends = _run(starts, enc, lut, flat, width, num_char)
+    usable = enc.valid[tokens]
+    if eos_id is not None:
+        usable &= tokens != eos_id
+    tokens, ends = tokens[usable], ends[:, usable]
+    table = np.where(ends == num_char, -1, ends + 1).astype(np.int32)  # [Q + 1, W]
+    accepting = np.concatenate([[dfa.accepting[dfa.initial]], dfa.accepting])
+    out = _prune(table, accepting, max_states)
+    return None if out is None else (*out, tokens)
 
 
-def _distinct_edges(next_u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct (src, dst) pairs of a [S, U] table (dead -1 excluded)."""
-    s = next_u.shape[0]
-    src = np.repeat(np.arange(s), next_u.shape[1])
-    dst = next_u.reshape(-1)
-    ok = dst >= 0
-    if s * (s + 1) <= 50_000_000:
+def _distinct_edges(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct (src, dst) pairs of a [S, W] table (dead -1 excluded)."""
+    s = table.shape[0]
+    keys = (np.arange(s, dtype=np.int64)[:, None] * s + table)[table >= 0]
+    if s * s <= 50_000_000:
         seen = np.zeros(s * s, dtype=bool)
-        seen[src[ok] * s + dst[ok]] = True
+        seen[keys] = True
         pairs = np.flatnonzero(seen)
     else:
-        pairs = np.unique(src[ok] * s + dst[ok])
+        pairs = np.unique(keys)
     return pairs // s, pairs % s
 
 
-def _prune(next_u: np.ndarray, accepting: np.ndarray, inverse: np.ndarray):
-    src, dst = _distinct_edges(next_u)
+def _prune(next_state: np.ndarray, accepting: np.ndarray, max_states: int):
+    """Keep states reachable from 0 that can reach acceptance, merge equivalent ones."""
+    src, dst = _distinct_edges(next_state)
+    start = np.zeros(len(accepting), dtype=bool)
+    start[0] = True
+    reach = reverse_distances(dst, src, start, len(accepting)) >= 0  # forward from state 0
     dist = reverse_distances(src, dst, accepting, len(accepting))
-    keep = dist >= 0
+    keep = reach & (dist >= 0)
     if not keep[0]:
         return None
-    remap = np.where(keep, np.cumsum(keep) - 1, -1)
-    table = np.where(next_u >= 0, remap[np.maximum(next_u, 0)], -1)[keep]
-    table, acc, reps = minimize(table, accepting[keep], 0)
-    return table[:, inverse], acc, dist[keep][reps]
+    if keep.sum() > max_states:
+        raise ConstraintError(
+            f"constraint too large: {int(keep.sum())} token-level states > max_states={max_states}"
+        )
+    remap = np.append(np.where(keep, np.cumsum(keep) - 1, -1), -1).astype(np.int32)
+    table = remap[next_state[keep]]  # dead (-1) picks the appended -1
+    table, acc, reps = minimize(table, accepting[keep], 0, hint=dist[keep])
+    return table, acc, dist[keep][reps]
