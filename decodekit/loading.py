@@ -46,6 +46,10 @@ def load_model(spec: str | Path | None = None, device: Any = None) -> Any:
         path = PRETRAINED_DIR / str(spec)
     if not path.exists():
         raise CheckpointError(f"model not found: {spec} (expected a checkpoint directory)")
+    if path.is_file() and path.suffix == ".arpa":  # an n-gram model from KenLM, SRILM or decodekit
+        from decodekit.models.arpa import read_arpa
+
+        return read_arpa(path).to(device or "cpu")
     if not path.is_dir():
         raise CheckpointError(f"model {spec} is a file; expected a checkpoint directory with {CONFIG}")
     return load_checkpoint(path, device=device)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import warnings
 from pathlib import Path
 
@@ -13,7 +14,9 @@ from decodekit.cli import cli
 
 @cli.command("eval")
 @click.option(
-    "--model", "model_spec", help="Checkpoint directory (default: the model shipped with decodekit)."
+    "--model",
+    "model_spec",
+    help="Checkpoint directory or ARPA n-gram file (default: the model shipped with decodekit).",
 )
 @click.option(
     "--data",
@@ -38,7 +41,13 @@ def eval_command(model_spec: str | None, data: str, device: str, as_json: bool) 
             f"{unknown} of {ids.numel()} tokens in {path} are not in the vocabulary: mapped to <unk>",
             stacklevel=1,
         )
-    result = evaluate(model, ids)
+    if hasattr(model, "score"):  # n-gram models (.arpa): exact vectorised scoring of the stream
+        from decodekit.training.loop import EvalResult
+
+        nll = -float(model.score(ids).double().sum())
+        result = EvalResult(nll, ids.numel(), math.exp(nll / max(ids.numel(), 1)))
+    else:
+        result = evaluate(model, ids)
     if as_json:
         click.echo(
             json.dumps(
