@@ -32,7 +32,7 @@ STACKS = ("superposition", "stratification", "ns", "rns")
 class StackLSTMConfig:
     """``stack``: superposition | stratification | ns | rns. ``stack_states`` |Q| and
     ``stack_symbols`` |Gamma| (ns/rns); ``window`` D (ns/rns; None = unlimited, then at most
-    ``max_length`` steps per sequence); ``depth`` (superposition; None = unbounded);
+    ``max_length`` steps per sequence); ``depth`` (superposition, stratification; None = unbounded);
     ``stack_embed`` m, the pushed-vector size (superposition/stratification); ``push_hidden``:
     superposition pushes h_t (needs m = hidden). Every parameter starts U(-init_range, init_range)."""
 
@@ -59,7 +59,7 @@ def build_stack(config: StackLSTMConfig) -> nn.Module:
     if config.stack == "superposition":
         return SuperpositionStack(config.hidden, config.stack_embed, config.depth, config.push_hidden)
     if config.stack == "stratification":
-        return StratificationStack(config.hidden, config.stack_embed)
+        return StratificationStack(config.hidden, config.stack_embed, config.depth)
     if config.stack in ("ns", "rns"):
         return NondeterministicStack(
             config.hidden,

@@ -9,7 +9,9 @@ pushed vector v_t = tanh(W_v h_t + b_v). The stack is V_t [t, m] with thicknesse
     r_t    = sum_{i=1}^{t} min(s_t[i], max(0, 1 - sum_{j=i+1}^{t} s_t[j])) V_t[i]
 
 Suffix sums are cumulative sums over the flipped axis (no Python loop over elements).
-O(t m) per step, O(n^2 m) in all. State: (V [N, L, m], s [N, L]); r_0 = 0.
+O(t m) per step, O(n^2 m) in all. State: (V [N, L, m], s [N, L]); r_0 = 0. With ``depth`` = k
+only the k most recent elements are kept (the oldest is dropped: an approximation of the paper's
+unbounded stack that bounds state size when the state is carried through a long stream).
 """
 
 from __future__ import annotations
@@ -35,10 +37,15 @@ def stratified_reading(values: torch.Tensor, strengths: torch.Tensor) -> torch.T
 
 
 class StratificationStack(nn.Module):
-    """Args: hidden_size H, stack_embed m (pushed vector size)."""
+    """Args: hidden_size H, stack_embed m (pushed vector size), depth k >= 1 or None (unbounded)."""
 
-    def __init__(self, hidden_size: int, stack_embed: int):
+    def __init__(self, hidden_size: int, stack_embed: int, depth: int | None = None):
         super().__init__()
+        if depth is not None and (not isinstance(depth, int) or depth < 1):
+            raise DecodekitError(
+                f"stack depth must be an integer >= 1 (or None for unbounded), got {depth!r}"
+            )
+        self.depth = depth
         if not isinstance(stack_embed, int) or stack_embed < 1:
             raise DecodekitError(f"stack_embed must be an integer >= 1, got {stack_embed!r}")
         self.reading_size = stack_embed
@@ -61,6 +68,8 @@ class StratificationStack(nn.Module):
         remaining = relu(strengths - relu(pop[:, None] - _above(strengths)))
         strengths = torch.cat([remaining, push[:, None]], dim=1)
         values = torch.cat([values, torch.tanh(self.push_value(h))[:, None]], dim=1)
+        if self.depth is not None and values.shape[1] > self.depth:
+            values, strengths = values[:, -self.depth :], strengths[:, -self.depth :]
         return (values, strengths), stratified_reading(values, strengths)
 
     def pad(self, state: StratState, size: int) -> StratState:
