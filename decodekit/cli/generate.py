@@ -1,4 +1,4 @@
-"""``decodekit generate``: decode a prompt with any strategy, optionally under a regex."""
+"""``decodekit generate``: decode a prompt, or a JSON-lines file of prompts, with any strategy."""
 
 from __future__ import annotations
 
@@ -11,23 +11,20 @@ from decodekit.cli import cli
 from decodekit.cli.common import UsageError
 
 STRATEGIES = ("greedy", "sample", "beam")
+STRATEGY_HELP = "Search strategy. Default: beam with --constraint (Anderson-style search), else greedy."
 
 
 @cli.command()
-@click.argument("prompt", required=True)
+@click.argument("prompt", required=False)
 @click.option(
     "--model", "model_spec", metavar="DIR", help="Checkpoint directory (default: the bundled PTB LSTM)."
 )
 @click.option(
     "--hf-model", metavar="PATH", help="A local transformers causal LM directory (needs decodekit[hf])."
 )
+@click.option("--strategy", type=click.Choice(STRATEGIES), help=STRATEGY_HELP)
 @click.option(
-    "--strategy",
-    type=click.Choice(STRATEGIES),
-    help="Search strategy. Default: beam with --constraint (Anderson-style search), else greedy.",
-)
-@click.option(
-    "--constraint", metavar="REGEX", help="Regex the whole continuation must match, e.g. '.*\\bprofit\\b.*'."
+    "--constraint", metavar="REGEX", help="Regex the whole continuation must match: '.*\\bprofit\\b.*'."
 )
 @click.option(
     "--max-length",
@@ -45,22 +42,40 @@ STRATEGIES = ("greedy", "sample", "beam")
     help="alpha in score = logprob / len**alpha (0: raw log-probability).",
 )
 @click.option(
-    "--n-best", type=click.IntRange(min=1), default=1, show_default=True, help="Hypotheses to print (beam)."
+    "--n-best", type=click.IntRange(min=1), default=1, show_default=True, help="Hypotheses per prompt (beam)."
 )
 @click.option("--temperature", type=float, default=1.0, show_default=True)
 @click.option("--top-k", type=click.IntRange(min=1), default=None)
 @click.option("--top-p", type=float, default=None)
 @click.option("--min-p", type=float, default=None)
 @click.option(
-    "--num-samples",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Samples to draw (sample).",
+    "--num-samples", type=click.IntRange(min=1), default=1, show_default=True, help="Samples per prompt."
 )
 @click.option("--seed", type=int, default=None, help="Random seed for sampling (reproducible output).")
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda, cuda:1, ... or auto.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per hypothesis per line.")
+@click.option(
+    "--input",
+    "input_path",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="JSON lines {id, prompt, [constraint, options]} to decode instead of PROMPT.",
+)
+@click.option(
+    "--output",
+    "output_path",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Where --input results go, one JSON object per input line.",
+)
+@click.option("--resume", is_flag=True, help="With --input: skip ids already in --output.")
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=16,
+    show_default=True,
+    help="Prompts decoded together (--input).",
+)
 def generate(
     prompt,
     model_spec,
@@ -79,6 +94,10 @@ def generate(
     seed,
     device,
     as_json,
+    input_path,
+    output_path,
+    resume,
+    batch_size,
 ):
     """Generate a continuation of PROMPT (text, tokenised by the model's vocabulary).
 
@@ -87,18 +106,33 @@ def generate(
       decodekit generate "the company said"
       decodekit generate "the company said" --constraint '.*\\bprofit\\b.*'
       decodekit generate "the" --strategy sample --top-p 0.9 --seed 1 --num-samples 3 --json
+      decodekit generate --input prompts.jsonl --output results.jsonl --resume
     """
-    import decodekit
-    from decodekit.loading import load_model
+    from decodekit.generation import GenerationConfig
+    from decodekit.generation import generate as run
 
-    if model_spec and hf_model:
-        raise UsageError("give either --model or --hf-model, not both")
-    if hf_model:
-        from decodekit.models.hf import load_hf
-
-        model = load_hf(hf_model, device=_device(device))
-    else:
-        model = load_model(model_spec, device=_device(device))
+    if (prompt is None) == (input_path is None):
+        raise UsageError("give either a PROMPT or --input FILE")
+    if input_path is not None and output_path is None:
+        raise UsageError("--input needs --output FILE")
+    config = GenerationConfig(
+        strategy,
+        max_length,
+        constraint,
+        beam_size,
+        length_penalty,
+        n_best,
+        temperature,
+        top_k,
+        top_p,
+        min_p,
+        num_samples,
+        seed,
+    )
+    model = _load(model_spec, hf_model, device)
+    if input_path is not None:
+        _batch(model, input_path, output_path, config, resume, batch_size)
+        return
     vocab = getattr(model, "vocab", None)
     if vocab is None:
         raise UsageError("this model has no vocabulary, so text prompts cannot be encoded")
@@ -107,39 +141,51 @@ def generate(
         ids = vocab.encode(prompt)
     for w in caught:
         click.echo(f"Warning: {w.message}", err=True)
-    strategy = strategy or ("beam" if constraint else "greedy")
-    if strategy == "greedy":
-        hyps = decodekit.greedy(model, ids, max_length, constraint=constraint)
-    elif strategy == "sample":
-        hyps = decodekit.sample(
-            model,
-            ids,
-            max_length,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            min_p=min_p,
-            generator=seed,
-            num_samples=num_samples,
-            constraint=constraint,
-        )
-    elif constraint:
-        hyps = decodekit.constrained_beam_search(
-            model, ids, constraint, beam_size, max_length, length_penalty=length_penalty, n_best=n_best
-        )
-    else:
-        hyps = decodekit.beam_search(
-            model, ids, beam_size, max_length, length_penalty=length_penalty, n_best=n_best
-        )
+    hyps = run(model, [ids], config)[0]
     if not hyps:
         click.echo(
-            f"Error: no continuation matching {constraint!r} was found within "
-            f"--max-length {max_length}; try a larger --beam-size or --max-length",
+            f"Error: no continuation matching {constraint!r} was found within --max-length {max_length}; "
+            "try a larger --beam-size or --max-length",
             err=True,
         )
         raise SystemExit(1)
     for h in hyps:
-        click.echo(json.dumps(h.to_dict(vocab)) if as_json else h.text(vocab))
+        click.echo(json.dumps(h.to_dict(vocab), ensure_ascii=False) if as_json else h.text(vocab))
+
+
+def _batch(model, input_path, output_path, config, resume, batch_size) -> None:
+    from tqdm import tqdm
+
+    from decodekit.batch import generate_jsonl
+
+    try:
+        with open(input_path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise UsageError(f"cannot read --input {input_path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise UsageError(f"--input {input_path} is not valid UTF-8 (byte {e.start})") from None
+    with tqdm(total=sum(1 for x in lines if x.strip()), unit="prompt", desc="generate", disable=None) as bar:
+        counts = generate_jsonl(
+            model, lines, output_path, config, batch_size=batch_size, resume=resume, progress=bar.update
+        )
+    click.echo(
+        f"{counts['written']} written, {counts['skipped']} skipped (already done), "
+        f"{counts['errors']} errors -> {output_path}",
+        err=True,
+    )
+
+
+def _load(model_spec, hf_model, device):
+    from decodekit.loading import load_model
+
+    if model_spec and hf_model:
+        raise UsageError("give either --model or --hf-model, not both")
+    if hf_model:
+        from decodekit.models.hf import load_hf
+
+        return load_hf(hf_model, device=_device(device))
+    return load_model(model_spec, device=_device(device))
 
 
 def _device(name: str):
