@@ -8,6 +8,7 @@ Public API::
 from decodekit.constraints import TokenAutomaton, compile_for_vocab, compile_regex
 from decodekit.decoding import beam_search, constrained_beam_search, greedy, sample
 from decodekit.errors import CheckpointError, ConstraintError, DecodekitError, ModelOutputError
+from decodekit.generation import GenerationConfig, generate
 from decodekit.models.base import LanguageModel
 from decodekit.outputs import Hypothesis
 from decodekit.vocab import CharVocab, Vocab, WordVocab
@@ -19,6 +20,7 @@ __all__ = [
     "CheckpointError",
     "ConstraintError",
     "DecodekitError",
+    "GenerationConfig",
     "Hypothesis",
     "LanguageModel",
     "ModelOutputError",
@@ -29,6 +31,7 @@ __all__ = [
     "compile_for_vocab",
     "compile_regex",
     "constrained_beam_search",
+    "generate",
     "greedy",
     "sample",
 ]
