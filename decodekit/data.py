@@ -83,7 +83,7 @@ def read_tokens(path: str | Path, *, chars: bool = False) -> list[str]:
     tokens: list[str] = []
     for line in read_lines(path):
         if chars:
-            if line:
+            if line.strip():
                 tokens.extend(line)
                 tokens.append(EOS)
         else:
@@ -125,17 +125,44 @@ def find_splits(directory: str | Path) -> dict[str, Path]:
     return found
 
 
+def _build_vocab(train: list[str], chars: bool, min_count: int, max_size: int | None) -> Vocab:
+    if chars:
+        return CharVocab.build("".join(t for t in train if t != EOS))
+    return WordVocab.build(train, min_count=min_count, max_size=max_size)
+
+
 def load_corpus(
-    directory: str | Path, *, vocab: Vocab | None = None, min_count: int = 1, max_size: int | None = None
+    directory: str | Path,
+    *,
+    vocab: Vocab | None = None,
+    min_count: int = 1,
+    max_size: int | None = None,
+    chars: bool = False,
 ) -> Corpus:
-    """A one-sentence-per-line corpus with ``<eos>`` after every line. The vocabulary is built
-    from the training file (specials first, then by frequency) unless ``vocab`` is given."""
+    """A one-sentence-per-line corpus with ``<eos>`` after every line. The vocabulary (words, or
+    characters if ``chars``) is built from the training file (specials first, then by frequency)
+    unless ``vocab`` is given."""
     files = find_splits(directory)
-    tokens = {split: read_tokens(path) for split, path in files.items()}
+    tokens = {split: read_tokens(path, chars=chars) for split, path in files.items()}
     if vocab is None:
-        vocab = WordVocab.build(tokens["train"], min_count=min_count, max_size=max_size)
+        vocab = _build_vocab(tokens["train"], chars, min_count, max_size)
     streams = {split: encode_tokens(toks, vocab)[0] for split, toks in tokens.items()}
     return Corpus(vocab, streams["train"], streams["valid"], streams["test"])
+
+
+def load_text_file(
+    path: str | Path, *, chars: bool = False, min_count: int = 1, max_size: int | None = None
+) -> Corpus:
+    """One text file split by lines: the first 90% train, the next 5% validation, the last 5% test."""
+    lines = [line for line in read_lines(path) if line.strip()]
+    if len(lines) < 3:
+        raise ValueError(f"{path}: need at least 3 non-empty lines to split into train/valid/test")
+    a, b = max(1, int(0.9 * len(lines))), max(2, int(0.95 * len(lines)))
+    b = min(b, len(lines) - 1)
+    parts = [lines[:a], lines[a:b], lines[b:]]
+    toks = [[t for line in part for t in ([*line] if chars else line.split()) + [EOS]] for part in parts]
+    vocab = _build_vocab(toks[0], chars, min_count, max_size)
+    return Corpus(vocab, *(encode_tokens(t, vocab)[0] for t in toks))
 
 
 _BROWN_FILE = re.compile(r"(?:^|/)c[a-r]\d\d$")
@@ -189,17 +216,22 @@ def load_brown(
     return Corpus(vocab, *(encode_tokens(w, vocab)[0] for w in (train, valid, test)))
 
 
-def load_data(path: str | Path, *, min_count: int = 1, max_size: int | None = None) -> Corpus:
-    """The corpus at ``path``: NLTK's Brown (``brown.zip`` or a directory of ``ca01`` ... files),
-    else a directory with train/valid/test files (see :func:`find_splits`)."""
+def load_data(
+    path: str | Path, *, min_count: int | None = None, max_size: int | None = None, chars: bool = False
+) -> Corpus:
+    """The corpus at ``path``: NLTK's Brown (``brown.zip`` or a directory of ``ca01`` ... files;
+    ``min_count`` defaults to Bengio's 4), a directory with train/valid/test files (see
+    :func:`find_splits`), or one text file (:func:`load_text_file`)."""
     p = Path(path)
     is_brown = (p.is_file() and p.suffix == ".zip") or (
         p.is_dir()
         and any(_BROWN_FILE.search(x.name) for d in (p, p / "brown") if d.is_dir() for x in d.iterdir())
     )
     if is_brown:
-        return load_brown(p, min_count=max(min_count, 4) if min_count == 1 else min_count)
-    return load_corpus(p, min_count=min_count, max_size=max_size)
+        return load_brown(p, min_count=4 if min_count is None else min_count)
+    if p.is_file():
+        return load_text_file(p, chars=chars, min_count=min_count or 1, max_size=max_size)
+    return load_corpus(p, min_count=min_count or 1, max_size=max_size, chars=chars)
 
 
 def batchify(ids: torch.Tensor, batch_size: int) -> torch.Tensor:

@@ -35,7 +35,7 @@ def eval_command(model_spec: str | None, data: str, device: str, as_json: bool) 
 
     model = load_model(model_spec, device=device)
     path = find_splits(data)["test"] if Path(data).is_dir() else Path(data)
-    ids, unknown = encode_tokens(read_tokens(path), model.vocab)
+    ids, unknown = encode_tokens(read_tokens(path, chars=model.vocab.kind == "char"), model.vocab)
     if unknown:
         warnings.warn(
             f"{unknown} of {ids.numel()} tokens in {path} are not in the vocabulary: mapped to <unk>",

@@ -12,7 +12,8 @@ from decodekit.cli.common import UsageError
 
 _HELP_DATA = (
     "Corpus: a directory with ptb.{train,valid,test}.txt or {train,valid,test}.txt (one sentence per line, "
-    "<eos> appended per line), or NLTK's Brown corpus (brown.zip or its directory; Bengio et al.'s split)."
+    "<eos> appended per line); NLTK's Brown corpus (brown.zip or its directory; Bengio et al.'s split); or "
+    "one text file (lines split 90/5/5 %)."
 )
 
 
@@ -94,9 +95,8 @@ def _device(name: str):
 )
 @click.option("--min-lr", type=float, default=0.0, show_default=True, help="Stop when the rate falls below.")
 @click.option("--mean-loss", is_flag=True, help="Average the loss over all B*T tokens (default: sum over T).")
-@click.option(
-    "--min-count", type=int, default=1, show_default=True, help="Vocabulary: minimum training count."
-)
+@click.option("--min-count", type=int, help="Vocabulary: minimum training count (default 1; Brown: 4).")
+@click.option("--chars", is_flag=True, help="Character-level vocabulary (text corpora).")
 @click.option("--max-vocab", type=int, help="Vocabulary: maximum size.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--device", default="auto", show_default=True, help="cpu, cuda, cuda:1, ... or auto.")
@@ -146,7 +146,7 @@ def train_command(data: str, kind: str, out: str, resume: bool, **opts) -> None:
             f"{out} already holds a training run; pass --resume to continue it or pick another --out"
         )
     device = _device(opts["device"])
-    corpus = load_data(data, min_count=opts["min_count"], max_size=opts["max_vocab"])
+    corpus = load_data(data, min_count=opts["min_count"], max_size=opts["max_vocab"], chars=opts["chars"])
     torch.manual_seed(train_config.seed)
     model = create_model(config, corpus.vocab).to(device)
     result = train(model, corpus, train_config, out=out, resume=resume, progress=opts["progress"])

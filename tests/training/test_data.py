@@ -64,6 +64,22 @@ def test_ptb_file_names(tmp_path):
     assert corpus.test.numel() == 4
 
 
+def test_character_corpus_and_single_file(tmp_path):
+    corpus = load_corpus(write_corpus(tmp_path), chars=True)
+    assert corpus.vocab.kind == "char" and corpus.vocab.tokens == ["<unk>", "<eos>", " ", "a", "b", "c"]
+    assert corpus.vocab.decode(corpus.train[:6].tolist()) == "a b c"
+    assert corpus.train[5].item() == corpus.vocab.eos_id
+    text = tmp_path / "all.txt"
+    text.write_text("".join(f"line {i}\n" for i in range(40)), encoding="utf-8")
+    single = load_data(text)  # 36 / 2 / 2 lines
+    assert single.train.numel() == 36 * 3 and single.valid.numel() == 2 * 3 and single.test.numel() == 2 * 3
+    assert single.vocab.decode(single.test.tolist()) == "line <unk> line <unk>"  # 38, 39 unseen
+    assert load_data(text, chars=True).vocab.kind == "char"
+    text.write_text("one\ntwo\n")
+    with pytest.raises(ValueError, match="at least 3 non-empty lines"):
+        load_data(text)
+
+
 def test_bad_files(tmp_path):
     with pytest.raises(ValueError, match="no valid file"):
         (tmp_path / "train.txt").write_text("a\n")
