@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import torch
@@ -28,6 +28,9 @@ class TokenAutomaton:
             state to an accepting state; 0 iff accepting.
         initial: the start state (always 0). eos_id: the EOS column or None.
         pattern: the regex. separator: the text between tokens. vocab_size: V. num_states: S.
+        stats: sizes along the way: ``char_states`` (minimal character DFA), ``candidate_states``
+            (token-level candidates: each DFA state, plus "nothing emitted yet"), ``live_states``
+            (reachable and co-reachable, before merging equivalent states).
     """
 
     next_state: torch.Tensor
@@ -37,6 +40,7 @@ class TokenAutomaton:
     pattern: str
     separator: str
     initial: int = 0
+    stats: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def vocab_size(self) -> int:

@@ -75,7 +75,7 @@ def compile_regex(
     out = None if dfa.initial < 0 else lift(dfa, enc[1], separator, eos_id, max_states)
     if out is None:
         raise ConstraintError(_unspellable(pattern, dfa, enc[1], separator))
-    table, accepting, min_tokens, tokens = out
+    table, accepting, min_tokens, live, tokens = out
     next_state = torch.full((len(table), len(token_strings)), -1, dtype=torch.long)
     next_state[:, torch.from_numpy(tokens)] = torch.from_numpy(table.astype(np.int64))
     automaton = TokenAutomaton(
@@ -85,6 +85,11 @@ def compile_regex(
         eos_id=eos_id,
         pattern=pattern,
         separator=separator,
+        stats={
+            "char_states": dfa.table.shape[0],
+            "candidate_states": dfa.table.shape[0] + 1,
+            "live_states": live,
+        },
     )
     with _lock:
         _vocabs[vocab_key] = enc
@@ -102,7 +107,7 @@ def compile_for_vocab(pattern: str, vocab, *, max_states: int = DEFAULT_MAX_STAT
     return compile_regex(pattern, vocab.surfaces(), vocab.eos_id, vocab.separator, max_states=max_states)
 
 
-def as_automaton(constraint, model) -> TokenAutomaton:
+def as_automaton(constraint, model, *, max_states: int = DEFAULT_MAX_STATES) -> TokenAutomaton:
     """A compiled automaton for ``model``: a pattern string is compiled against ``model.vocab``;
     a :class:`TokenAutomaton` is checked against ``model.vocab_size`` (and its EOS)."""
     if isinstance(constraint, TokenAutomaton):

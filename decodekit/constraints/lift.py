@@ -148,7 +148,8 @@ def lift(dfa: CharDFA, enc: EncodedVocab, separator: str, eos_id: int | None, ma
     start), row 1 + q is "DFA state q after at least one token" (the separator comes first).
     Reachability from row 0 and co-reachability to acceptance then select the states.
 
-    Returns (table [S, W] int32, accepting [S], min_tokens [S], tokens [W]):
+    Returns (table [S, W] int32, accepting [S], min_tokens [S], live, tokens [W]) where
+    ``live`` counts the reachable and co-reachable states before merging:
     ``next_state[:, tokens] = table`` and every other token is dead everywhere. Unreachable and
     non-co-reachable states are removed and equivalent states merged."""
     flat, width = _stepper(dfa)
@@ -204,4 +205,4 @@ def _prune(next_state: np.ndarray, accepting: np.ndarray, max_states: int):
     remap = np.append(np.where(keep, np.cumsum(keep) - 1, -1), -1).astype(np.int32)
     table = remap[next_state[keep]]  # dead (-1) picks the appended -1
     table, acc, reps = minimize(table, accepting[keep], 0, hint=dist[keep])
-    return table, acc, dist[keep][reps]
+    return table, acc, dist[keep][reps], int(keep.sum())
