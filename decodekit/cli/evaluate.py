@@ -42,7 +42,7 @@ def eval_command(model_spec: str | None, data: str, device: str, as_json: bool) 
             stacklevel=1,
         )
     if hasattr(model, "score"):  # n-gram models (.arpa): exact vectorised scoring of the stream
-        from decodekit.training.loop import EvalResult
+        from decodekit.training import EvalResult
 
         nll = -float(model.score(ids).double().sum())
         result = EvalResult(nll, ids.numel(), math.exp(nll / max(ids.numel(), 1)))

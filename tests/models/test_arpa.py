@@ -175,3 +175,22 @@ def test_write_needs_a_vocabulary_and_plain_tokens(tmp_path, trained):
     m = NgramLM.from_sentences([["c", "d"]], 2, spaced, discounts=[(0.5, 1, 1.5)] * 2)
     with pytest.raises(ValueError, match="cannot be written to ARPA: \\['a b'\\]"):
         write_arpa(m, tmp_path / "y.arpa")
+
+
+def test_cli_eval_and_generate_read_arpa_files(trained, tmp_path):
+    from click.testing import CliRunner
+
+    from decodekit.cli import _register, cli
+
+    _register()
+    path = tmp_path / "m.arpa"
+    write_arpa(trained, path)
+    text = tmp_path / "test.txt"
+    text.write_text("a b c\nb a\n")
+    ids = [trained.vocab.index[w] for w in ["a", "b", "c", "<eos>", "b", "a", "<eos>"]]
+    result = CliRunner().invoke(cli, ["eval", "--model", str(path), "--data", str(text), "--json"])
+    assert result.exit_code == 0, result.output
+    want = math.exp(-float(trained.score(torch.tensor(ids)).double().mean()))
+    assert f'"perplexity": {want:.6}'[:20] in result.output
+    result = CliRunner().invoke(cli, ["generate", "--model", str(path), "a", "--max-length", "4"])
+    assert result.exit_code == 0, result.output
