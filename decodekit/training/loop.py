@@ -16,7 +16,6 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,46 +29,12 @@ from decodekit.models.neural import NeuralLM
 from decodekit.models.registry import config_to_dict
 from decodekit.models.state import detach
 from decodekit.training.config import TrainConfig
+from decodekit.training.evaluate import evaluate
 from decodekit.training.losses import softmax_cross_entropy
 from decodekit.training.resume import RESUME, load_training_state, save_training_state
 from decodekit.training.schedules import make_schedule
 
 Loss = Callable[[NeuralLM, torch.Tensor, torch.Tensor], torch.Tensor]
-
-
-@dataclass(frozen=True)
-class EvalResult:
-    """nll: total negative log-likelihood (nats); tokens: predicted tokens; ppl = exp(nll / tokens)."""
-
-    nll: float
-    tokens: int
-    ppl: float
-
-
-@torch.no_grad()
-def evaluate(model: NeuralLM, ids: torch.Tensor, *, chunk: int = 1024) -> EvalResult:
-    """Perplexity of the stream ``ids`` [L] with the full softmax, one row whose state is
-    carried through the whole stream (the same result as stepping with batch 1). When the
-    model has a ``bos_id`` it is fed first, so all L tokens are predicted; else L - 1.
-
-    ppl = exp(-(1/L) sum_t log p(x_t | x_<t))."""
-    was_training = model.training
-    model.eval()
-    ids = ids.to(model.device)
-    if model.bos_id is not None:
-        inputs, targets = torch.cat([ids.new_tensor([model.bos_id]), ids[:-1]]), ids
-    else:
-        inputs, targets = ids[:-1], ids[1:]
-    if targets.numel() == 0:
-        raise ValueError("cannot evaluate an empty stream")
-    state = model.initial_state(1)
-    nll = torch.zeros((), dtype=torch.float64, device=ids.device)
-    for i in range(0, inputs.numel(), chunk):
-        hidden, state = model.features(state, inputs[None, i : i + chunk])
-        nll += softmax_cross_entropy(model, hidden, targets[None, i : i + chunk]).double().sum()
-    model.train(was_training)
-    total = nll.item()
-    return EvalResult(total, targets.numel(), math.exp(total / targets.numel()))
 
 
 class _DeferInterrupt:
@@ -116,6 +81,119 @@ def _log(out: Path | None, record: dict) -> None:
             f.write(json.dumps(record) + "\n")
 
 
+class _Run:
+    """The mutable state of one training run: model, optimiser, schedule and the loop position
+    (``loop``: epoch, chunk position, update count, best validation ppl, history, running sums)."""
+
+    def __init__(self, model: NeuralLM, corpus: Corpus, config: TrainConfig, out: Path | None) -> None:
+        self.model, self.corpus, self.config, self.out = model, corpus, config, out
+        self.data = batchify(corpus.train, config.batch_size).to(model.device)  # [B, L]
+        self.optimizer = make_optimizer(model, config)
+        self.schedule = make_schedule(
+            config.schedule, config.lr, decay=config.decay, start=config.decay_start, patience=config.patience
+        )
+        self.loop: dict[str, Any] = {
+            "epoch": 1,
+            "position": 0,
+            "update": 0,
+            "best": None,
+            "bad_epochs": 0,
+            "history": [],
+            "run_nll": 0.0,
+            "run_tokens": 0,
+            "run_seconds": 0.0,
+        }
+        self.fixed = {"model": config_to_dict(model.config), "vocab": model.vocab.fingerprint}
+        self.hidden: Any = None
+
+    def restore(self) -> None:
+        """Load ``out/resume.safetensors``; refuse other models or training options."""
+        if self.out is None:
+            raise ValueError("resume needs the output directory")
+        path = self.out / RESUME
+        template = self.model.initial_state(self.config.batch_size)
+        meta, self.hidden = load_training_state(
+            path, model=self.model, optimizer=self.optimizer, hidden_template=template
+        )
+        if {k: meta.get(k) for k in self.fixed} != self.fixed:
+            raise CheckpointError(f"{path} belongs to another model or vocabulary")
+        saved = TrainConfig.from_dict(meta["train_config"])
+        if saved.to_dict() | {"epochs": 0} != self.config.to_dict() | {"epochs": 0}:
+            raise CheckpointError(f"{path}: training options differ from the interrupted run: {saved}")
+        self.schedule.load_state_dict(meta["schedule"])
+        self.loop = meta["loop"]
+
+    def save(self) -> None:
+        if self.out is not None:
+            meta = {
+                **self.fixed,
+                "train_config": self.config.to_dict(),
+                "schedule": self.schedule.state_dict(),
+                "loop": self.loop,
+            }
+            save_training_state(
+                self.out / RESUME, model=self.model, optimizer=self.optimizer, hidden=self.hidden, meta=meta
+            )
+
+    def update(self, x: torch.Tensor, y: torch.Tensor, lr: float, loss_fn: Loss) -> None:
+        """One truncated-BPTT update on the chunk x, y [B, t], the state carried and then detached."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        features, hidden = self.model.features(self.hidden, x)
+        losses = loss_fn(self.model, features, y)  # [B, t]
+        loss = losses.sum() / (x.shape[0] if self.config.sum_over_time else losses.numel())
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.config.clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.clip)
+        self.optimizer.step()
+        self.hidden = detach(hidden)
+        loop = self.loop
+        loop["run_nll"] += losses.detach().double().sum().item()
+        loop["run_tokens"] += losses.numel()
+        loop["position"] += 1
+        loop["update"] += 1
+
+    def epoch(
+        self, loss_fn: Loss, progress: bool, interrupt: _DeferInterrupt, stop_after: int | None
+    ) -> bool:
+        """Run the rest of the current epoch. Returns False if stopped early (state saved)."""
+        loop, epoch = self.loop, self.loop["epoch"]
+        if self.hidden is None:
+            self.hidden = self.model.initial_state(self.config.batch_size)
+        bar = tqdm(
+            total=num_bptt_batches(self.data, self.config.bptt),
+            initial=loop["position"],
+            desc=f"epoch {epoch}",
+            unit="batch",
+            disable=not progress,
+            mininterval=5.0,
+        )
+        t0 = time.perf_counter() - loop["run_seconds"]
+        for x, y in bptt_batches(self.data, self.config.bptt, start=loop["position"]):
+            lr = self.schedule.lr(epoch, loop["update"])
+            self.update(x, y, lr, loss_fn)
+            loop["run_seconds"] = time.perf_counter() - t0
+            if progress:
+                bar.update(1)
+                bar.set_postfix(
+                    ppl=f"{math.exp(loop['run_nll'] / loop['run_tokens']):.1f}",
+                    lr=f"{lr:.3g}",
+                    tok_s=f"{loop['run_tokens'] / loop['run_seconds']:.0f}",
+                    refresh=False,
+                )
+            if interrupt.requested or loop["update"] == stop_after:
+                bar.close()
+                self.save()
+                if interrupt.requested:
+                    raise KeyboardInterrupt
+                return False
+            if self.config.save_every and loop["update"] % self.config.save_every == 0:
+                self.save()
+        bar.close()
+        return True
+
+
 def train(
     model: NeuralLM,
     corpus: Corpus,
@@ -144,112 +222,22 @@ def train(
         out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(config.seed)
     model.train()
-    data = batchify(corpus.train, config.batch_size).to(model.device)  # [B, L]
-    optimizer = make_optimizer(model, config)
-    schedule = make_schedule(
-        config.schedule, config.lr, decay=config.decay, start=config.decay_start, patience=config.patience
-    )
-    loop = {
-        "epoch": 1,
-        "position": 0,
-        "update": 0,
-        "best": None,
-        "bad_epochs": 0,
-        "history": [],
-        "run_nll": 0.0,
-        "run_tokens": 0,
-        "run_seconds": 0.0,
-    }
-    hidden = None
-    meta_fixed = {"model": config_to_dict(model.config), "vocab": model.vocab.fingerprint}
+    run = _Run(model, corpus, config, out)
     if resume:
-        if out is None:
-            raise ValueError("resume needs the output directory")
-        meta, hidden = load_training_state(
-            out / RESUME,
-            model=model,
-            optimizer=optimizer,
-            hidden_template=model.initial_state(config.batch_size),
-        )
-        if {k: meta.get(k) for k in meta_fixed} != meta_fixed:
-            raise CheckpointError(f"{out / RESUME} belongs to another model or vocabulary")
-        saved = TrainConfig.from_dict(meta["train_config"])
-        if saved.to_dict() | {"epochs": 0} != config.to_dict() | {"epochs": 0}:
-            raise CheckpointError(
-                f"{out / RESUME}: training options differ from the interrupted run: {saved}"
-            )
-        schedule.load_state_dict(meta["schedule"])
-        loop = meta["loop"]
-
-    def save_state(h: Any) -> None:
-        if out is not None:
-            meta = {
-                **meta_fixed,
-                "train_config": config.to_dict(),
-                "schedule": schedule.state_dict(),
-                "loop": loop,
-            }
-            save_training_state(out / RESUME, model=model, optimizer=optimizer, hidden=h, meta=meta)
-
-    stopped = "epochs"
-    n_chunks = num_bptt_batches(data, config.bptt)
+        run.restore()
+    loop, stopped = run.loop, "epochs"
     with _DeferInterrupt() as interrupt:
         while loop["epoch"] <= config.epochs:
-            epoch = loop["epoch"]
-            lr = schedule.lr(epoch, loop["update"])
+            lr = run.schedule.lr(loop["epoch"], loop["update"])
             if lr < config.min_lr:
                 stopped = "min_lr"
                 break
-            if hidden is None:
-                hidden = model.initial_state(config.batch_size)
-            bar = tqdm(
-                total=n_chunks,
-                initial=loop["position"],
-                desc=f"epoch {epoch}",
-                unit="batch",
-                disable=not progress,
-                mininterval=5.0,
-                dynamic_ncols=True,
-            )
-            t0 = time.perf_counter() - loop["run_seconds"]
-            for x, y in bptt_batches(data, config.bptt, start=loop["position"]):
-                lr = schedule.lr(epoch, loop["update"])
-                for group in optimizer.param_groups:
-                    group["lr"] = lr
-                features, hidden = model.features(hidden, x)
-                losses = loss_fn(model, features, y)  # [B, t]
-                loss = losses.sum() / (x.shape[0] if config.sum_over_time else losses.numel())
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                if config.clip > 0:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip)
-                optimizer.step()
-                hidden = detach(hidden)
-                loop["run_nll"] += losses.detach().double().sum().item()
-                loop["run_tokens"] += losses.numel()
-                loop["position"] += 1
-                loop["update"] += 1
-                loop["run_seconds"] = time.perf_counter() - t0
-                if progress:
-                    bar.update(1)
-                    bar.set_postfix(
-                        ppl=f"{math.exp(loop['run_nll'] / loop['run_tokens']):.1f}",
-                        lr=f"{lr:.3g}",
-                        tok_s=f"{loop['run_tokens'] / loop['run_seconds']:.0f}",
-                        refresh=False,
-                    )
-                if interrupt.requested or loop["update"] == stop_after_updates:
-                    bar.close()
-                    save_state(hidden)
-                    if interrupt.requested:
-                        raise KeyboardInterrupt
-                    return {"epochs": loop["history"], "best_valid_ppl": loop["best"], "stopped": "updates"}
-                if config.save_every and loop["update"] % config.save_every == 0:
-                    save_state(hidden)
-            bar.close()
-            record = _end_epoch(model, corpus, config, loop, schedule, lr, out, loss_fn)
-            hidden = None
-            save_state(None)
+            if not run.epoch(loss_fn, progress, interrupt, stop_after_updates):
+                stopped = "updates"
+                break
+            record = _end_epoch(model, corpus, config, loop, run.schedule, lr, out, loss_fn)
+            run.hidden = None
+            run.save()
             if progress:
                 tqdm.write(json.dumps(record))
             if config.early_stop and loop["bad_epochs"] >= config.early_stop:

