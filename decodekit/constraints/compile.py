@@ -67,14 +67,12 @@ def compile_regex(
         if hit is not None and hit[0] == token_strings:
             _automata.move_to_end(key)
             return hit[1]
-        enc = _vocabs.get(vocab_key)
-    if enc is None or enc[0] != token_strings:
-        enc = (token_strings, encode_vocab(token_strings))
     ast, boundaries = parse(pattern)
     dfa = build_char_dfa(ast, boundaries, max_states)
-    out = None if dfa.initial < 0 else lift(dfa, enc[1], separator, eos_id, max_states)
+    enc = _prepared_vocab(token_strings, vocab_key)
+    out = None if dfa.initial < 0 else lift(dfa, enc, separator, eos_id, max_states)
     if out is None:
-        raise ConstraintError(_unspellable(pattern, dfa, enc[1], separator))
+        raise ConstraintError(_unspellable(pattern, dfa, enc, separator))
     table, accepting, min_tokens, live, tokens = out
     next_state = torch.full((len(table), len(token_strings)), -1, dtype=torch.long)
     next_state[:, torch.from_numpy(tokens)] = torch.from_numpy(table.astype(np.int64))
@@ -92,14 +90,24 @@ def compile_regex(
         },
     )
     with _lock:
-        _vocabs[vocab_key] = enc
-        _vocabs.move_to_end(vocab_key)
-        while len(_vocabs) > 4:
-            _vocabs.popitem(last=False)
         _automata[key] = (token_strings, automaton)
         while len(_automata) > CACHE_SIZE:
             _automata.popitem(last=False)
     return automaton
+
+
+def _prepared_vocab(token_strings: tuple, vocab_key: tuple) -> EncodedVocab:
+    """The vocabulary's trie, from the cache (4 vocabularies) or built now and cached."""
+    with _lock:
+        enc = _vocabs.get(vocab_key)
+    if enc is None or enc[0] != token_strings:
+        enc = (token_strings, encode_vocab(token_strings))
+    with _lock:
+        _vocabs[vocab_key] = enc
+        _vocabs.move_to_end(vocab_key)
+        while len(_vocabs) > 4:
+            _vocabs.popitem(last=False)
+    return enc[1]
 
 
 def compile_for_vocab(pattern: str, vocab, *, max_states: int = DEFAULT_MAX_STATES) -> TokenAutomaton:
