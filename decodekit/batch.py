@@ -92,11 +92,13 @@ def generate_jsonl(
     resume: bool = False,
     progress: Callable[[int], None] | None = None,
     keep: Callable[[int], bool] | None = None,
+    skip_ids: set | None = None,
 ) -> dict[str, int]:
     """Decode every JSON line of ``lines`` into ``output`` (see the module docstring).
 
     Args:
         keep: ``keep(line_number)`` selects this process's share of the lines (distributed runs).
+        skip_ids: further ids (as ``json.dumps(id, sort_keys=True)``) to treat as done.
         progress: called with the number of records finished after each batch.
 
     Returns counts: ``{"written": ..., "skipped": ..., "errors": ...}``."""
@@ -104,7 +106,7 @@ def generate_jsonl(
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     defaults = defaults or GenerationConfig()
     output = Path(output)
-    done = read_done_ids(output) if resume else set()
+    done = (read_done_ids(output) if resume else set()) | (skip_ids or set())
     if not resume and output.exists():
         output.unlink()
     vocab = getattr(model, "vocab", None)
@@ -152,6 +154,38 @@ def generate_jsonl(
         for config in list(pending):
             flush(config)
     return counts
+
+
+def merge_parts(output: str | Path, parts: list[Path], *, resume: bool) -> None:
+    """Join per-rank part files into ``output`` (kept records first when resuming), dropping
+    duplicate ids, atomically (temp file + rename); the parts are removed afterwards."""
+    output = Path(output)
+    seen: set = set()
+    merged: list[str] = []
+    sources = ([output] if resume and output.exists() else []) + parts
+    for path in sources:
+        if not path.exists():
+            continue
+        read_done_ids(path)  # drops a partial last line
+        for raw in path.read_text(encoding="utf-8").splitlines():
+            record = json.loads(raw)
+            key = json.dumps(record.get("id"), sort_keys=True) if record.get("id") is not None else None
+            if key is not None and key in seen:
+                continue
+            if key is not None:
+                seen.add(key)
+            merged.append(raw)
+    tmp = output.with_name(output.name + ".tmp")
+    tmp.write_text("".join(line + "\n" for line in merged), encoding="utf-8")
+    os.replace(tmp, output)
+    for path in parts:
+        path.unlink(missing_ok=True)
+
+
+def part_path(output: str | Path, rank: int) -> Path:
+    """Where rank ``rank`` writes its share of a distributed run."""
+    output = Path(output)
+    return output.with_name(f"{output.name}.rank{rank}")
 
 
 def _result_record(record: _Record, hyps, vocab) -> dict:

@@ -74,3 +74,60 @@ def test_batches_share_one_step_per_time_step(model, tmp_path):
     model.calls, model.eos_id = 0, None  # no EOS: every prompt runs all steps
     generate_jsonl(model, lines_for(4), tmp_path / "o.jsonl", GenerationConfig(max_length=3), batch_size=4)
     assert model.calls == 3 + 2  # prefill of BOS + 2 prompt words, then 2 steps, for all 4 prompts at once
+
+
+def test_torchrun_two_ranks_equal_one_process(tmp_path):
+    """Two gloo processes under torchrun split the lines; the merged output equals one process's."""
+    import subprocess
+    import sys
+
+    import torch
+
+    from decodekit.checkpoint import save_checkpoint
+    from decodekit.models.lstm import LSTMConfig, LSTMLM
+
+    torch.manual_seed(0)
+    model = LSTMLM(LSTMConfig(embed=8, hidden=8, layers=1), word_vocab(WORDS)).eval()
+    save_checkpoint(model, tmp_path / "ckpt")
+    lines = [json.dumps({"id": i, "prompt": WORDS[i % 5]}) for i in range(9)] + ["oops"]
+    (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n")
+    common = [
+        "generate",
+        "--input",
+        str(tmp_path / "in.jsonl"),
+        "--model",
+        str(tmp_path / "ckpt"),
+        "--max-length",
+        "4",
+        "--batch-size",
+        "2",
+    ]
+    one = subprocess.run(
+        [sys.executable, "-m", "decodekit", *common, "--output", str(tmp_path / "one.jsonl")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert one.returncode == 0, one.stderr[-2000:]
+    two = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            "-m",
+            "decodekit",
+            *common,
+            "--output",
+            str(tmp_path / "two.jsonl"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert two.returncode == 0, two.stderr[-3000:]
+    key = lambda r: json.dumps(r.get("id"))  # noqa: E731
+    assert sorted(read(tmp_path / "one.jsonl"), key=key) == sorted(read(tmp_path / "two.jsonl"), key=key)
+    assert not list(tmp_path.glob("two.jsonl.rank*"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import warnings
 
 import click
@@ -154,9 +155,12 @@ def generate(
 
 
 def _batch(model, input_path, output_path, config, resume, batch_size) -> None:
+    """Decode a JSON-lines file; under torchrun each rank takes every world-th line, writes
+    its own part file, and rank 0 merges the parts into --output at the end."""
     from tqdm import tqdm
 
-    from decodekit.batch import generate_jsonl
+    from decodekit import distributed
+    from decodekit.batch import generate_jsonl, merge_parts, part_path, read_done_ids
 
     try:
         with open(input_path, encoding="utf-8") as f:
@@ -165,13 +169,44 @@ def _batch(model, input_path, output_path, config, resume, batch_size) -> None:
         raise UsageError(f"cannot read --input {input_path}: {e.strerror}") from None
     except UnicodeDecodeError as e:
         raise UsageError(f"--input {input_path} is not valid UTF-8 (byte {e.start})") from None
-    with tqdm(total=sum(1 for x in lines if x.strip()), unit="prompt", desc="generate", disable=None) as bar:
+    rank, size = distributed.init(getattr(model, "device", None))
+    target, keep, skip = output_path, None, None
+    if size > 1:
+        from pathlib import Path
+
+        target = part_path(output_path, rank)
+        skip = read_done_ids(Path(output_path)) if resume else set()
+
+        def keep(n: int) -> bool:
+            return (n - 1) % size == rank
+
+    total = sum(1 for n, x in enumerate(lines, 1) if x.strip() and (keep is None or keep(n)))
+    with tqdm(
+        total=total,
+        unit="prompt",
+        desc=f"generate[{rank}]" if size > 1 else "generate",
+        disable=None if rank == 0 else True,
+    ) as bar:
         counts = generate_jsonl(
-            model, lines, output_path, config, batch_size=batch_size, resume=resume, progress=bar.update
+            model,
+            lines,
+            target,
+            config,
+            batch_size=batch_size,
+            resume=resume,
+            progress=bar.update,
+            keep=keep,
+            skip_ids=skip,
         )
+    if size > 1:
+        distributed.barrier()
+        if rank == 0:
+            merge_parts(output_path, [part_path(output_path, r) for r in range(size)], resume=resume)
+        distributed.barrier()
+        distributed.shutdown()
     click.echo(
         f"{counts['written']} written, {counts['skipped']} skipped (already done), "
-        f"{counts['errors']} errors -> {output_path}",
+        f"{counts['errors']} errors -> {target}",
         err=True,
     )
 
@@ -191,6 +226,8 @@ def _load(model_spec, hf_model, device):
 def _device(name: str):
     import torch
 
+    if name in ("auto", "cuda") and torch.cuda.is_available() and "LOCAL_RANK" in os.environ:
+        return torch.device(f"cuda:{os.environ['LOCAL_RANK']}")  # one GPU per torchrun process
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
