@@ -84,7 +84,7 @@ def test_torchrun_two_ranks_equal_one_process(tmp_path):
     import torch
 
     from decodekit.checkpoint import save_checkpoint
-    from decodekit.models.lstm import LSTMConfig, LSTMLM
+    from decodekit.models.lstm import LSTMLM, LSTMConfig
 
     torch.manual_seed(0)
     model = LSTMLM(LSTMConfig(embed=8, hidden=8, layers=1), word_vocab(WORDS)).eval()
