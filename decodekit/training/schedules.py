@@ -92,10 +92,40 @@ class Plateau:
         self.best = math.inf if state["best"] is None else float(state["best"])
 
 
+class SearchThenConverge(_Stateless):
+    """Search-then-converge as Liza & Grzes (2018) use it: lr_e = lr0 / psi^max(0, e - tau), i.e.
+    lr0 for the search period, epochs 1 .. tau, then divided by psi after every further epoch
+    (the paper: tau = 7, 25, 12 and psi = 2, 1.2, 1.15 for its small, medium, large models)."""
+
+    def __init__(self, lr: float, *, tau: float = 7, psi: float = 2.0) -> None:
+        if tau < 0 or psi < 1:
+            raise ValueError(f"search-then-converge needs tau >= 0 and psi >= 1, got tau={tau}, psi={psi}")
+        self.lr0, self.tau, self.psi = lr, tau, psi
+
+    def lr(self, epoch: int, update: int) -> float:
+        return self.lr0 / self.psi ** max(0, epoch - self.tau)
+
+
+class DarkenMoody(_Stateless):
+    """Darken & Moody's (1991) smooth search-then-converge form, per epoch:
+    lr_e = lr0 / (1 + (e - 1) / tau) -- e - 1 completed epochs, so epoch 1 runs at lr0; the rate
+    stays near lr0 while e << tau and falls like lr0 * tau / e afterwards."""
+
+    def __init__(self, lr: float, *, tau: float = 7) -> None:
+        if tau <= 0:
+            raise ValueError(f"darken-moody needs tau > 0, got tau={tau}")
+        self.lr0, self.tau = lr, tau
+
+    def lr(self, epoch: int, update: int) -> float:
+        return self.lr0 / (1 + (epoch - 1) / self.tau)
+
+
 SCHEDULES: dict[str, Callable[..., Schedule]] = {
     "constant": lambda lr, **kw: Constant(lr),
     "fixed": lambda lr, decay=0.5, start=6, **kw: FixedDecay(lr, decay=decay, start=start),
     "plateau": lambda lr, decay=0.25, patience=1, **kw: Plateau(lr, decay=decay, patience=patience),
+    "search-then-converge": lambda lr, tau=7, psi=2.0, **kw: SearchThenConverge(lr, tau=tau, psi=psi),
+    "darken-moody": lambda lr, tau=7, **kw: DarkenMoody(lr, tau=tau),
 }
 
 
