@@ -89,53 +89,62 @@ def sample(
     return _decode(model, prompt, max_length, choose, num_samples, constraint)
 
 
+class _LiveRows:
+    """The rows still generating: their original row index, model state and automaton state."""
+
+    def __init__(self, model, state, rows: int, device, constrained: bool) -> None:
+        self.model, self.state = model, state
+        self.index = torch.arange(rows, device=device)  # [n] original row of each live row
+        self.dfa = torch.zeros(rows, dtype=torch.long, device=device) if constrained else None
+
+    def drop(self, mask: torch.Tensor) -> torch.Tensor:
+        """Remove the rows where ``mask`` [n] is True; returns the kept positions [n']."""
+        keep = (~mask).nonzero()[:, 0]
+        self.index, self.state = self.index[keep], st.select(self.state, keep, self.model)
+        if self.dfa is not None:
+            self.dfa = self.dfa[keep]
+        return keep
+
+
 def _decode(model, prompt, max_length, choose: Chooser, copies: int, constraint):
     check_positive("max_length", max_length, minimum=0)
     prompts, single = as_batch(prompt)
     automaton = resolve_constraint(constraint, model, max_length)
     logprobs, state = prefill(model, prompts)
     logprobs, state = expand(model, logprobs, state, copies)
-    rows = logprobs.shape[0]
-    device = logprobs.device
-    eos = model.eos_id
+    rows, device, eos = logprobs.shape[0], logprobs.device, model.eos_id
     history = torch.zeros(rows, max_length, dtype=torch.long, device=device)  # [N, T]
     lengths = torch.full((rows,), max_length, dtype=torch.long, device=device)
     cum_logprob = torch.zeros(rows, dtype=torch.float64, device=device)
     finished = torch.zeros(rows, dtype=torch.bool, device=device)
-    active = torch.arange(rows, device=device)  # original row of each live row
-    dfa = None if automaton is None else torch.zeros(rows, dtype=torch.long, device=device)
+    live = _LiveRows(model, state, rows, device, automaton is not None)
     for t in range(max_length):
         masked = logprobs
         if automaton is not None:
-            allowed = automaton.allowed(dfa, max_length - t)  # [n, V]
-            stuck = ~allowed.any(-1)  # accepting states with no way on and no EOS: stop there
+            allowed = automaton.allowed(live.dfa, max_length - t)  # [n, V]
+            stuck = ~allowed.any(-1)  # without EOS, an accepting row with no way on ends here
             if bool(stuck.any()):
-                lengths[active[stuck]] = t
-                keep = (~stuck).nonzero()[:, 0]
-                active, dfa, allowed = active[keep], dfa[keep], allowed[keep]
-                logprobs, state = logprobs[keep], st.select(state, keep, model)
-                if active.numel() == 0:
+                lengths[live.index[stuck]] = t
+                keep = live.drop(stuck)
+                logprobs, allowed = logprobs[keep], allowed[keep]
+                if live.index.numel() == 0:
                     break
             masked = logprobs.masked_fill(~allowed, float("-inf"))
         tokens = choose(masked)  # [n]
-        cum_logprob[active] += logprobs.gather(1, tokens[:, None])[:, 0].double()
-        history[active, t] = tokens
+        cum_logprob[live.index] += logprobs.gather(1, tokens[:, None])[:, 0].double()
+        history[live.index, t] = tokens
         if automaton is not None:
-            dfa = automaton.next_state[dfa, tokens]
+            live.dfa = automaton.next_state[live.dfa, tokens]
         if eos is not None:
             ended = tokens == eos
             if bool(ended.any()):
-                lengths[active[ended]] = t
-                finished[active[ended]] = True
-                keep = (~ended).nonzero()[:, 0]
-                active, tokens = active[keep], tokens[keep]
-                state = st.select(state, keep, model)
-                if dfa is not None:
-                    dfa = dfa[keep]
-        if active.numel() == 0 or t == max_length - 1:
+                lengths[live.index[ended]] = t
+                finished[live.index[ended]] = True
+                tokens = tokens[live.drop(ended)]
+        if live.index.numel() == 0 or t == max_length - 1:
             break
-        logprobs, state = model.step(state, tokens)
-        check_logprobs(logprobs, active.numel(), model.vocab_size, t + 1, is_check_step(t + 1))
+        logprobs, live.state = model.step(live.state, tokens)
+        check_logprobs(logprobs, live.index.numel(), model.vocab_size, t + 1, is_check_step(t + 1))
     history, lengths = history.tolist(), lengths.tolist()
     cum_logprob, finished = cum_logprob.tolist(), finished.tolist()
     hyps = [
