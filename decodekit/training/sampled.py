@@ -1,0 +1,199 @@
+"""Sampled training objectives: noise-contrastive estimation and sampled softmax.
+
+Both follow the loss protocol of :mod:`.losses` -- ``loss(model, hidden [N, T, D], targets [N, T])
+-> [N, T]`` per-token losses -- and touch only the rows of ``model.head`` they need: the N*T
+target rows and k noise rows drawn once per call (shared by the whole batch) from a
+:class:`~decodekit.training.noise.NoiseDistribution` P_n. No [N, T, V] product is formed.
+
+Scores: s(w, h) = W_w . h + b_w (the head's row w; b_w = 0 when the head has no bias).
+
+**NCE** (Gutmann & Hyvarinen 2010; Mnih & Teh 2012, as Liza & Grzes 2018 use it). The model's
+unnormalised log-probability is log p~(w|h) = s(w, h) - log Z with log Z = 0 (self-normalised)
+or one learned scalar. With delta(w) = log p~(w|h) - log(k P_n(w)), the posterior that w came
+from the data rather than from the noise is P(D=1 | w, h) = p~/(p~ + k P_n) = sigmoid(delta(w)),
+and the loss for a target y with noise words x_1..x_k is the binary logistic loss
+
+    J = -log sigmoid(delta(y)) - sum_j log(1 - sigmoid(delta(x_j)))
+      = softplus(-delta(y)) + sum_j softplus(delta(x_j)).
+
+Its gradient (Mnih & Teh eq. 8, sign flipped to a loss to minimise)::
+
+    dJ/dtheta = -(k P_n(y) / (p~(y) + k P_n(y))) ds(y)/dtheta
+                + sum_j p~(x_j) / (p~(x_j) + k P_n(x_j)) ds(x_j)/dtheta
+
+A noise sample that happens to equal the target is kept as a noise sample (no "accidental hit"
+removal), as in Mnih & Teh: the objective is then exactly the NCE objective with independent
+draws, whose expectation the consistency argument is about.
+
+**Sampled softmax** (importance sampling, Jean et al. 2015; Jozefowicz et al. 2016; TensorFlow's
+``sampled_softmax_loss``). The softmax is taken over the target and the k samples with the
+logits corrected by the proposal, o(w) = s(w, h) - log(k P_n(w)) (the "log Q" correction; the
+log k is a constant shift), and a sample equal to the target is removed (logit -inf, the usual
+"remove accidental hits")::
+
+    J = -o(y) + log( exp(o(y)) + sum_j [x_j != y] exp(o(x_j)) ).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from decodekit.training.losses import softmax_cross_entropy
+from decodekit.training.noise import NoiseDistribution, check_noise_options
+
+
+def _head_rows(model: nn.Module, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Rows ``ids`` [M] of ``model.head``: (W [M, D], b [M] or None). Gradients flow into the head."""
+    head = model.head
+    w = head.weight.index_select(0, ids)
+    b = head.bias.index_select(0, ids) if head.bias is not None else None
+    return w, b
+
+
+class _Sampled(nn.Module):
+    """Shared parts: the noise distribution, k, drawing the shared noise and scoring rows."""
+
+    is_nll = False
+
+    def __init__(self, noise: NoiseDistribution, k: int) -> None:
+        super().__init__()
+        check_noise_options(k, 0.0, noise.vocab_size)
+        self.noise, self.k = noise, k
+        self._log_k = math.log(k)
+
+    def scores(
+        self, model: nn.Module, hidden: torch.Tensor, targets: torch.Tensor, noise_ids: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Returns (noise ids [k], target scores s(y) [N, T], noise scores s(x_j) [N, T, k])."""
+        if hidden.shape[:2] != targets.shape:
+            raise ValueError(f"hidden {tuple(hidden.shape)} does not match targets {tuple(targets.shape)}")
+        if targets.numel() and (targets.min() < 0 or targets.max() >= self.noise.vocab_size):
+            raise ValueError(f"target ids must lie in [0, {self.noise.vocab_size})")
+        if self.noise.probs.device != hidden.device:
+            self.noise = self.noise.to(hidden.device)
+        self.noise.check_targets(targets)
+        if noise_ids is None:
+            noise_ids = self.noise.sample(self.k)
+        n = targets.numel()
+        w, b = _head_rows(model, torch.cat([targets.flatten(), noise_ids]))
+        w_y, w_x = w[:n].view(*targets.shape, -1), w[n:]  # [N, T, D], [k, D]
+        s_y = (hidden * w_y).sum(-1)  # [N, T]
+        s_x = hidden @ w_x.t()  # [N, T, k]
+        if b is not None:
+            s_y = s_y + b[:n].view_as(targets)
+            s_x = s_x + b[n:]
+        return noise_ids, s_y.float(), s_x.float()
+
+    def log_k_noise(self, ids: torch.Tensor) -> torch.Tensor:
+        """log(k P_n(ids)), same shape as ids."""
+        return self.noise.log_probs[ids] + self._log_k
+
+
+class NCELoss(_Sampled):
+    """Noise-contrastive estimation loss (see the module docstring for J and its gradient).
+
+    Args:
+        noise: P_n over the V words; k: noise samples per update, 1 <= k <= V, shared by the batch.
+        learn_log_z: learn log Z as one scalar parameter (``log_z``, initial value ``log_z``);
+            otherwise log Z is fixed at ``log_z`` (default 0: self-normalisation).
+    """
+
+    def __init__(
+        self, noise: NoiseDistribution, k: int = 600, *, learn_log_z: bool = False, log_z: float = 0.0
+    ) -> None:
+        super().__init__(noise, k)
+        if learn_log_z:
+            self.log_z = nn.Parameter(torch.tensor(float(log_z)))
+        else:
+            self.register_buffer("log_z", torch.tensor(float(log_z)), persistent=False)
+
+    def forward(
+        self,
+        model: nn.Module,
+        hidden: torch.Tensor,
+        targets: torch.Tensor,
+        noise_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Args: hidden [N, T, D], targets [N, T] long, noise_ids [k] (default: drawn from P_n).
+        Returns per-token losses J [N, T] (the k noise terms of a position summed)."""
+        noise_ids, s_y, s_x = self.scores(model, hidden, targets, noise_ids)
+        log_z = self.log_z.to(s_y.device)
+        delta_y = s_y - log_z - self.log_k_noise(targets)  # [N, T]
+        delta_x = s_x - log_z - self.log_k_noise(noise_ids)  # [N, T, k]
+        return F.softplus(-delta_y) + F.softplus(delta_x).sum(-1)
+
+
+class SampledSoftmaxLoss(_Sampled):
+    """Sampled softmax / importance sampling over the target and k shared samples, with the
+    log(k P_n) correction and accidental hits removed (see the module docstring)."""
+
+    def forward(
+        self,
+        model: nn.Module,
+        hidden: torch.Tensor,
+        targets: torch.Tensor,
+        noise_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Args as :meth:`NCELoss.forward`. Returns per-token losses J [N, T]."""
+        noise_ids, s_y, s_x = self.scores(model, hidden, targets, noise_ids)
+        o_y = s_y - self.log_k_noise(targets)  # [N, T]
+        o_x = s_x - self.log_k_noise(noise_ids)  # [N, T, k]
+        o_x = o_x.masked_fill(targets[..., None] == noise_ids, -math.inf)
+        logits = torch.cat([o_y[..., None], o_x], dim=-1)  # [N, T, 1 + k]
+        return torch.logsumexp(logits, dim=-1) - o_y
+
+
+LOSSES = ("softmax", "nce", "sampled-softmax")
+
+
+def check_loss_options(name: str, k: int, alpha: float, learn_log_z: bool) -> None:
+    """Checks that need no vocabulary (k <= V is checked when the loss is built)."""
+    if name not in LOSSES:
+        raise ValueError(f"unknown loss {name!r}; known: {list(LOSSES)}")
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"noise samples k must be an integer >= 1, got {k!r}")
+    if not isinstance(alpha, (int, float)) or not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"noise exponent alpha must be in [0, 1], got {alpha!r}")
+    if learn_log_z and name != "nce":
+        raise ValueError(f"learn_log_z applies to the nce loss only, not {name!r}")
+
+
+def loss_state(loss_fn: object) -> dict[str, list | float]:
+    """The learned state of a loss (NCE's learned log Z), JSON-ready, for the resume file."""
+    if not isinstance(loss_fn, nn.Module):
+        return {}
+    return {k: v.tolist() for k, v in loss_fn.state_dict().items()}
+
+
+def load_loss_state(loss_fn: object, state: dict[str, list | float]) -> None:
+    """Inverse of :func:`loss_state` (in place)."""
+    if isinstance(loss_fn, nn.Module):
+        own = loss_fn.state_dict()
+        loss_fn.load_state_dict({k: torch.tensor(v, dtype=own[k].dtype) for k, v in state.items()})
+
+
+def make_loss(
+    name: str,
+    *,
+    train_ids: torch.Tensor | None = None,
+    vocab_size: int | None = None,
+    k: int = 600,
+    alpha: float = 1.0,
+    learn_log_z: bool = False,
+):
+    """The training loss ``name`` in :data:`LOSSES`. For "nce" / "sampled-softmax" the noise is
+    unigram^alpha of ``train_ids`` [L] over ``vocab_size`` words (see :mod:`.noise`)."""
+    check_loss_options(name, k, alpha, learn_log_z)
+    if name == "softmax":
+        return softmax_cross_entropy
+    if train_ids is None or vocab_size is None:
+        raise ValueError(f"loss {name!r} needs the training stream and the vocabulary size for its noise")
+    check_noise_options(k, alpha, vocab_size)
+    noise = NoiseDistribution.from_stream(train_ids, vocab_size, alpha)
+    if name == "nce":
+        return NCELoss(noise, k, learn_log_z=learn_log_z)
+    return SampledSoftmaxLoss(noise, k)
