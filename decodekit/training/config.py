@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from decodekit.training.sampled import check_loss_options
+
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -26,6 +28,11 @@ class TrainConfig:
         save_every: also write the resume state every this many updates (0: after each epoch only).
         max_logits: refuse settings with B*T*V above this (the logits and their gradient are
             materialised: 2**28 floats is 1 GiB per copy).
+        loss: "softmax", "nce" or "sampled-softmax" (:mod:`.sampled`); noise_samples: k noise
+            words per update, shared by the batch; noise_alpha: noise = unigram^alpha;
+            learn_log_z: NCE learns log Z as one scalar (else log Z = 0).
+        tau, psi: "search-then-converge" (lr0 / psi^max(0, e - tau)) and "darken-moody"
+            (lr0 / (1 + (e - 1) / tau)) schedules.
     """
 
     epochs: int = 13
@@ -45,6 +52,12 @@ class TrainConfig:
     seed: int = 0
     save_every: int = 0
     max_logits: int = 2**28
+    loss: str = "softmax"
+    noise_samples: int = 600
+    noise_alpha: float = 1.0
+    learn_log_z: bool = False
+    tau: float = 7.0
+    psi: float = 2.0
 
     def __post_init__(self) -> None:
         for name in ("epochs", "batch_size", "bptt"):
@@ -56,6 +69,7 @@ class TrainConfig:
             )
         if self.optimizer not in ("sgd", "adam"):
             raise ValueError(f"optimizer must be 'sgd' or 'adam', got {self.optimizer!r}")
+        check_loss_options(self.loss, self.noise_samples, self.noise_alpha, self.learn_log_z)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -30,8 +30,8 @@ from decodekit.models.registry import config_to_dict
 from decodekit.models.state import detach
 from decodekit.training.config import TrainConfig
 from decodekit.training.evaluate import evaluate
-from decodekit.training.losses import softmax_cross_entropy
 from decodekit.training.resume import RESUME, load_training_state, save_training_state
+from decodekit.training.sampled import load_loss_state, loss_state, make_loss
 from decodekit.training.schedules import make_schedule
 
 Loss = Callable[[NeuralLM, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -54,8 +54,11 @@ class _DeferInterrupt:
             signal.signal(signal.SIGINT, self._old)
 
 
-def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
-    params = list(model.parameters())
+def make_optimizer(
+    model: torch.nn.Module, config: TrainConfig, extra: list[torch.nn.Parameter] = ()
+) -> torch.optim.Optimizer:
+    """SGD or Adam over the model's parameters plus ``extra`` (e.g. NCE's learned log Z)."""
+    params = list(model.parameters()) + list(extra)
     if config.optimizer == "adam":
         return torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay)
     return torch.optim.SGD(params, lr=config.lr, weight_decay=config.weight_decay)
@@ -85,12 +88,27 @@ class _Run:
     """The mutable state of one training run: model, optimiser, schedule and the loop position
     (``loop``: epoch, chunk position, update count, best validation ppl, history, running sums)."""
 
-    def __init__(self, model: NeuralLM, corpus: Corpus, config: TrainConfig, out: Path | None) -> None:
+    def __init__(
+        self,
+        model: NeuralLM,
+        corpus: Corpus,
+        config: TrainConfig,
+        out: Path | None,
+        loss_fn: Loss | None = None,
+    ) -> None:
         self.model, self.corpus, self.config, self.out = model, corpus, config, out
         self.data = batchify(corpus.train, config.batch_size).to(model.device)  # [B, L]
-        self.optimizer = make_optimizer(model, config)
+        self.loss_fn = loss_fn
+        loss_params = list(loss_fn.parameters()) if isinstance(loss_fn, torch.nn.Module) else []
+        self.optimizer = make_optimizer(model, config, loss_params)
         self.schedule = make_schedule(
-            config.schedule, config.lr, decay=config.decay, start=config.decay_start, patience=config.patience
+            config.schedule,
+            config.lr,
+            decay=config.decay,
+            start=config.decay_start,
+            patience=config.patience,
+            tau=config.tau,
+            psi=config.psi,
         )
         self.loop: dict[str, Any] = {
             "epoch": 1,
@@ -121,6 +139,7 @@ class _Run:
         if saved.to_dict() | {"epochs": 0} != self.config.to_dict() | {"epochs": 0}:
             raise CheckpointError(f"{path}: training options differ from the interrupted run: {saved}")
         self.schedule.load_state_dict(meta["schedule"])
+        load_loss_state(self.loss_fn, meta.get("loss_state", {}))
         self.loop = meta["loop"]
 
     def save(self) -> None:
@@ -129,6 +148,7 @@ class _Run:
                 **self.fixed,
                 "train_config": self.config.to_dict(),
                 "schedule": self.schedule.state_dict(),
+                "loss_state": loss_state(self.loss_fn),
                 "loop": self.loop,
             }
             save_training_state(
@@ -201,7 +221,7 @@ def train(
     *,
     out: str | Path | None = None,
     resume: bool = False,
-    loss_fn: Loss = softmax_cross_entropy,
+    loss_fn: Loss | None = None,
     progress: bool = True,
     stop_after_updates: int | None = None,
 ) -> dict[str, Any]:
@@ -210,7 +230,9 @@ def train(
     Args:
         out: directory for the best checkpoint, ``metrics.jsonl`` and ``resume.safetensors``.
         resume: continue from ``out/resume.safetensors`` (model, optimiser, schedule, RNG, position).
-        loss_fn: per-token training loss (see :mod:`.losses`); validation always uses the full softmax.
+        loss_fn: per-token training loss (see :mod:`.losses`); default: ``config.loss`` built by
+            :func:`.sampled.make_loss` (softmax, NCE, sampled softmax). Validation always uses
+            the full softmax.
         stop_after_updates: save the resume state and stop after this many updates in all (tests).
 
     Returns: ``{"epochs": [...per-epoch records...], "best_valid_ppl": ..., "stopped": reason}``.
@@ -222,7 +244,16 @@ def train(
         out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(config.seed)
     model.train()
-    run = _Run(model, corpus, config, out)
+    if loss_fn is None:
+        loss_fn = make_loss(
+            config.loss,
+            train_ids=corpus.train,
+            vocab_size=model.vocab_size,
+            k=config.noise_samples,
+            alpha=config.noise_alpha,
+            learn_log_z=config.learn_log_z,
+        )
+    run = _Run(model, corpus, config, out, loss_fn)
     if resume:
         run.restore()
     loop, stopped = run.loop, "epochs"
