@@ -54,6 +54,17 @@ def _device(name: str):
     return torch.device(name)
 
 
+def _load_embeddings(model, path: str, freeze: bool) -> None:
+    from decodekit.training.embeddings import load_embeddings
+
+    stats = load_embeddings(model, path, freeze=freeze)
+    click.echo(
+        f"embeddings: {stats.found} of {stats.found + stats.missing} vocabulary words from {path} "
+        f"({stats.file_words} vectors, dim {stats.dim}){'; frozen' if freeze else ''}",
+        err=True,
+    )
+
+
 @cli.command("train")
 @click.option("--data", "data", required=True, type=click.Path(exists=True), help=_HELP_DATA)
 @click.option("--model", "kind", type=click.Choice(["lstm", "rnn", "mlp"]), default="lstm", show_default=True)
@@ -76,11 +87,30 @@ def _device(name: str):
 @click.option("--clip", type=float, default=5.0, show_default=True, help="Max global gradient norm (0: off).")
 @click.option(
     "--schedule",
-    type=click.Choice(["fixed", "plateau", "constant"]),
+    type=click.Choice(["fixed", "plateau", "constant", "search-then-converge", "darken-moody"]),
     default="fixed",
     show_default=True,
-    help="fixed: Zaremba's decay from --decay-start on; plateau: decay after --patience bad epochs.",
+    help="fixed: Zaremba's decay from --decay-start on; plateau: decay after --patience bad epochs; "
+    "search-then-converge: lr / psi^max(0, epoch - tau); darken-moody: lr / (1 + (epoch - 1) / tau).",
 )
+@click.option("--tau", type=float, default=7.0, show_default=True, help="Search period in epochs.")
+@click.option("--psi", type=float, default=2.0, show_default=True, help="search-then-converge divisor.")
+@click.option(
+    "--loss",
+    type=click.Choice(["softmax", "nce", "sampled-softmax"]),
+    default="softmax",
+    show_default=True,
+    help="Training loss; validation and test always use the full softmax.",
+)
+@click.option("--noise-samples", type=int, default=600, show_default=True, help="k noise words per update.")
+@click.option("--noise-alpha", type=float, default=1.0, show_default=True, help="Noise: unigram^alpha.")
+@click.option("--learn-log-z", is_flag=True, help="nce: learn log Z as one scalar (default: log Z = 0).")
+@click.option(
+    "--embeddings",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Initialise input embeddings from a word2vec text file.",
+)
+@click.option("--freeze-embeddings", is_flag=True, help="Keep the --embeddings vectors fixed.")
 @click.option("--decay", type=float, default=0.5, show_default=True, help="Learning-rate decay factor.")
 @click.option("--decay-start", type=int, default=6, show_default=True, help="fixed: first decayed epoch.")
 @click.option(
@@ -140,6 +170,12 @@ def train_command(data: str, kind: str, out: str, resume: bool, **opts) -> None:
         sum_over_time=not opts["mean_loss"],
         seed=opts["seed"],
         save_every=opts["save_every"],
+        loss=opts["loss"],
+        noise_samples=opts["noise_samples"],
+        noise_alpha=opts["noise_alpha"],
+        learn_log_z=opts["learn_log_z"],
+        tau=opts["tau"],
+        psi=opts["psi"],
     )
     if Path(out, "resume.safetensors").exists() and not resume:
         raise UsageError(
@@ -149,6 +185,10 @@ def train_command(data: str, kind: str, out: str, resume: bool, **opts) -> None:
     corpus = load_data(data, min_count=opts["min_count"], max_size=opts["max_vocab"], chars=opts["chars"])
     torch.manual_seed(train_config.seed)
     model = create_model(config, corpus.vocab).to(device)
+    if opts["embeddings"]:
+        _load_embeddings(model, opts["embeddings"], opts["freeze_embeddings"])
+    elif opts["freeze_embeddings"]:
+        raise UsageError("--freeze-embeddings needs --embeddings FILE")
     result = train(model, corpus, train_config, out=out, resume=resume, progress=opts["progress"])
     best = load_checkpoint(out, device=device)
     test = evaluate(best, corpus.test)
