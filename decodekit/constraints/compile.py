@@ -74,10 +74,10 @@ def compile_regex(
     if out is None:
         raise ConstraintError(_unspellable(pattern, dfa, enc, separator))
     table, accepting, min_tokens, live, tokens = out
-    next_state = torch.full((len(table), len(token_strings)), -1, dtype=torch.long)
-    next_state[:, torch.from_numpy(tokens)] = torch.from_numpy(table.astype(np.int64))
+    next_state = np.full((len(table), len(token_strings)), -1, dtype=np.int64)
+    next_state[:, tokens] = table
     automaton = TokenAutomaton(
-        next_state=next_state,
+        next_state=torch.from_numpy(next_state),
         accepting=torch.from_numpy(accepting.astype(bool)),
         min_tokens_to_accept=torch.from_numpy(min_tokens.astype(np.int64)),
         eos_id=eos_id,
