@@ -160,8 +160,11 @@ def lift(dfa: CharDFA, enc: EncodedVocab, separator: str, eos_id: int | None, ma
             f"{MAX_TABLE_ENTRIES} table entries"
         )
     lut = dfa.class_of(list(enc.chars), enc.bits).astype(flat.dtype)
+    sep_classes = dfa.class_of(list(separator), char_bits(separator))
+    if not _spellable_by_characters(dfa, np.concatenate([lut, sep_classes])):
+        return None
     after_sep = np.arange(num_char + 1)
-    for k in dfa.class_of(list(separator), char_bits(separator)).tolist():
+    for k in sep_classes.tolist():
         after_sep = flat[after_sep * width + k]
     starts = np.concatenate([[dfa.initial], after_sep[:num_char]])
     tokens, ends = _run(starts, enc, lut, flat, width, num_char)
@@ -173,6 +176,16 @@ def lift(dfa: CharDFA, enc: EncodedVocab, separator: str, eos_id: int | None, ma
     accepting = np.concatenate([[dfa.accepting[dfa.initial]], dfa.accepting])
     out = _prune(table, accepting, max_states)
     return None if out is None else (*out, tokens)
+
+
+def _spellable_by_characters(dfa: CharDFA, classes: np.ndarray) -> bool:
+    """Whether the DFA accepts some text using only characters the vocabulary has (a cheap
+    necessary condition, checked before lifting)."""
+    available = np.zeros(dfa.table.shape[1], dtype=bool)
+    available[classes] = True
+    src, cls = np.nonzero((dfa.table >= 0) & available[None, :])
+    dist = reverse_distances(src, dfa.table[src, cls], dfa.accepting, len(dfa.accepting))
+    return bool(dist[dfa.initial] >= 0)
 
 
 def _distinct_edges(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
