@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -210,7 +211,11 @@ def read_arpa(path: str | Path, vocab: Vocab | None = None) -> NgramLM:
 
     Raises:
         ArpaError: malformed lines, counts that disagree with the sections, unknown words,
-            duplicate n-grams, or an n-gram whose context is not listed (``path:line:`` first).
+            or duplicate n-grams (the message starts with ``path:line:``).
+
+    An n-gram whose context is not listed (pruned SRILM models) gets the context added, with the
+    probability the back-off rule gives it and no back-off weight, which changes no probability
+    (KenLM does the same); a warning says how many.
     """
     where = str(path)
     counts, sections = _parse(Path(path))
@@ -225,31 +230,88 @@ def read_arpa(path: str | Path, vocab: Vocab | None = None) -> NgramLM:
     plain = ids1 != vocab.eos_id
     logbo1[ids1[plain]] = b[plain]  # the back-off of eos is <s>'s: </s> is never a context
     logbo1[ids1[is_bos]] = b[is_bos]
-    keys, logp, logbo = [np.arange(V)], [logp1], [logbo1]
+    orders = [(np.arange(V).reshape(-1, 1), logp1, logbo1, None)]
     for k in range(2, len(counts) + 1):
         rows = sections[k - 1][1]
-        grams = _ids(rows, k, index, where)
-        ctx = grams[:, 0]
-        for j in range(1, k - 1):
-            key = ctx * V + grams[:, j]
-            pos = np.searchsorted(keys[j], key).clip(max=max(len(keys[j]) - 1, 0))
-            ok = (ctx >= 0) & (keys[j][pos] == key) if len(keys[j]) else np.zeros(len(ctx), bool)
-            ctx = np.where(ok, pos, -1)
+        orders.append(
+            (_ids(rows, k, index, where), _floats(rows, 1, where), _floats(rows, k + 2, where, 0.0), rows)
+        )
+    tables = _build(orders, V, vocab, where, added=None)
+    if tables is None:  # some n-gram's context is not listed (SRILM pruning does this): fill the gaps
+        added = _missing_contexts([o[0] for o in orders])
+        example = next(" ".join(vocab.tokens[i] for i in a[0]) for a in added if len(a))
+        warnings.warn(
+            f"{where}: {sum(len(a) for a in added)} n-gram contexts are not listed (e.g. {example!r}); "
+            "added with their back-off probabilities and no back-off weight (as KenLM does)",
+            stacklevel=2,
+        )
+        tables = _build(orders, V, vocab, where, added=added)
+    return tables
+
+
+def _lookup(keys: list[np.ndarray], grams: np.ndarray, V: int) -> np.ndarray:
+    """Index of each row of ``grams`` [M, L] in table L (``keys`` of tables 1..L), or -1."""
+    idx = grams[:, 0].copy()
+    for j in range(1, grams.shape[1]):
+        if len(keys[j]) == 0:
+            return np.full(len(idx), -1)
+        key = idx * V + grams[:, j]
+        pos = np.searchsorted(keys[j], key).clip(max=len(keys[j]) - 1)
+        idx = np.where((idx >= 0) & (keys[j][pos] == key), pos, -1)
+    return idx
+
+
+def _build(orders, V: int, vocab: Vocab, where: str, added: list[np.ndarray] | None) -> NgramLM | None:
+    """Sorted tables from per-order (ids [M, k], logp, logbo, rows); None if a context is missing
+    and ``added`` (per order, the missing contexts [m, k] to insert) is not given."""
+    keys, logp, logbo = [np.arange(V)], [orders[0][1]], [orders[0][2]]
+    for k in range(2, len(orders) + 1):
+        grams, p, b, rows = orders[k - 1]
+        ctx = _lookup(keys, grams[:, :-1], V)
         if (ctx < 0).any():
+            if added is None:
+                return None
             r = rows[int(np.argmax(ctx < 0))]
             raise ArpaError(
                 f"{where}:{r[0]}: the context of {' '.join(r[2 : 1 + k])!r} is not a {k - 1}-gram"
             )
         key = ctx * V + grams[:, -1]
         order = np.argsort(key, kind="stable")
-        key = key[order]
+        key, p, b = key[order], p[order], b[order]
         dup = np.nonzero(np.diff(key) == 0)[0]
         if len(dup):
-            a, b2 = rows[order[dup[0]]], rows[order[dup[0] + 1]]
-            raise ArpaError(f"{where}:{b2[0]}: {k}-gram {' '.join(b2[2 : 2 + k])!r} repeats line {a[0]}")
+            first, again = rows[order[dup[0]]], rows[order[dup[0] + 1]]
+            raise ArpaError(
+                f"{where}:{again[0]}: {k}-gram {' '.join(again[2 : 2 + k])!r} repeats line {first[0]}"
+            )
+        extra = added[k - 1] if added is not None else np.zeros((0, k), np.int64)
+        if len(extra):
+            lower = NgramLM(*(_as_t(x) for x in (keys + [key], logp + [p], logbo + [b])), V, vocab.eos_id)
+            hist, target = torch.from_numpy(extra[:, :-1]), torch.from_numpy(extra[:, -1])
+            extra_key = _lookup(keys, extra[:, :-1], V) * V + extra[:, -1]
+            key = np.concatenate([key, extra_key])
+            p = np.concatenate([p, lower.logprob(hist, target).double().numpy()])
+            b = np.concatenate([b, np.zeros(len(extra))])
+            order = np.argsort(key, kind="stable")
+            key, p, b = key[order], p[order], b[order]
         keys.append(key)
-        logp.append(_floats(rows, 1, where)[order])
-        logbo.append(_floats(rows, k + 2, where, 0.0)[order])
-    as_t = [torch.from_numpy(np.ascontiguousarray(x)) for x in keys]
-    return NgramLM(as_t, [torch.from_numpy(x) for x in logp], [torch.from_numpy(x) for x in logbo],
-                   V, vocab.eos_id, vocab=vocab)  # fmt: skip
+        logp.append(p)
+        logbo.append(b)
+    return NgramLM(_as_t(keys), _as_t(logp), _as_t(logbo), V, vocab.eos_id, vocab=vocab)
+
+
+def _as_t(arrays: list[np.ndarray]) -> list[torch.Tensor]:
+    return [torch.from_numpy(np.ascontiguousarray(x)) for x in arrays]
+
+
+def _missing_contexts(grams: list[np.ndarray]) -> list[np.ndarray]:
+    """Per order k, the k-grams [m, k] that are contexts of listed or added (k+1)-grams but are not
+    listed themselves, found from the highest order down."""
+    added = [np.zeros((0, k), np.int64) for k in range(1, len(grams) + 1)]
+    for k in range(len(grams), 2, -1):
+        contexts = np.unique(np.concatenate([grams[k - 1], added[k - 1]])[:, :-1], axis=0)
+        have = grams[k - 2]
+        _, inv = np.unique(np.concatenate([have, contexts]), axis=0, return_inverse=True)
+        inv = inv.reshape(-1)
+        added[k - 2] = contexts[~np.isin(inv[len(have) :], inv[: len(have)])]
+    return added

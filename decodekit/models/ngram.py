@@ -168,21 +168,23 @@ class NgramLM:
         out = []
         for lo in range(0, ids.numel(), chunk):
             hi = min(lo + chunk, ids.numel())
-            window = hist[lo : hi + self.order - 1].unfold(0, self.order, 1) if self.order > 1 else None
-            target = ids[lo:hi]
-            history = window[:, :-1] if window is not None else target.new_zeros(hi - lo, 0)
-            q = self.logp[0][target]
-            for k, ctx in enumerate(self._contexts(history), start=2):
-                key = ctx.clamp(min=0) * self.vocab_size + target
-                keys = self.keys[k - 1]
-                if len(keys) == 0:
-                    break
-                pos = torch.searchsorted(keys, key).clamp(max=len(keys) - 1)
-                seen = (ctx >= 0) & (keys[pos] == key)
-                backed = q + torch.where(ctx >= 0, self.logbo[k - 2][ctx.clamp(min=0)], 0.0)
-                q = torch.where(seen, self.logp[k - 1][pos], backed)
-            out.append(q)
+            window = hist[lo : hi + self.order - 1].unfold(0, self.order, 1)  # [t, n]
+            out.append(self.logprob(window[:, :-1], ids[lo:hi]))
         return torch.cat(out) if out else torch.zeros(0)
+
+    def logprob(self, history: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """log p(target | history) for rows of history [M, n-1] (oldest first) and target [M]."""
+        q = self.logp[0][target]
+        for k, ctx in enumerate(self._contexts(history), start=2):
+            keys = self.keys[k - 1]
+            if len(keys) == 0:
+                break
+            key = ctx.clamp(min=0) * self.vocab_size + target
+            pos = torch.searchsorted(keys, key).clamp(max=len(keys) - 1)
+            seen = (ctx >= 0) & (keys[pos] == key)
+            backed = q + torch.where(ctx >= 0, self.logbo[k - 2][ctx.clamp(min=0)], 0.0)
+            q = torch.where(seen, self.logp[k - 1][pos], backed)
+        return q
 
     def perplexity(self, ids: torch.Tensor | Sequence[int]) -> float:
         """``exp(-mean log p)`` over every token of the stream (``<eos>`` included)."""

@@ -157,14 +157,25 @@ def test_malformed_files_name_the_line(tmp_path, old, new, message):
     assert str(info.value).startswith(str(path))
 
 
-def test_missing_context_names_the_line(tmp_path):
-    text = HAND.replace("ngram 2=3", "ngram 2=3\nngram 3=1").replace(
-        "\\end\\", "\\3-grams:\n-0.2\tb a b\n\n\\end\\"
+def test_missing_contexts_are_added_with_their_backoff_probability(tmp_path):
+    # a pruned model: the 3-gram "b a b" and the 4-gram "b b a b" whose contexts are not listed
+    text = HAND.replace("ngram 2=3", "ngram 2=3\nngram 3=1\nngram 4=1").replace(
+        "\\end\\", "\\3-grams:\n-0.2\tb a b\n\n\\4-grams:\n-0.05\tb b a b\n\n\\end\\"
     )
     path = tmp_path / "gap.arpa"
     path.write_text(text)
-    with pytest.raises(ArpaError, match=r":20: the context of 'b a' is not a 2-gram"):
-        read_arpa(path)
+    with pytest.warns(UserWarning, match=r"3 n-gram contexts are not listed"):
+        m = read_arpa(path)
+    assert [len(k) for k in m.keys] == [4, 5, 2, 1]  # + "b a", "b b" and "b b a"
+    v, ln10 = m.vocab.index, math.log(10)
+    hist = torch.tensor([[v["b"], v["b"], v["a"]], [v["b"], v["b"], v["a"]], [v["b"], v["b"], v["b"]]])
+    got = m.logprob(hist, torch.tensor([v["b"], v["<eos>"], v["a"]]))
+    # b b a -> b: the 4-gram; b b a -> </s>: back off (weights 1) to "a </s>"; b b b -> a: unigram
+    assert torch.allclose(got, torch.tensor([-0.05, -0.35, -0.4]) * ln10, atol=1e-6)
+    lp = m.next_logprobs(hist[:1])
+    want = torch.tensor([-0.35, -0.2 - 0.4, -0.05, -0.2 - 1.2]) * ln10  # seen a </s>, a b; bo(a) else
+    want[2] = -0.05 * ln10
+    assert torch.allclose(lp[0], want, atol=1e-6)
 
 
 def test_write_needs_a_vocabulary_and_plain_tokens(tmp_path, trained):
