@@ -166,3 +166,21 @@ def test_unlimited_max_length_error_suggests_window():
     stack.check_length(state, 3)
     with pytest.raises(DecodekitError, match="window"):
         stack.check_length(state, 4)
+
+
+@pytest.mark.parametrize("stack", ["ns", "rns"])
+def test_float32_long_sequence_matches_float64(stack):
+    """Lang's contractions pair gamma[i->k] (growing with k) with gamma[k->t] (shrinking): without
+    balancing the log-space shifts, float32 underflows to NaN readings after ~35 steps (RNS)."""
+    from decodekit.models.stack import StackLSTM, StackLSTMConfig
+    from decodekit.vocab import CharVocab
+
+    torch.manual_seed(0)
+    vocab = CharVocab(["<eos>", "0", "1", "#"], unk=None)
+    model = StackLSTM(StackLSTMConfig(stack=stack, init_range=0.5), vocab)
+    x = torch.randint(0, 4, (2, 100))
+    with torch.no_grad():
+        single, _ = model(x)
+        double, _ = model.double()(x)
+    assert torch.isfinite(single).all()
+    torch.testing.assert_close(single.double(), double, rtol=1e-4, atol=1e-4)

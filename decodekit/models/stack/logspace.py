@@ -53,11 +53,20 @@ def _align(m: torch.Tensor, subs: str, keep: str, out: str) -> torch.Tensor:
     return view.reshape(shape)
 
 
-def log_einsum(eq: str, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+def log_einsum(eq: str, a: torch.Tensor, b: torch.Tensor, balance: str = "") -> torch.Tensor:
     """``log einsum(eq, exp(a), exp(b))`` for a two-operand equation ``"ab,cd->ef"`` whose
-    operands carry no repeated letter. -inf entries are zero weights."""
+    operands carry no repeated letter. -inf entries are zero weights.
+
+    ``balance``: contracted letters shared by both operands along which the two operands trend in
+    opposite directions (Lang's algorithm: gamma[i->k] grows with k while gamma[k->t] shrinks).
+    b's maximum per balance index is moved into a first -- exp(a + b) = exp((a + mb) + (b - mb)) --
+    so the per-operand shifts below stay aligned and nothing underflows."""
     inputs, out = eq.replace(" ", "").split("->")
     sa, sb = inputs.split(",")
+    if balance:
+        kept = "".join(c for c in sb if c in balance or (c in sa and c in out))
+        mb = _shift(b, [i for i, c in enumerate(sb) if c not in kept])
+        a, b = a + _align(mb, sb, kept, sa), b - mb
     keep_a = "".join(c for c in sa if c in out)
     keep_b = "".join(c for c in sb if c in out)
     ma = _shift(a, [i for i, c in enumerate(sa) if c not in out])

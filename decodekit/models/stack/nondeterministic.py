@@ -73,9 +73,9 @@ def ns_update(
     both = log_einsum("baqxsz,bszo->baqxo", last, torch.cat([repl.flatten(3), pop], dim=3))
     repl_term = both[..., : q * s].unflatten(-1, (q, s))
     gprime = both[..., q * s :]  # gamma'[k][u,y->r]   [N, P, Q, S, Q]
-    pop_term = log_einsum("bakqxuy,bkuyr->baqxry", g, gprime)
+    pop_term = log_einsum("bakqxuy,bkuyr->baqxry", g, gprime, balance="k")
     column = torch.cat([log_add(repl_term, pop_term)[:, :-1], push[:, None]], dim=1)  # gamma[p_a -> t]
-    alpha = log_einsum("baqx,baqxry->bry", a, column)  # [N, Q, S]
+    alpha = log_einsum("baqx,baqxry->bry", a, column, balance="a")  # [N, Q, S]
     # New state over positions p_0..p_{P-1}, t (then drop p_0 if the window is full).
     grown = g.new_full((g.shape[0], p + 1, p + 1, *g.shape[3:]), -torch.inf)  # a fresh tensor
     grown[:, :p, :p] = g
