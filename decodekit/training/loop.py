@@ -101,6 +101,7 @@ class _Run:
         self.loss_fn = loss_fn
         loss_params = list(loss_fn.parameters()) if isinstance(loss_fn, torch.nn.Module) else []
         self.optimizer = make_optimizer(model, config, loss_params)
+        self.params = list(model.parameters()) + loss_params  # clipped together
         self.schedule = make_schedule(
             config.schedule,
             config.lr,
@@ -165,7 +166,7 @@ class _Run:
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.config.clip > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.clip)
+            torch.nn.utils.clip_grad_norm_(self.params, self.config.clip)
         self.optimizer.step()
         self.hidden = detach(hidden)
         loop = self.loop
