@@ -86,7 +86,8 @@ class _Sampled(nn.Module):
         if b is not None:
             s_y = s_y + b[:n].view_as(targets)
             s_x = s_x + b[n:]
-        return noise_ids, s_y.float(), s_x.float()
+        dtype = torch.promote_types(s_y.dtype, torch.float32)  # half/bfloat16 scores -> float32
+        return noise_ids, s_y.to(dtype), s_x.to(dtype)
 
     def log_k_noise(self, ids: torch.Tensor) -> torch.Tensor:
         """log(k P_n(ids)), same shape as ids."""
