@@ -26,6 +26,15 @@ CONFIGS = {
 }
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny tensors: one intra-op thread is fastest on a shared machine (restored afterwards)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def make(name, seed=0):
     torch.manual_seed(seed)
     config = StackLSTMConfig(embed=4, hidden=6, init_range=0.5, **CONFIGS[name])

@@ -10,6 +10,15 @@ from decodekit.errors import DecodekitError
 from decodekit.models.stack.nondeterministic import NondeterministicStack, initial_ns_state, ns_update
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny tensors: one intra-op thread is fastest on a shared machine (restored afterwards)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def brute_force_alpha(push, repl, pop, window=None):
     """alpha[t][r, y] for t = 1..n by enumerating runs. Args: real weights push/repl [n, Q, S, Q, S],
     pop [n, Q, S, Q]. A stack element is (symbol, i) with i the step before its push (bottom: -1);
@@ -177,8 +186,8 @@ def test_float32_long_sequence_matches_float64(stack):
 
     torch.manual_seed(0)
     vocab = CharVocab(["<eos>", "0", "1", "#"], unk=None)
-    model = StackLSTM(StackLSTMConfig(stack=stack, init_range=0.5), vocab)
-    x = torch.randint(0, 4, (2, 100))
+    model = StackLSTM(StackLSTMConfig(stack=stack, embed=8, hidden=8, init_range=0.5), vocab)
+    x = torch.randint(0, 4, (1, 60))
     with torch.no_grad():
         single, _ = model(x)
         double, _ = model.double()(x)
