@@ -73,9 +73,9 @@ def compile_regex(
     out = None if dfa.initial < 0 else lift(dfa, enc, separator, eos_id, max_states)
     if out is None:
         raise ConstraintError(_unspellable(pattern, dfa, enc, separator))
-    table, accepting, min_tokens, live, tokens = out
+    table, accepting, min_tokens, live, tokens, which = out
     next_state = np.full((len(table), len(token_strings)), -1, dtype=np.int64)
-    next_state[:, tokens] = table
+    next_state[:, tokens] = table[:, which]
     automaton = TokenAutomaton(
         next_state=torch.from_numpy(next_state),
         accepting=torch.from_numpy(accepting.astype(bool)),

@@ -37,6 +37,24 @@ def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return uniq.view(rows.dtype).reshape(len(uniq), width), inverse.reshape(-1)
 
 
+_MIX = np.random.default_rng(12345).integers(1, 2**63, size=64, dtype=np.uint64) | np.uint64(1)
+
+
+def distinct_columns(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct columns of a [S, W] int table: (columns [S, U], which [W]) with
+    ``columns[:, which] == table``. Columns are hashed (one vectorised pass) and the grouping
+    is verified exactly; on a hash collision it falls back to sorting whole columns."""
+    s, w = table.shape
+    mix = np.resize(_MIX, s) * (np.arange(s, dtype=np.uint64) * np.uint64(2) + np.uint64(1))
+    keys = (table.astype(np.uint64) * mix[:, None]).sum(axis=0)  # wraps modulo 2**64
+    _, first, which = np.unique(keys, return_index=True, return_inverse=True)
+    columns = table[:, first]
+    if not np.array_equal(columns[:, which], table):
+        rows, which = unique_rows(table.T)
+        columns = np.ascontiguousarray(rows.T)
+    return columns, which.reshape(-1)
+
+
 def minimize(
     table: np.ndarray, accepting: np.ndarray, initial: int, hint: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

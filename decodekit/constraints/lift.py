@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from decodekit.constraints.chardfa import CharDFA, char_bits
-from decodekit.constraints.graph import minimize, reverse_distances
+from decodekit.constraints.graph import distinct_columns, minimize, reverse_distances
 from decodekit.errors import ConstraintError
 
 MAX_TABLE_ENTRIES = 2**28  # next_state [S, V] int64: at most 2 GiB
@@ -92,42 +92,31 @@ def _stepper(dfa: CharDFA):
     return full.reshape(-1).astype(dtype), c
 
 
-def _positions(alive: np.ndarray, count: int) -> np.ndarray | None:
-    """Map node index -> position among ``alive`` ([count], -1 if dead); None if all alive."""
-    if len(alive) == count:
-        return None
-    pos = np.full(count, -1, dtype=np.int64)
-    pos[alive] = np.arange(len(alive))
-    return pos
-
-
 def _run(starts: np.ndarray, enc: EncodedVocab, lut: np.ndarray, flat, width: int, dead: int):
     """End states of every token read from each of ``starts`` [f], depth by depth over the trie.
     Returns (token ids [n], end states [f, n]); tokens dead from every start are left out."""
     state = starts[:, None].astype(flat.dtype)  # [f, nodes alive at this depth]
-    alive = np.zeros(1, dtype=np.int64)  # their indices among the nodes of this depth
-    count = 1
+    pos = None  # node index -> column of `state` at this depth (-1: cut); None: all alive
     ids, ends = [], []
     for d, (tokens, nodes) in enumerate(enc.by_depth):
         if d > 0:
             parent, char = enc.parent[d - 1], enc.char[d - 1]
-            pos = _positions(alive, count)
             if pos is not None:  # cut the subtrees of dead nodes
                 p = pos[parent]
                 sel = np.flatnonzero(p >= 0)
                 parent, char = p[sel], char[sel]
             step = flat[state[:, parent] * width + lut[char]]
             keep = (step != dead).any(axis=0)
-            count = len(enc.parent[d - 1])
             if pos is None and keep.all():
-                alive, state = np.arange(count), step
+                state = step
             else:
                 alive = np.flatnonzero(keep) if pos is None else sel[keep]
+                if not len(alive):
+                    break
                 state = step[:, keep]
-            if not len(alive):
-                break
+                pos = np.full(len(enc.parent[d - 1]), -1, dtype=np.int64)
+                pos[alive] = np.arange(len(alive))
         if len(tokens):
-            pos = _positions(alive, count)
             if pos is None:
                 ids.append(tokens)
                 ends.append(state[:, nodes])
@@ -148,10 +137,10 @@ def lift(dfa: CharDFA, enc: EncodedVocab, separator: str, eos_id: int | None, ma
     start), row 1 + q is "DFA state q after at least one token" (the separator comes first).
     Reachability from row 0 and co-reachability to acceptance then select the states.
 
-    Returns (table [S, W] int32, accepting [S], min_tokens [S], live, tokens [W]) where
-    ``live`` counts the reachable and co-reachable states before merging:
-    ``next_state[:, tokens] = table`` and every other token is dead everywhere. Unreachable and
-    non-co-reachable states are removed and equivalent states merged."""
+    Returns (table [S, U] int32, accepting [S], min_tokens [S], live, tokens [W], which [W])
+    where ``live`` counts the reachable and co-reachable states before merging:
+    ``next_state[:, tokens] = table[:, which]`` and every other token is dead everywhere.
+    Unreachable and non-co-reachable states are removed and equivalent states merged."""
     flat, width = _stepper(dfa)
     num_char = dfa.table.shape[0]
     if (num_char + 1) * enc.size > MAX_TABLE_ENTRIES:
@@ -167,15 +156,21 @@ def lift(dfa: CharDFA, enc: EncodedVocab, separator: str, eos_id: int | None, ma
     for k in sep_classes.tolist():
         after_sep = flat[after_sep * width + k]
     starts = np.concatenate([[dfa.initial], after_sep[:num_char]])
-    tokens, ends = _run(starts, enc, lut, flat, width, num_char)
+    # step each distinct live start once (with a separator many candidates share one, or die)
+    distinct, row_of = np.unique(starts, return_inverse=True)
+    live = distinct < num_char
+    tokens, ends = _run(distinct[live], enc, lut, flat, width, num_char)
+    ends = np.concatenate([ends, np.full((1, ends.shape[1]), num_char, dtype=ends.dtype)])
+    ends = ends[np.where(live, np.cumsum(live) - 1, len(ends) - 1)[row_of]]
     usable = enc.valid[tokens]
     if eos_id is not None:
         usable &= tokens != eos_id
     tokens, ends = tokens[usable], ends[:, usable]
     table = np.where(ends == num_char, -1, ends + 1).astype(np.int32)  # [Q + 1, W]
+    columns, which = distinct_columns(table)  # tokens acting alike on every state share a column
     accepting = np.concatenate([[dfa.accepting[dfa.initial]], dfa.accepting])
-    out = _prune(table, accepting, max_states)
-    return None if out is None else (*out, tokens)
+    out = _prune(columns, accepting, max_states)
+    return None if out is None else (*out, tokens, which)
 
 
 def _spellable_by_characters(dfa: CharDFA, classes: np.ndarray) -> bool:
