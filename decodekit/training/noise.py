@@ -1,12 +1,15 @@
 """The noise (proposal) distribution of NCE and sampled softmax: unigram counts to a power.
 
-    P_n(w) = c_w^alpha / sum_v c_v^alpha        (alpha = 1: unigram, alpha = 0: uniform)
+    P_n(w) = (c_w + s)^alpha / sum_v (c_v + s)^alpha     (alpha = 1: unigram, alpha = 0: uniform)
 
-with c_w the count of word w in the training stream. ``0^0 = 1``, so alpha = 0 is uniform over
-the whole vocabulary, seen or not; for alpha > 0 a word never seen in training has P_n(w) = 0
-and can never be a noise sample. Such a word can still not be a training target (targets come
-from the same stream), and :meth:`NoiseDistribution.check_targets` refuses any target with zero
-mass (its NCE posterior would be degenerate: log(k P_n(w)) = -inf).
+with c_w the count of word w in the training stream and s an optional pseudo-count
+(``smoothing``, default 0). ``0^0 = 1``, so alpha = 0 is uniform over the whole vocabulary, seen
+or not. For alpha > 0 and s = 0 a word never seen in training has P_n(w) = 0: it is never a
+noise sample, so NCE never pushes its score down, and the full softmax used for evaluation can
+then give it a large share of the mass (:func:`decodekit.training.sampled.make_loss` warns; use
+s > 0 or alpha = 0). Such a word is never a training target either (targets come from the same
+stream); :meth:`NoiseDistribution.check_targets` refuses a target with zero mass (its NCE
+posterior would be degenerate: log(k P_n(w)) = -inf).
 
 Samples are drawn with replacement (``torch.multinomial``, or ``torch.randint`` when uniform),
 from the global torch generator unless a ``generator`` is given, so a seeded (or resumed) run
@@ -57,24 +60,32 @@ class NoiseDistribution:
         self.full_support = bool((p > 0).all())
 
     @classmethod
-    def from_counts(cls, counts: torch.Tensor, alpha: float = 1.0) -> NoiseDistribution:
-        """P_n(w) = counts[w]^alpha / sum_v counts[v]^alpha (0^0 = 1). counts: [V], >= 0."""
+    def from_counts(
+        cls, counts: torch.Tensor, alpha: float = 1.0, smoothing: float = 0.0
+    ) -> NoiseDistribution:
+        """P_n(w) = (c_w + smoothing)^alpha / sum_v (c_v + smoothing)^alpha, c = counts [V] >= 0
+        (0^0 = 1). ``smoothing`` > 0 gives every word mass (see the module docstring)."""
         counts = torch.as_tensor(counts, dtype=torch.float64)
         check_noise_options(1, alpha, max(counts.numel(), 1))
         if counts.dim() != 1 or (counts < 0).any() or not torch.isfinite(counts).all():
             raise ValueError("counts must be a [V] vector of finite non-negative numbers")
+        if not smoothing >= 0:
+            raise ValueError(f"noise smoothing must be >= 0, got {smoothing!r}")
+        counts = counts + smoothing
         if alpha > 0 and counts.sum().item() <= 0:
             raise ValueError(f"all counts are 0: no unigram distribution (alpha={alpha}); use alpha=0")
         return cls(counts.pow(alpha), alpha=float(alpha))
 
     @classmethod
-    def from_stream(cls, ids: torch.Tensor, vocab_size: int, alpha: float = 1.0) -> NoiseDistribution:
-        """Unigram^alpha of a token-id stream ``ids`` [L] over ``vocab_size`` ids."""
+    def from_stream(
+        cls, ids: torch.Tensor, vocab_size: int, alpha: float = 1.0, smoothing: float = 0.0
+    ) -> NoiseDistribution:
+        """Unigram^alpha of a token-id stream ``ids`` [L] over ``vocab_size`` ids (counts + smoothing)."""
         ids = torch.as_tensor(ids).flatten().long()
         if ids.numel() and (ids.min().item() < 0 or ids.max().item() >= vocab_size):
             lo, hi = ids.min().item(), ids.max().item()
             raise ValueError(f"token ids must lie in [0, {vocab_size}); got {lo}..{hi}")
-        return cls.from_counts(torch.bincount(ids.cpu(), minlength=vocab_size), alpha)
+        return cls.from_counts(torch.bincount(ids.cpu(), minlength=vocab_size), alpha, smoothing)
 
     @property
     def vocab_size(self) -> int:
@@ -109,6 +120,10 @@ class NoiseDistribution:
                 "NCE needs P_n(w) > 0 for every target; build the noise from the training stream "
                 "or use alpha=0 (uniform)"
             )
+
+    def zero_mass_ids(self) -> torch.Tensor:
+        """Ids with P_n = 0 (never drawn as noise): [M] long."""
+        return torch.nonzero(self.probs <= 0).flatten()
 
     def entropy(self) -> float:
         """H(P_n) in nats (for logs and docs)."""

@@ -37,6 +37,7 @@ log k is a constant shift), and a sample equal to the target is removed (logit -
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -151,7 +152,7 @@ class SampledSoftmaxLoss(_Sampled):
 LOSSES = ("softmax", "nce", "sampled-softmax")
 
 
-def check_loss_options(name: str, k: int, alpha: float, learn_log_z: bool) -> None:
+def check_loss_options(name: str, k: int, alpha: float, learn_log_z: bool, smoothing: float = 0.0) -> None:
     """Checks that need no vocabulary (k <= V is checked when the loss is built)."""
     if name not in LOSSES:
         raise ValueError(f"unknown loss {name!r}; known: {list(LOSSES)}")
@@ -159,6 +160,8 @@ def check_loss_options(name: str, k: int, alpha: float, learn_log_z: bool) -> No
         raise ValueError(f"noise samples k must be an integer >= 1, got {k!r}")
     if not isinstance(alpha, (int, float)) or not 0.0 <= alpha <= 1.0:
         raise ValueError(f"noise exponent alpha must be in [0, 1], got {alpha!r}")
+    if not isinstance(smoothing, (int, float)) or not smoothing >= 0:
+        raise ValueError(f"noise smoothing must be >= 0, got {smoothing!r}")
     if learn_log_z and name != "nce":
         raise ValueError(f"learn_log_z applies to the nce loss only, not {name!r}")
 
@@ -185,16 +188,27 @@ def make_loss(
     k: int = 600,
     alpha: float = 1.0,
     learn_log_z: bool = False,
+    smoothing: float = 0.0,
 ):
     """The training loss ``name`` in :data:`LOSSES`. For "nce" / "sampled-softmax" the noise is
-    unigram^alpha of ``train_ids`` [L] over ``vocab_size`` words (see :mod:`.noise`)."""
-    check_loss_options(name, k, alpha, learn_log_z)
+    (count + smoothing)^alpha over ``train_ids`` [L] and ``vocab_size`` words (see :mod:`.noise`);
+    warns (UserWarning) when some words get no noise mass."""
+    check_loss_options(name, k, alpha, learn_log_z, smoothing)
     if name == "softmax":
         return softmax_cross_entropy
     if train_ids is None or vocab_size is None:
         raise ValueError(f"loss {name!r} needs the training stream and the vocabulary size for its noise")
     check_noise_options(k, alpha, vocab_size)
-    noise = NoiseDistribution.from_stream(train_ids, vocab_size, alpha)
+    noise = NoiseDistribution.from_stream(train_ids, vocab_size, alpha, smoothing)
+    zero = noise.zero_mass_ids()
+    if zero.numel():
+        warnings.warn(
+            f"{zero.numel()} of {vocab_size} words (ids {zero[:5].tolist()}...) never occur in the training "
+            f"stream, so with alpha={alpha} they are never noise samples and {name} never lowers their "
+            "scores; the full softmax may give them mass. Use noise smoothing > 0 (--noise-smoothing) "
+            "or alpha=0.",
+            stacklevel=2,
+        )
     if name == "nce":
         return NCELoss(noise, k, learn_log_z=learn_log_z)
     return SampledSoftmaxLoss(noise, k)
