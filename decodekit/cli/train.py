@@ -33,6 +33,13 @@ def _model_config(kind: str, opts: dict):
         )
     if opts["context"] is not None:
         raise UsageError("--context applies to --model mlp only")
+    if kind == "stack-lstm":
+        return _stack_config(opts)
+    stack_opts = [
+        o for o in ("stack", "stack_states", "stack_symbols", "window", "stack_depth") if opts[o] is not None
+    ]
+    if stack_opts:
+        raise UsageError(f"--{stack_opts[0].replace('_', '-')} applies to --model stack-lstm only")
     return make_config(
         kind,
         layers=opts["layers"],
@@ -42,6 +49,27 @@ def _model_config(kind: str, opts: dict):
         tie=opts["tie"],
         init_range=opts["init_range"],
     )
+
+
+def _stack_config(opts: dict):
+    """``stack-lstm`` (issue 6). The state is carried across BPTT chunks, so the stack must be bounded."""
+    from decodekit.models.registry import make_config
+
+    for name in ("layers", "dropout", "tie"):
+        if opts[name] not in (None, False):
+            raise UsageError(f"--{name} does not apply to --model stack-lstm (one LSTM layer)")
+    stack = opts["stack"] or "rns"
+    if stack in ("ns", "rns") and opts["window"] is None:
+        raise UsageError(
+            "--stack ns/rns needs --window D (memory-limited; e.g. 35): the state is carried across chunks"
+        )
+    if stack in ("superposition", "stratification") and opts["stack_depth"] is None:
+        raise UsageError(f"--stack {stack} needs --stack-depth (e.g. 10): the state is carried across chunks")
+    return make_config(
+        "stack-lstm", stack=stack, embed=opts["embed"], hidden=opts["hidden"],
+        stack_states=opts["stack_states"], stack_symbols=opts["stack_symbols"], window=opts["window"],
+        depth=opts["stack_depth"], init_range=opts["init_range"],
+    )  # fmt: skip
 
 
 def _device(name: str):
@@ -67,7 +95,21 @@ def _load_embeddings(model, path: str, freeze: bool) -> None:
 
 @cli.command("train")
 @click.option("--data", "data", required=True, type=click.Path(exists=True), help=_HELP_DATA)
-@click.option("--model", "kind", type=click.Choice(["lstm", "rnn", "mlp"]), default="lstm", show_default=True)
+@click.option(
+    "--model",
+    "kind",
+    type=click.Choice(["lstm", "rnn", "mlp", "stack-lstm"]),
+    default="lstm",
+    show_default=True,
+)
+@click.option("--stack", type=click.Choice(["superposition", "stratification", "ns", "rns"]),
+              help="stack-lstm: the stack (default rns).")  # fmt: skip
+@click.option("--stack-states", type=int, help="stack-lstm ns/rns: PDA states |Q| (default 2).")
+@click.option("--stack-symbols", type=int, help="stack-lstm ns/rns: stack alphabet |Gamma| (default 3).")
+@click.option("--window", type=int, help="stack-lstm ns/rns: memory limit D (required; paper's PTB: 35).")
+@click.option(
+    "--stack-depth", type=int, help="stack-lstm superposition/stratification: cells kept (required)."
+)
 @click.option("--layers", type=int, help="Recurrent layers (lstm/rnn; default lstm 2, rnn 1).")
 @click.option("--hidden", type=int, help="Hidden units (default 200; mlp: h, default 100, 0 = none).")
 @click.option("--embed", type=int, help="Embedding size (default 200; mlp: m, default 30).")
@@ -104,6 +146,13 @@ def _load_embeddings(model, path: str, freeze: bool) -> None:
 )
 @click.option("--noise-samples", type=int, default=600, show_default=True, help="k noise words per update.")
 @click.option("--noise-alpha", type=float, default=1.0, show_default=True, help="Noise: unigram^alpha.")
+@click.option(
+    "--noise-smoothing",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Pseudo-count added to every word's count (gives unseen words noise mass).",
+)
 @click.option("--learn-log-z", is_flag=True, help="nce: learn log Z as one scalar (default: log Z = 0).")
 @click.option(
     "--embeddings",
@@ -174,6 +223,7 @@ def train_command(data: str, kind: str, out: str, resume: bool, **opts) -> None:
         noise_samples=opts["noise_samples"],
         noise_alpha=opts["noise_alpha"],
         learn_log_z=opts["learn_log_z"],
+        noise_smoothing=opts["noise_smoothing"],
         tau=opts["tau"],
         psi=opts["psi"],
     )

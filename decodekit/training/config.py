@@ -30,7 +30,8 @@ class TrainConfig:
             materialised: 2**28 floats is 1 GiB per copy).
         loss: "softmax", "nce" or "sampled-softmax" (:mod:`.sampled`); noise_samples: k noise
             words per update, shared by the batch; noise_alpha: noise = unigram^alpha;
-            learn_log_z: NCE learns log Z as one scalar (else log Z = 0).
+            learn_log_z: NCE learns log Z as one scalar (else log Z = 0); noise_smoothing: a
+            pseudo-count added to every word's count before the power.
         tau, psi: "search-then-converge" (lr0 / psi^max(0, e - tau)) and "darken-moody"
             (lr0 / (1 + (e - 1) / tau)) schedules.
     """
@@ -56,6 +57,7 @@ class TrainConfig:
     noise_samples: int = 600
     noise_alpha: float = 1.0
     learn_log_z: bool = False
+    noise_smoothing: float = 0.0
     tau: float = 7.0
     psi: float = 2.0
 
@@ -69,7 +71,9 @@ class TrainConfig:
             )
         if self.optimizer not in ("sgd", "adam"):
             raise ValueError(f"optimizer must be 'sgd' or 'adam', got {self.optimizer!r}")
-        check_loss_options(self.loss, self.noise_samples, self.noise_alpha, self.learn_log_z)
+        check_loss_options(
+            self.loss, self.noise_samples, self.noise_alpha, self.learn_log_z, self.noise_smoothing
+        )
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

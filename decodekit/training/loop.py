@@ -253,6 +253,7 @@ def train(
             k=config.noise_samples,
             alpha=config.noise_alpha,
             learn_log_z=config.learn_log_z,
+            smoothing=config.noise_smoothing,
         )
     run = _Run(model, corpus, config, out, loss_fn)
     if resume:
