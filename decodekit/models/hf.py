@@ -133,7 +133,11 @@ def _byte_decoder() -> dict[str, int]:
 def _surfaces(tokenizer, names: list[str], special: frozenset[int], n: int) -> list[str | None]:
     """Per token: its text, or None (special, beyond the tokenizer, or a partial UTF-8 sequence)."""
     table = _byte_decoder()
-    byte_level = all(c in table for t in names[: min(n, 1000)] if t for c in t) and n > 256
+    decoder = getattr(getattr(tokenizer, "backend_tokenizer", None), "decoder", None)
+    if decoder is not None and type(decoder).__name__ == "ByteLevel":
+        byte_level = True
+    else:  # slow tokenizers, sequences of decoders: every token spelled in GPT-2's byte alphabet
+        byte_level = n > 256 and all(c in table for t in names[: min(n, 1000)] if t for c in t)
     out: list[str | None] = []
     for i, t in enumerate(names):
         if i in special or i >= n:
