@@ -8,6 +8,8 @@ import re
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from decodekit.models.arpa import ArpaError, read_arpa, write_arpa
 from decodekit.models.ngram import NgramLM
@@ -66,6 +68,22 @@ def test_round_trip_gives_the_same_logprobs(trained, tmp_path):
     assert again.vocab.tokens[again.eos_id] == "<eos>" and sorted(again.vocab.tokens) == sorted(
         trained.vocab.tokens
     )
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    st.lists(st.lists(st.sampled_from("abcd"), max_size=6), min_size=1, max_size=6),
+    st.integers(1, 4),
+)
+def test_round_trip_property(tmp_path_factory, sentences, order):
+    vocab = WordVocab(["<unk>", "<eos>", "a", "b", "c", "d"])
+    model = NgramLM.from_sentences(sentences, order, vocab, discounts=[(0.5, 1.0, 1.5)] * order)
+    path = tmp_path_factory.mktemp("rt") / "m.arpa"
+    write_arpa(model, path)
+    back = read_arpa(path, vocab=vocab)
+    hist = torch.cartesian_prod(*[torch.arange(6)] * max(order - 1, 1)).view(-1, max(order - 1, 1))
+    hist = hist[:, : order - 1]
+    assert torch.allclose(back.next_logprobs(hist), model.next_logprobs(hist), atol=1e-5)
 
 
 def test_written_file_is_valid_arpa(trained, tmp_path):
