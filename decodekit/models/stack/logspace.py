@@ -63,15 +63,26 @@ def log_einsum(eq: str, a: torch.Tensor, b: torch.Tensor, balance: str = "") -> 
     so the per-operand shifts below stay aligned and nothing underflows."""
     inputs, out = eq.replace(" ", "").split("->")
     sa, sb = inputs.split(",")
-    if balance:
-        kept = "".join(c for c in sb if c in balance or (c in sa and c in out))
-        mb = _shift(b, [i for i, c in enumerate(sb) if c not in kept])
-        a, b = a + _align(mb, sb, kept, sa), b - mb
     keep_a = "".join(c for c in sa if c in out)
     keep_b = "".join(c for c in sb if c in out)
-    ma = _shift(a, [i for i, c in enumerate(sa) if c not in out])
+    if balance:
+        kept = "".join(c for c in sb if c in balance or (c in sa and c in out))
+        moved = _shift(b, [i for i, c in enumerate(sb) if c not in kept])
+        b = b - moved
+        moved = _align(moved, sb, kept, sa)
+        # max over the contracted axes of (a + moved), reducing the non-balance axes of a first
+        ma = a.detach()
+        for d in sorted(
+            (i for i, c in enumerate(sa) if c not in out and c not in balance), key=lambda d: -a.shape[d]
+        ):
+            ma = ma.amax(dim=d, keepdim=True)
+        ma = _shift(ma + moved, [i for i, c in enumerate(sa) if c in balance])
+        ea = (a + (moved - ma)).exp_()
+    else:
+        ma = _shift(a, [i for i, c in enumerate(sa) if c not in out])
+        ea = (a - ma).exp_()
     mb = _shift(b, [i for i, c in enumerate(sb) if c not in out])
-    real = torch.einsum(eq, (a - ma).exp_(), (b - mb).exp_())
+    real = torch.einsum(eq, ea, (b - mb).exp_())
     return safe_log(real) + _align(ma, sa, keep_a, out) + _align(mb, sb, keep_b, out)
 
 
