@@ -100,7 +100,8 @@ class NoiseDistribution:
 
     def sample(self, k: int, *, generator: torch.Generator | None = None) -> torch.Tensor:
         """k ids drawn i.i.d. from P_n, with replacement: [k] long, on the device of ``probs``."""
-        check_noise_options(k, 0.0, self.vocab_size)
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"number of samples must be an integer >= 1, got {k!r}")
         if self.uniform:
             return torch.randint(
                 self.vocab_size, (k,), generator=generator, device=self.probs.device, dtype=torch.long

@@ -90,9 +90,9 @@ class _Sampled(nn.Module):
         dtype = torch.promote_types(s_y.dtype, torch.float32)  # half/bfloat16 scores -> float32
         return noise_ids, s_y.to(dtype), s_x.to(dtype)
 
-    def log_k_noise(self, ids: torch.Tensor) -> torch.Tensor:
-        """log(k P_n(ids)), same shape as ids."""
-        return self.noise.log_probs[ids] + self._log_k
+    def log_k_noise(self, ids: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """log(k P_n(ids)) in ``dtype``, same shape as ids."""
+        return self.noise.log_probs[ids].to(dtype) + self._log_k
 
 
 class NCELoss(_Sampled):
@@ -124,8 +124,8 @@ class NCELoss(_Sampled):
         Returns per-token losses J [N, T] (the k noise terms of a position summed)."""
         noise_ids, s_y, s_x = self.scores(model, hidden, targets, noise_ids)
         log_z = self.log_z.to(s_y.device)
-        delta_y = s_y - log_z - self.log_k_noise(targets)  # [N, T]
-        delta_x = s_x - log_z - self.log_k_noise(noise_ids)  # [N, T, k]
+        delta_y = s_y - log_z - self.log_k_noise(targets, s_y.dtype)  # [N, T]
+        delta_x = s_x - log_z - self.log_k_noise(noise_ids, s_y.dtype)  # [N, T, k]
         return F.softplus(-delta_y) + F.softplus(delta_x).sum(-1)
 
 
@@ -142,8 +142,8 @@ class SampledSoftmaxLoss(_Sampled):
     ) -> torch.Tensor:
         """Args as :meth:`NCELoss.forward`. Returns per-token losses J [N, T]."""
         noise_ids, s_y, s_x = self.scores(model, hidden, targets, noise_ids)
-        o_y = s_y - self.log_k_noise(targets)  # [N, T]
-        o_x = s_x - self.log_k_noise(noise_ids)  # [N, T, k]
+        o_y = s_y - self.log_k_noise(targets, s_y.dtype)  # [N, T]
+        o_x = s_x - self.log_k_noise(noise_ids, s_y.dtype)  # [N, T, k]
         o_x = o_x.masked_fill(targets[..., None] == noise_ids, -math.inf)
         logits = torch.cat([o_y[..., None], o_x], dim=-1)  # [N, T, 1 + k]
         return torch.logsumexp(logits, dim=-1) - o_y
