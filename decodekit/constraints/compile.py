@@ -57,6 +57,8 @@ def compile_regex(
     if not isinstance(separator, str):
         raise ConstraintError(f"separator must be a string, got {separator!r}")
     token_strings = tuple(token_strings)
+    if not token_strings:
+        raise ConstraintError("cannot compile a constraint for an empty vocabulary")
     if eos_id is not None and not 0 <= eos_id < len(token_strings):
         raise ConstraintError(f"eos_id {eos_id} out of range for {len(token_strings)} tokens")
     # key on the token strings' hash, and confirm a hit by comparing the strings themselves

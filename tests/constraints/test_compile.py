@@ -87,6 +87,20 @@ def test_bad_patterns(pattern, message):
         compile_regex(pattern, ["a", "b"])
 
 
+def test_degenerate_inputs():
+    with pytest.raises(ConstraintError, match="empty vocabulary"):
+        compile_regex("a", [])
+    with pytest.raises(ConstraintError, match="out of range"):
+        compile_regex("a", ["a"], eos_id=1)
+    with pytest.raises(ConstraintError, match="must be a string"):
+        compile_regex(3, ["a"])
+    empty = compile_regex("", ["a"], separator=" ")  # only the empty text: accept at once
+    assert empty.next_state.tolist() == [[-1]] and empty.accepting.tolist() == [True]
+    # an empty token still brings the separator with it
+    a = compile_regex("(a )*", ["", "a"], separator=" ")
+    assert a.accepts([0]) and a.accepts([1, 0]) and not a.accepts([0, 0]) and not a.accepts([1])
+
+
 def test_unspellable_pattern_names_missing_characters():
     with pytest.raises(ConstraintError, match=r"no token sequence.*needs characters.*'x', 'y'"):
         compile_regex("a[xy]", ["a", "b", "ab"])
