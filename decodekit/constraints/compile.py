@@ -54,6 +54,8 @@ def compile_regex(
             look-around), anchors not at the start/end, more than ``max_states`` states, or no
             token sequence of this vocabulary can match.
     """
+    if not isinstance(pattern, str):
+        raise ConstraintError(f"a regex constraint must be a string, got {type(pattern).__name__}")
     if not isinstance(separator, str):
         raise ConstraintError(f"separator must be a string, got {separator!r}")
     token_strings = tuple(token_strings)
@@ -69,6 +71,16 @@ def compile_regex(
         if hit is not None and hit[0] == token_strings:
             _automata.move_to_end(key)
             return hit[1]
+    automaton = _build(pattern, token_strings, vocab_key, eos_id, separator, max_states)
+    with _lock:
+        _automata[key] = (token_strings, automaton)
+        while len(_automata) > CACHE_SIZE:
+            _automata.popitem(last=False)
+    return automaton
+
+
+def _build(pattern, token_strings, vocab_key, eos_id, separator, max_states) -> TokenAutomaton:
+    """Parse, build the character DFA, lift it, and assemble the dense tables."""
     ast, boundaries = parse(pattern)
     dfa = build_char_dfa(ast, boundaries, max_states)
     enc = _prepared_vocab(token_strings, vocab_key)
@@ -78,7 +90,7 @@ def compile_regex(
     table, accepting, min_tokens, live, tokens, which = out
     next_state = np.full((len(table), len(token_strings)), -1, dtype=np.int64)
     next_state[:, tokens] = table[:, which]
-    automaton = TokenAutomaton(
+    return TokenAutomaton(
         next_state=torch.from_numpy(next_state),
         accepting=torch.from_numpy(accepting.astype(bool)),
         min_tokens_to_accept=torch.from_numpy(min_tokens.astype(np.int64)),
@@ -91,11 +103,6 @@ def compile_regex(
             "live_states": live,
         },
     )
-    with _lock:
-        _automata[key] = (token_strings, automaton)
-        while len(_automata) > CACHE_SIZE:
-            _automata.popitem(last=False)
-    return automaton
 
 
 def _prepared_vocab(token_strings: tuple, vocab_key: tuple) -> EncodedVocab:
