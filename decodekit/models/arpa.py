@@ -20,6 +20,7 @@ unigram probability is the conventional -99) and ``</s>`` (only last) both map t
 
 from __future__ import annotations
 
+import gc
 import math
 import re
 import warnings
@@ -112,28 +113,28 @@ def _parse(path: Path) -> tuple[list[int], list[tuple[int, list[list[str]]]]]:
     if not counts:
         raise ArpaError(f"{where}:{i + 1}: the \\data\\ header lists no n-gram counts")
     sections: list[tuple[int, list[list[str]]]] = []
+    marks = [j for j in range(i, len(lines)) if lines[j][:1] == "\\"] + [len(lines)]
     for k in range(1, len(counts) + 1):
         head = lines[i].strip() if i < len(lines) else "end of file"
         m = _SECTION.match(head)
         if not m or int(m.group(1)) != k:
             raise ArpaError(f"{where}:{i + 1}: expected '\\{k}-grams:', got {head!r}")
-        start, rows, i = i, [], i + 1
-        while i < len(lines) and not lines[i].startswith("\\"):
-            fields = lines[i].split()
-            if fields:
-                if len(fields) not in (k + 1, k + 2) or (len(fields) == k + 2 and k == len(counts)):
-                    raise ArpaError(
-                        f"{where}:{i + 1}: a {k}-gram line needs a log10 probability, {k} words"
-                        f"{' and an optional back-off weight' if k < len(counts) else ''}: {lines[i]!r}"
-                    )
-                rows.append([str(i + 1), *fields])
-            i += 1
+        end = next(j for j in marks if j > i)
+        rows = [[str(j), *f] for j, f in zip(range(i + 2, end + 1), map(str.split, lines[i + 1 : end])) if f]
+        widths = (k + 2, k + 3) if k < len(counts) else (k + 2,)
+        bad = next((r for r in rows if len(r) not in widths), None)
+        if bad is not None:
+            raise ArpaError(
+                f"{where}:{bad[0]}: a {k}-gram line needs a log10 probability, {k} words"
+                f"{' and an optional back-off weight' if k < len(counts) else ''}: {lines[int(bad[0]) - 1]!r}"
+            )
         if len(rows) != counts[k - 1]:
             raise ArpaError(
-                f"{where}:{start + 1}: the header says ngram {k}={counts[k - 1]}"
+                f"{where}:{i + 1}: the header says ngram {k}={counts[k - 1]}"
                 f" but the section has {len(rows)} lines"
             )
-        sections.append((start + 1, rows))
+        sections.append((i + 1, rows))
+        i = end
     if i >= len(lines) or lines[i].strip() != "\\end\\":
         got = repr(lines[i].strip()) if i < len(lines) else "end of file"
         raise ArpaError(f"{where}:{i + 1}: expected '\\end\\' after the last section, got {got}")
@@ -141,15 +142,22 @@ def _parse(path: Path) -> tuple[list[int], list[tuple[int, list[list[str]]]]]:
 
 
 def _floats(rows: list[list[str]], col: int, where: str, default: float | None = None) -> np.ndarray:
-    out = np.empty(len(rows))
-    for j, r in enumerate(rows):
+    """Column ``col`` of the rows as natural logs [M] (``default`` where a row is shorter)."""
+    fill = "0" if default is None else repr(default)
+    try:  # fast path: numpy parses the strings
+        out = np.array([r[col] if col < len(r) else fill for r in rows], dtype=np.float64)
+        if not (np.isnan(out).any() or (out == math.inf).any()):
+            return out * LN10
+    except ValueError:
+        pass
+    for r in rows:  # slow path, to name the line
         try:
-            out[j] = float(r[col]) if col < len(r) or default is None else default
-            if out[j] != out[j] or out[j] == math.inf:
+            x = float(r[col])
+            if x != x or x == math.inf:
                 raise ValueError
         except ValueError:
             raise ArpaError(f"{where}:{r[0]}: not a number: {r[col]!r}") from None
-    return out * LN10
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _vocab_of(rows: list[list[str]], vocab: Vocab | None, where: str) -> tuple[Vocab, dict[str, int]]:
@@ -187,15 +195,23 @@ def _vocab_of(rows: list[list[str]], vocab: Vocab | None, where: str) -> tuple[V
 
 def _ids(rows: list[list[str]], k: int, index: dict[str, int], where: str) -> np.ndarray:
     """Token ids [M, k] of the k-gram lines; ``<s>`` only first, ``</s>`` only last."""
-    out = np.empty((len(rows), k), np.int64)
-    for j, r in enumerate(rows):
-        words = r[2 : 2 + k]
-        try:
-            out[j] = [index[w] for w in words]
-        except KeyError as e:
-            raise ArpaError(f"{where}:{r[0]}: word {e.args[0]!r} is not a unigram") from None
-        if BOS in words[1:] or EOS in words[:-1]:
-            raise ArpaError(f"{where}:{r[0]}: <s> may only come first and </s> only last: {' '.join(words)}")
+    marks = dict(index)
+    if BOS in index:
+        marks[BOS], marks[EOS] = -2, -3
+    out = np.array([marks.get(w, -1) for r in rows for w in r[2 : 2 + k]], np.int64).reshape(-1, k)
+    bad = (out == -1).any(1)
+    if bad.any():
+        r = rows[int(np.argmax(bad))]
+        word = next(w for w in r[2 : 2 + k] if w not in marks)
+        raise ArpaError(f"{where}:{r[0]}: word {word!r} is not a unigram")
+    bad = (out[:, 1:] == -2).any(1) | (out[:, :-1] == -3).any(1)
+    if bad.any():
+        r = rows[int(np.argmax(bad))]
+        raise ArpaError(
+            f"{where}:{r[0]}: <s> may only come first and </s> only last: {' '.join(r[2 : 2 + k])}"
+        )
+    if BOS in index:
+        out[out < 0] = index[BOS]
     return out
 
 
@@ -218,7 +234,13 @@ def read_arpa(path: str | Path, vocab: Vocab | None = None) -> NgramLM:
     (KenLM does the same); a warning says how many.
     """
     where = str(path)
-    counts, sections = _parse(Path(path))
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # millions of small lists: the cyclic collector would rescan them over and over
+    try:
+        counts, sections = _parse(Path(path))
+    finally:
+        if gc_was_enabled:
+            gc.enable()
     vocab, index = _vocab_of(sections[0][1], vocab, where)
     V = len(vocab)
     logp1, logbo1 = np.full(V, -99.0 * LN10), np.zeros(V)
