@@ -78,27 +78,7 @@ STRATEGY_HELP = "Search strategy. Default: beam with --constraint (Anderson-styl
     help="Prompts decoded together (--input).",
 )
 def generate(
-    prompt,
-    model_spec,
-    hf_model,
-    strategy,
-    constraint,
-    max_length,
-    beam_size,
-    length_penalty,
-    n_best,
-    temperature,
-    top_k,
-    top_p,
-    min_p,
-    num_samples,
-    seed,
-    device,
-    as_json,
-    input_path,
-    output_path,
-    resume,
-    batch_size,
+    prompt, model_spec, hf_model, device, as_json, input_path, output_path, resume, batch_size, **options
 ):
     """Generate a continuation of PROMPT (text, tokenised by the model's vocabulary).
 
@@ -116,20 +96,7 @@ def generate(
         raise UsageError("give either a PROMPT or --input FILE")
     if input_path is not None and output_path is None:
         raise UsageError("--input needs --output FILE")
-    config = GenerationConfig(
-        strategy,
-        max_length,
-        constraint,
-        beam_size,
-        length_penalty,
-        n_best,
-        temperature,
-        top_k,
-        top_p,
-        min_p,
-        num_samples,
-        seed,
-    )
+    config = GenerationConfig(**options)  # the remaining options are GenerationConfig's fields
     model = _load(model_spec, hf_model, device)
     if input_path is not None:
         _batch(model, input_path, output_path, config, resume, batch_size)
