@@ -112,7 +112,7 @@ def generate(
     hyps = run(model, [ids], config)[0]
     if not hyps:
         click.echo(
-            f"Error: no continuation matching {constraint!r} was found within --max-length {max_length}; "
+            f"Error: no continuation matching {config.constraint!r} was found within --max-length {config.max_length}; "
             "try a larger --beam-size or --max-length",
             err=True,
         )
