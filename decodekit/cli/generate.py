@@ -112,8 +112,8 @@ def generate(
     hyps = run(model, [ids], config)[0]
     if not hyps:
         click.echo(
-            f"Error: no continuation matching {config.constraint!r} was found within --max-length {config.max_length}; "
-            "try a larger --beam-size or --max-length",
+            f"Error: no continuation matching {config.constraint!r} was found within "
+            f"--max-length {config.max_length}; try a larger --beam-size or --max-length",
             err=True,
         )
         raise SystemExit(1)
