@@ -193,3 +193,25 @@ def test_float32_long_sequence_matches_float64(stack):
         double, _ = model.double()(x)
     assert torch.isfinite(single).all()
     torch.testing.assert_close(single.double(), double, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["superposition", "stratification"])
+def test_gradcheck_vector_stacks(kind):
+    from decodekit.models.stack.stratification import StratificationStack
+    from decodekit.models.stack.superposition import SuperpositionStack
+
+    torch.manual_seed(0)
+    stack = (
+        SuperpositionStack(3, 2, depth=3) if kind == "superposition" else StratificationStack(3, 2)
+    ).double()
+    hs = torch.randn(4, 2, 3, dtype=torch.float64, requires_grad=True)
+
+    def f(hs):
+        state, _ = stack.initial(2, hs)
+        total = 0
+        for h in hs:
+            state, r = stack(state, h)
+            total = total + (r * torch.arange(1.0, 3.0, dtype=torch.float64)).sum()
+        return total
+
+    assert torch.autograd.gradcheck(f, (hs,))
