@@ -187,3 +187,14 @@ def test_decoders_batch_prompts_of_different_lengths(name):
     first = greedy(model, prompts, max_length=6)
     for prompt, hyps in zip(prompts, first):
         assert hyps[0].tokens == greedy(model, prompt, max_length=6)[0].tokens
+
+
+def test_docs_python_blocks_run():
+    import re
+    from pathlib import Path
+
+    doc = Path(__file__).resolve().parents[2] / "docs" / "stack_rnns.md"
+    namespace: dict = {}
+    for i, code in enumerate(re.findall(r"```python\n(.*?)```", doc.read_text(encoding="utf-8"), re.S)):
+        exec(compile(code, f"stack_rnns.md[block {i}]", "exec"), namespace)
+    assert isinstance(namespace["model"], StackLSTM)
