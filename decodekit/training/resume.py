@@ -87,7 +87,9 @@ def load_training_state(
     for k, v in tensors.items():
         if k.startswith("optim."):
             _, i, key = k.split(".", 2)
-            state.setdefault(int(i), {})[key] = v.to(device) if key != "step" else v
+            # copy=True: a fresh, aligned tensor (not a view into the file's buffer, whose
+            # alignment depends on the header length and changes CPU kernels' rounding)
+            state.setdefault(int(i), {})[key] = v.to(device, copy=True) if key != "step" else v
     for i, buf in meta.pop("optim_scalars").items():
         state.setdefault(int(i), {}).update(buf)
     optimizer.load_state_dict({"state": state, "param_groups": meta.pop("optim_groups")})
@@ -98,5 +100,5 @@ def load_training_state(
     hidden = None
     if "hidden.0" in tensors:
         it = iter(tensors[f"hidden.{k}"] for k in range(len(_leaves(hidden_template))))
-        hidden = map_state(hidden_template, lambda t: next(it).to(t.device))
+        hidden = map_state(hidden_template, lambda t: next(it).to(t.device, copy=True))
     return meta, hidden
