@@ -34,6 +34,9 @@ class TrainConfig:
             pseudo-count added to every word's count before the power.
         tau, psi: "search-then-converge" (lr0 / psi^max(0, e - tau)) and "darken-moody"
             (lr0 / (1 + (e - 1) / tau)) schedules.
+        amp: "off" (float32) or "bf16": the training forward pass and loss under bfloat16
+            autocast (CUDA; CPU autocast works too but is rarely faster); weights, optimiser,
+            gradients and validation stay float32.
     """
 
     epochs: int = 13
@@ -60,6 +63,7 @@ class TrainConfig:
     noise_smoothing: float = 0.0
     tau: float = 7.0
     psi: float = 2.0
+    amp: str = "off"
 
     def __post_init__(self) -> None:
         for name in ("epochs", "batch_size", "bptt"):
@@ -69,6 +73,8 @@ class TrainConfig:
             raise ValueError(
                 f"need lr > 0, clip >= 0, weight_decay >= 0; got {self.lr}, {self.clip}, {self.weight_decay}"
             )
+        if self.amp not in ("off", "bf16"):
+            raise ValueError(f"amp must be 'off' or 'bf16', got {self.amp!r}")
         if self.optimizer not in ("sgd", "adam"):
             raise ValueError(f"optimizer must be 'sgd' or 'adam', got {self.optimizer!r}")
         check_loss_options(
