@@ -29,6 +29,7 @@ from decodekit.models.neural import NeuralLM
 from decodekit.models.registry import config_to_dict
 from decodekit.models.state import detach
 from decodekit.training.config import TrainConfig
+from decodekit.training.ddp import SingleProcess, autocast
 from decodekit.training.evaluate import evaluate
 from decodekit.training.resume import RESUME, load_training_state, save_training_state
 from decodekit.training.sampled import load_loss_state, loss_state, make_loss
@@ -95,9 +96,12 @@ class _Run:
         config: TrainConfig,
         out: Path | None,
         loss_fn: Loss | None = None,
+        parallel: SingleProcess | None = None,
     ) -> None:
         self.model, self.corpus, self.config, self.out = model, corpus, config, out
-        self.data = batchify(corpus.train, config.batch_size).to(model.device)  # [B, L]
+        self.par = parallel or SingleProcess()  # ddp.DataParallel: this rank's rows, DDP, collectives
+        self.data = self.par.shard(batchify(corpus.train, config.batch_size)).to(model.device)  # [B/W, L]
+        self.forward = self.par.wrap(model, loss_fn)  # model.features, under DDP when distributed
         self.loss_fn = loss_fn
         loss_params = list(loss_fn.parameters()) if isinstance(loss_fn, torch.nn.Module) else []
         self.optimizer = make_optimizer(model, config, loss_params)
@@ -131,9 +135,11 @@ class _Run:
             raise ValueError("resume needs the output directory")
         path = self.out / RESUME
         template = self.model.initial_state(self.config.batch_size)
-        meta, self.hidden = load_training_state(
+        meta, hidden = load_training_state(
             path, model=self.model, optimizer=self.optimizer, hidden_template=template
         )
+        self.hidden = self.par.local_state(hidden, self.model)  # saved with all B rows
+        self.par.align_rng()
         if {k: meta.get(k) for k in self.fixed} != self.fixed:
             raise CheckpointError(f"{path} belongs to another model or vocabulary")
         saved = TrainConfig.from_dict(meta["train_config"])
@@ -145,6 +151,8 @@ class _Run:
 
     def save(self) -> None:
         if self.out is not None:
+            hidden = self.par.full_state(self.hidden, self.model)  # collective: all ranks call save()
+        if self.out is not None and self.par.is_main:
             meta = {
                 **self.fixed,
                 "train_config": self.config.to_dict(),
@@ -153,15 +161,16 @@ class _Run:
                 "loop": self.loop,
             }
             save_training_state(
-                self.out / RESUME, model=self.model, optimizer=self.optimizer, hidden=self.hidden, meta=meta
+                self.out / RESUME, model=self.model, optimizer=self.optimizer, hidden=hidden, meta=meta
             )
 
     def update(self, x: torch.Tensor, y: torch.Tensor, lr: float, loss_fn: Loss) -> None:
         """One truncated-BPTT update on the chunk x, y [B, t], the state carried and then detached."""
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        features, hidden = self.model.features(self.hidden, x)
-        losses = loss_fn(self.model, features, y)  # [B, t]
+        with autocast(self.model.device, self.config.amp):
+            features, hidden = self.forward(self.hidden, x)
+            losses = loss_fn(self.model, features, y)  # [B, t] (B: this rank's rows)
         loss = losses.sum() / (x.shape[0] if self.config.sum_over_time else losses.numel())
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -170,8 +179,9 @@ class _Run:
         self.optimizer.step()
         self.hidden = detach(hidden)
         loop = self.loop
-        loop["run_nll"] += losses.detach().double().sum().item()
-        loop["run_tokens"] += losses.numel()
+        nll, tokens = self.par.tally(losses.detach().double().sum(), losses.numel())  # over ranks
+        loop["run_nll"] += nll
+        loop["run_tokens"] += tokens
         loop["position"] += 1
         loop["update"] += 1
 
@@ -181,7 +191,7 @@ class _Run:
         """Run the rest of the current epoch. Returns False if stopped early (state saved)."""
         loop, epoch = self.loop, self.loop["epoch"]
         if self.hidden is None:
-            self.hidden = self.model.initial_state(self.config.batch_size)
+            self.hidden = self.model.initial_state(self.data.shape[0])
         bar = tqdm(
             total=num_bptt_batches(self.data, self.config.bptt),
             initial=loop["position"],
@@ -203,6 +213,7 @@ class _Run:
                     tok_s=f"{loop['run_tokens'] / loop['run_seconds']:.0f}",
                     refresh=False,
                 )
+            interrupt.requested = self.par.any(interrupt.requested)  # stop all ranks together
             if interrupt.requested or loop["update"] == stop_after:
                 bar.close()
                 self.save()
@@ -225,6 +236,7 @@ def train(
     loss_fn: Loss | None = None,
     progress: bool = True,
     stop_after_updates: int | None = None,
+    parallel: SingleProcess | None = None,
 ) -> dict[str, Any]:
     """Train ``model`` on ``corpus.train``, validating on ``corpus.valid`` after each epoch.
 
@@ -235,6 +247,8 @@ def train(
             :func:`.sampled.make_loss` (softmax, NCE, sampled softmax). Validation always uses
             the full softmax.
         stop_after_updates: save the resume state and stop after this many updates in all (tests).
+        parallel: a :class:`.ddp.DataParallel` under torchrun (this rank's share of the batch,
+            DDP gradients; only rank 0 writes and shows progress); default: one process.
 
     Returns: ``{"epochs": [...per-epoch records...], "best_valid_ppl": ..., "stopped": reason}``.
     Raises KeyboardInterrupt after saving the resume state if Ctrl-C arrives.
@@ -255,7 +269,8 @@ def train(
             learn_log_z=config.learn_log_z,
             smoothing=config.noise_smoothing,
         )
-    run = _Run(model, corpus, config, out, loss_fn)
+    run = _Run(model, corpus, config, out, loss_fn, parallel)
+    progress = progress and run.par.is_main
     if resume:
         run.restore()
     loop, stopped = run.loop, "epochs"
@@ -268,7 +283,8 @@ def train(
             if not run.epoch(loss_fn, progress, interrupt, stop_after_updates):
                 stopped = "updates"
                 break
-            record = _end_epoch(model, corpus, config, loop, run.schedule, lr, out, loss_fn)
+            main_out = out if run.par.is_main else None
+            record = _end_epoch(model, corpus, config, loop, run.schedule, lr, main_out, loss_fn, run.par)
             run.hidden = None
             run.save()
             if progress:
@@ -288,13 +304,14 @@ def _end_epoch(
     lr: float,
     out: Path | None,
     loss_fn: Loss,
+    par: SingleProcess,
 ) -> dict:
     """Validate, update the schedule and the best checkpoint, log; advance ``loop`` to the next epoch."""
     t_valid = time.perf_counter()
-    valid = evaluate(model, corpus.valid)
+    valid_ppl = par.broadcast(evaluate(model, corpus.valid).ppl)  # every rank computes; rank 0's wins
     model.train()
-    schedule.observe(loop["epoch"], valid.ppl)
-    improved = loop["best"] is None or valid.ppl < loop["best"]
+    schedule.observe(loop["epoch"], valid_ppl)
+    improved = loop["best"] is None or valid_ppl < loop["best"]
     record = {
         "epoch": loop["epoch"],
         "lr": lr,
@@ -303,19 +320,19 @@ def _end_epoch(
         "train_ppl": math.exp(loop["run_nll"] / max(loop["run_tokens"], 1))
         if getattr(loss_fn, "is_nll", False)
         else None,
-        "valid_ppl": valid.ppl,
+        "valid_ppl": valid_ppl,
         "train_seconds": round(loop["run_seconds"], 2),
         "train_tokens_per_s": round(loop["run_tokens"] / max(loop["run_seconds"], 1e-9), 1),
         "valid_seconds": round(time.perf_counter() - t_valid, 2),
         "best": improved,
     }
     if improved:
-        loop["best"], loop["bad_epochs"] = valid.ppl, 0
+        loop["best"], loop["bad_epochs"] = valid_ppl, 0
         if out is not None:
             save_checkpoint(
                 model,
                 out,
-                extra={"train_config": config.to_dict(), "epoch": loop["epoch"], "valid_ppl": valid.ppl},
+                extra={"train_config": config.to_dict(), "epoch": loop["epoch"], "valid_ppl": valid_ppl},
             )
     else:
         loop["bad_epochs"] += 1
