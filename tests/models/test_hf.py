@@ -4,6 +4,8 @@ trained in memory (no network, no files): exact agreement with the model's own f
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import regex
 import torch
@@ -154,3 +156,28 @@ def test_without_tokenizer_and_load_errors(tiny, tmp_path):
     ids = torch.tensor([[5, 6, 7]])
     a = loaded.prefill(loaded.initial_state(1), ids)[0]
     assert torch.allclose(a, lm.prefill(lm.initial_state(1), ids)[0], atol=1e-5)
+
+
+def test_mixture_of_transformers_models_reorders_each_cache(tiny):
+    from decodekit.models.mixture import MixtureLM
+
+    model, tok = tiny
+    lm = HuggingFaceLM(model, tok)
+    torch.manual_seed(1)
+    other = transformers.GPT2LMHeadModel(model.config).eval()
+    mix = MixtureLM([lm, HuggingFaceLM(other, tok)], [0.6, 0.4])
+    prompts = [[5, 6, 7], [8, 9]]
+    alone = decodekit.beam_search(MixtureLM([lm]), prompts, 3, 6, length_penalty=0.0)
+    direct = decodekit.beam_search(lm, prompts, 3, 6, length_penalty=0.0)
+    assert [h[0].tokens for h in alone] == [h[0].tokens for h in direct]
+    hyps = decodekit.beam_search(mix, prompts, 3, 6, length_penalty=0.0)
+    for p, h in zip(prompts, hyps):  # the reported log-probability is the mixture's, recomputed by hand
+        seq = [*p, *h[0].tokens]
+        with torch.no_grad():
+            la = torch.log_softmax(model(torch.tensor([seq])).logits[0].double(), -1)
+            lb = torch.log_softmax(other(torch.tensor([seq])).logits[0].double(), -1)
+        mixed = torch.logaddexp(la + math.log(0.6), lb + math.log(0.4))
+        total = sum(float(mixed[t - 1, seq[t]]) for t in range(len(p), len(seq)) if seq[t] != lm.eos_id)
+        if h[0].finished:
+            total += float(mixed[len(seq) - 1, lm.eos_id])
+        assert h[0].logprob == pytest.approx(total, abs=1e-3)
