@@ -11,22 +11,57 @@ Perplexity counts every token, ``<eos>`` included (one per PTB line, one per Bro
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from decodekit.data import load_brown, load_corpus
 from decodekit.models.arpa import read_arpa, write_arpa
+from decodekit.models.kneser_ney import _count
 from decodekit.models.mixture import MixtureLM, stream_logprobs
-from decodekit.models.ngram import train_kneser_ney
+from decodekit.models.ngram import NgramLM, train_kneser_ney
 
 PUBLISHED = {
     ("ptb", 5): "141.2 test (Mikolov et al. 2011, KN5)",
     ("brown", 3): "334 valid / 323 test (Bengio et al. 2003, KN back-off)",
     ("brown", 4): "332 / 321",
     ("brown", 5): "332 / 321",
+    ("brown", "di"): "352 / 336 (Bengio et al. 2003, deleted interpolation)",
 }
+
+
+def ml_ngram(train: torch.Tensor, order: int, V: int, eos: int) -> NgramLM:
+    """Maximum-likelihood n-gram p(w | h) = c(h w) / c(h), backing off (weight 1) to the order
+    below only for contexts never seen, in back-off form (bo = 0 for seen contexts)."""
+    tables = _count(np.concatenate([[eos], train.numpy()]).astype(np.int64), order, V, eos)
+    keys, logp, logbo = [], [], []
+    with np.errstate(divide="ignore"):
+        for k, tab in enumerate(tables, start=1):
+            c = tab["count"].astype(np.float64)
+            if k == 1:
+                p = c / c.sum()
+            else:
+                prefix = tab["keys"] // V
+                total = np.bincount(prefix, weights=c, minlength=len(tables[k - 2]["keys"]))
+                p = c / total[prefix]
+                logbo[-1] = np.where(total > 0, -np.inf, 0.0)
+            keys.append(torch.from_numpy(tab["keys"]))
+            logp.append(np.log(p))
+            logbo.append(np.zeros(len(p)))
+    return NgramLM(keys, [torch.from_numpy(x) for x in logp], [torch.from_numpy(x) for x in logbo], V, eos)
+
+
+def deleted_interpolation(corpus) -> MixtureLM:
+    """Jelinek-Mercer trigram: ML trigram, bigram, unigram and uniform, weights by EM on valid
+    (one global weight per order; Bengio et al. bin the weights by context frequency)."""
+    V, eos = len(corpus.vocab), corpus.vocab.eos_id
+    uniform = NgramLM([torch.arange(V)], [torch.full((V,), -math.log(V))], [torch.zeros(V)], V, eos)
+    mix = MixtureLM([ml_ngram(corpus.train, n, V, eos) for n in (3, 2, 1)] + [uniform])
+    mix.fit([corpus.valid])
+    return mix
 
 
 def ppl(logprobs: torch.Tensor) -> float:
@@ -38,8 +73,13 @@ def main() -> None:
     ap.add_argument("--data", default="../shared/data", help="folder with ptb/ and brown/brown.zip")
     ap.add_argument("--corpus", choices=["ptb", "brown"], default="ptb")
     ap.add_argument("--orders", type=int, nargs="+", default=[5])
-    ap.add_argument("--arpa", default=None, help="also write the highest order to this ARPA file and re-read it")
-    ap.add_argument("--mlp", default=None, help="checkpoint directory of a trained MLP: report the EM mixture")
+    ap.add_argument(
+        "--arpa", default=None, help="also write the highest order to this ARPA file and re-read it"
+    )
+    ap.add_argument(
+        "--mlp", default=None, help="checkpoint directory of a trained MLP: report the EM mixture"
+    )
+    ap.add_argument("--deleted-interpolation", action="store_true", help="also the Jelinek-Mercer trigram")
     args = ap.parse_args()
     torch.set_num_threads(1)
     data = Path(args.data)
@@ -47,7 +87,8 @@ def main() -> None:
     corpus = load_corpus(data / "ptb") if args.corpus == "ptb" else load_brown(data / "brown" / "brown.zip")
     print(
         f"{args.corpus}: |V|={len(corpus.vocab)} train/valid/test tokens "
-        f"{corpus.train.numel()}/{corpus.valid.numel()}/{corpus.test.numel()} (load {time.perf_counter() - t0:.1f}s)"
+        f"{corpus.train.numel()}/{corpus.valid.numel()}/{corpus.test.numel()}"
+        f" (load {time.perf_counter() - t0:.1f}s)"
     )
     print(f"{'order':>5} {'n-grams':>10} {'train s':>8} {'valid ppl':>10} {'test ppl':>9}  published")
     model = None
@@ -57,7 +98,17 @@ def main() -> None:
         secs = time.perf_counter() - t0
         valid, test = model.perplexity(corpus.valid), model.perplexity(corpus.test)
         size = sum(len(k) for k in model.keys[1:]) + len(corpus.vocab)
-        print(f"{n:>5} {size:>10} {secs:>8.2f} {valid:>10.2f} {test:>9.2f}  {PUBLISHED.get((args.corpus, n), '')}")
+        print(
+            f"{n:>5} {size:>10} {secs:>8.2f} {valid:>10.2f} {test:>9.2f}"
+            f"  {PUBLISHED.get((args.corpus, n), '')}"
+        )
+    if args.deleted_interpolation:
+        di = deleted_interpolation(corpus)
+        lp = {k: torch.logsumexp(torch.stack([m.score(getattr(corpus, k)) for m in di.models]).double()
+                                 + di.weights.log().view(-1, 1), 0) for k in ("valid", "test")}  # fmt: skip
+        weights = "/".join(f"{w:.2f}" for w in di.weights.tolist())
+        print(f"{'DI 3':>5} {'':>10} {'':>8} {ppl(lp['valid']):>10.2f} {ppl(lp['test']):>9.2f}  "
+              f"EM weights (3/2/1/uniform) {weights}; {PUBLISHED.get((args.corpus, 'di'), '')}")  # fmt: skip
     if args.arpa and model is not None:
         t0 = time.perf_counter()
         write_arpa(model, args.arpa)
@@ -89,7 +140,12 @@ def mixture_report(path: str, corpus) -> None:
     em = MixtureLM([mlp, tri])
     em.fit([corpus.valid])
     print(f"{'model':>28} {'valid ppl':>10} {'test ppl':>9}")
-    for name, w in [("MLP", None), ("KN trigram", None), ("mix 0.5/0.5", half.weights), ("mix EM", em.weights)]:
+    for name, w in [
+        ("MLP", None),
+        ("KN trigram", None),
+        ("mix 0.5/0.5", half.weights),
+        ("mix EM", em.weights),
+    ]:
         row = []
         for split in ("valid", "test"):
             if w is None:
