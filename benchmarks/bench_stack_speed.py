@@ -30,9 +30,11 @@ def _model(stack: str, window: int | None, max_length: int, args: argparse.Names
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     vocab = CharVocab(["<eos>", "0", "1", "#"], unk=None)
+    stack, _, recompute = stack.partition("+")
     config = StackLSTMConfig(
-        stack=stack, embed=args.hidden, hidden=args.hidden, stack_states=args.states,
-        stack_symbols=args.symbols, window=window, stack_embed=args.hidden, max_length=max(max_length, 512),
+        stack=stack, recompute=recompute == "recompute", embed=args.hidden, hidden=args.hidden,
+        stack_states=args.states, stack_symbols=args.symbols, window=window, stack_embed=args.hidden,
+        max_length=max(max_length, 512),
     )  # fmt: skip
     return StackLSTM(config, vocab)
 
@@ -80,6 +82,8 @@ def main() -> None:
     p.add_argument("--window", type=int, default=35, help="D of the memory-limited runs")
     p.add_argument("--limited-lengths", nargs="+", type=int, default=[40, 80, 160, 320])
     p.add_argument("--others", nargs="*", default=["superposition", "stratification"], help="other stacks")
+    p.add_argument("--recompute-lengths", nargs="*", type=int, default=[80, 160],
+                   help="unlimited NS/RNS with StackLSTMConfig.recompute (checkpointing)")  # fmt: skip
     p.add_argument("--batch", type=int, default=10)
     p.add_argument("--states", type=int, default=2)
     p.add_argument("--symbols", type=int, default=3)
@@ -97,9 +101,10 @@ def main() -> None:
     rows = [(s, None, n) for s in args.stacks for n in args.lengths]
     rows += [(s, args.window, n) for s in args.stacks for n in args.limited_lengths]
     rows += [(s, None, n) for s in args.others for n in args.lengths]
+    rows += [(f"{s}+recompute", None, n) for s in args.stacks for n in args.recompute_lengths]
     print(f"batch {args.batch}, |Q|={args.states}, |Gamma|={args.symbols}, hidden {args.hidden}, "
           f"{args.threads} thread(s); CPU s, best of {args.reps}; peak MB = RSS growth")  # fmt: skip
-    print(f"{'stack':<15}{'D':>5}{'n':>6}{'fwd s':>9}{'bwd s':>9}{'total s':>9}{'peak MB':>10}")
+    print(f"{'stack':<20}{'D':>5}{'n':>6}{'fwd s':>9}{'bwd s':>9}{'total s':>9}{'peak MB':>10}")
     for stack, window, n in rows:
         r = run(stack, window, [n], argv)
         f, b = r["times"][str(n)]

@@ -198,3 +198,19 @@ def test_docs_python_blocks_run():
     for i, code in enumerate(re.findall(r"```python\n(.*?)```", doc.read_text(encoding="utf-8"), re.S)):
         exec(compile(code, f"stack_rnns.md[block {i}]", "exec"), namespace)
     assert isinstance(namespace["model"], StackLSTM)
+
+
+@pytest.mark.parametrize("name", ["ns", "rns-window3", "stratification"])
+def test_recompute_gives_same_outputs_and_gradients(name):
+    x = tokens(2, 7)
+    results = []
+    for recompute in (False, True):
+        torch.manual_seed(0)
+        config = StackLSTMConfig(embed=4, hidden=6, init_range=0.5, recompute=recompute, **CONFIGS[name])
+        model = StackLSTM(config, VOCAB).double()
+        logits, _ = model(x)
+        logits.square().sum().backward()
+        results.append((logits.detach(), [p.grad for p in model.parameters()]))
+    torch.testing.assert_close(results[0][0], results[1][0], rtol=1e-12, atol=1e-12)
+    for a, b in zip(results[0][1], results[1][1]):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)

@@ -12,11 +12,13 @@ place, so :func:`decodekit.models.state.select` reorders it and ``step`` decodes
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from decodekit.errors import DecodekitError
 from decodekit.models.neural import NeuralLM
@@ -34,7 +36,8 @@ class StackLSTMConfig:
     ``stack_symbols`` |Gamma| (ns/rns); ``window`` D (ns/rns; None = unlimited, then at most
     ``max_length`` steps per sequence); ``depth`` (superposition, stratification; None = unbounded);
     ``stack_embed`` m, the pushed-vector size (superposition/stratification); ``push_hidden``:
-    superposition pushes h_t (needs m = hidden). Every parameter starts U(-init_range, init_range)."""
+    superposition pushes h_t (needs m = hidden). Every parameter starts U(-init_range, init_range).
+    ``recompute``: trade compute for training memory (see :meth:`StackLSTM.features`)."""
 
     kind: ClassVar[str] = "stack-lstm"
     stack: str = "rns"
@@ -48,6 +51,7 @@ class StackLSTMConfig:
     push_hidden: bool = False
     max_length: int = 512
     init_range: float = 0.1
+    recompute: bool = False
 
 
 def build_stack(config: StackLSTMConfig) -> nn.Module:
@@ -95,16 +99,35 @@ class StackLSTM(NeuralLM):
         return {"h": h, "c": h.clone(), "r": reading, "stack": stack}
 
     def features(self, state: dict[str, Any], tokens: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
-        """Args: state (N rows), tokens [N, T]. Returns (h_1..h_T [N, T, H], state after x_T)."""
+        """Args: state (N rows), tokens [N, T]. Returns (h_1..h_T [N, T, H], state after x_T).
+
+        With ``config.recompute`` and gradients on, the T steps run in segments of ceil(sqrt(T))
+        whose intermediates are recomputed in the backward pass (``torch.utils.checkpoint``): only
+        the states at segment boundaries are kept, e.g. O(n^2.5) instead of O(n^3) autograd memory
+        for the unlimited NS/RNS stack, for about one extra forward pass."""
         self.stack.check_length(state["stack"], tokens.shape[1])
         x = self.embedding(tokens)  # [N, T, E]
-        h, c, r, stack = state["h"], state["c"], state["r"], state["stack"]
+        carry = (state["h"], state["c"], state["r"], state["stack"])
+        if not (self.config.recompute and torch.is_grad_enabled() and tokens.shape[1] > 1):
+            outputs, carry = self._steps(x, *carry)
+        else:
+            size, outputs = math.isqrt(tokens.shape[1] - 1) + 1, []
+            for start in range(0, tokens.shape[1], size):
+                segment = x[:, start : start + size]
+                out, carry = checkpoint(self._steps, segment, *carry, use_reentrant=False)
+                outputs.append(out)
+            outputs = torch.cat(outputs, dim=1)
+        h, c, r, stack = carry
+        return outputs, {"h": h, "c": c, "r": r, "stack": stack}
+
+    def _steps(self, x: torch.Tensor, h, c, r, stack) -> tuple[torch.Tensor, tuple]:
+        """The recurrence over x [N, T', E]. Returns (h_t [N, T', H], (h, c, r, stack))."""
         outputs = []
-        for t in range(tokens.shape[1]):
+        for t in range(x.shape[1]):
             h, c = self.controller(torch.cat([x[:, t], r], dim=-1), (h, c))
             stack, r = self.stack(stack, h)
             outputs.append(h)
-        return torch.stack(outputs, dim=1), {"h": h, "c": c, "r": r, "stack": stack}
+        return torch.stack(outputs, dim=1), (h, c, r, stack)
 
     def concat_states(self, states: list[dict[str, Any]]) -> dict[str, Any]:
         """Join row-wise; growing stacks are padded with neutral (zero-weight) cells first."""
