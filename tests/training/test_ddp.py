@@ -1,0 +1,156 @@
+"""Data-parallel training (issue 8): 2 CPU processes with gloo against one process on the same
+global batch, and resume with a changed world size.
+
+Tolerance: parameters within 1e-5 (absolute) after 18 SGD updates. The two runs compute the
+same gradient in different floating-point orders (two half-batch GEMMs and gloo's sum over
+ranks instead of one full-batch GEMM), so they agree to rounding, not bitwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from decodekit.data import Corpus
+from decodekit.models.registry import create_model, make_config
+from decodekit.training import TrainConfig, train
+from decodekit.training.ddp import DataParallel, SingleProcess, local_rows
+from decodekit.vocab import WordVocab
+
+VOCAB = WordVocab(["<unk>", "<eos>", "the", "cat", "dog", "sat", "ran", "on", "mat"])
+TOL = 1e-5
+STOP = 11  # mid-epoch 2 (9 updates per epoch)
+
+
+def synthetic(n_sentences: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    ids = []
+    for _ in range(n_sentences):
+        noun, verb = torch.randint(2, (2,), generator=g).tolist()
+        words = ["the", ["cat", "dog"][noun], ["sat", "ran"][verb], "on", "the", "mat", "<eos>"]
+        ids += [VOCAB.index[w] for w in words]
+    return torch.tensor(ids)
+
+
+CORPUS = Corpus(VOCAB, synthetic(24, 0), synthetic(6, 1), synthetic(6, 2))  # 168 train tokens
+# clip 0.5: the global norm is clipped in most updates, so clipping must act on the averaged gradient
+CONFIG = TrainConfig(epochs=2, batch_size=4, bptt=5, lr=4.0, clip=1.0, decay_start=2)
+
+
+def tiny_model() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return create_model(make_config("lstm", embed=8, hidden=8), VOCAB)
+
+
+def _params(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def _worker(rank: int, size: int, port: int, tmp: str) -> None:
+    """One rank: a full run, a run stopped at STOP, and the resume of a 1-process partial run."""
+    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "RANK": rank, "LOCAL_RANK": rank}
+    env["WORLD_SIZE"] = size
+    os.environ.update({k: str(v) for k, v in env.items()})
+    torch.set_num_threads(1)
+    par, _ = DataParallel.from_env(torch.device("cpu"))
+    try:
+        jobs = {"ddp": {}, "ddp_part": {"stop_after_updates": STOP}, "one_part": {"resume": True}}
+        for name, kwargs in jobs.items():
+            model = tiny_model()
+            result = train(model, CORPUS, CONFIG, out=Path(tmp, name), progress=False, parallel=par, **kwargs)
+            if rank == 0:
+                torch.save(_params(model), Path(tmp, f"{name}.pt"))
+                Path(tmp, f"{name}.json").write_text(json.dumps(result))
+    finally:
+        par.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The reference (1 process), a 1-process run stopped at STOP, then 2 gloo processes."""
+    tmp = tmp_path_factory.mktemp("ddp")
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        train(tiny_model(), CORPUS, CONFIG, out=tmp / "one_part", progress=False, stop_after_updates=STOP)
+        ctx = mp.get_context("forkserver")  # one fresh server imports torch once; the ranks fork from it
+        ctx.set_forkserver_preload(["torch", "torch._dynamo", "decodekit.training"])
+        ranks = mp.start_processes(
+            _worker, args=(2, _free_port(), str(tmp)), nprocs=2, join=False, start_method="forkserver"
+        )
+        ref_model = tiny_model()  # while the two ranks start up
+        ref = train(ref_model, CORPUS, CONFIG, out=tmp / "ref", progress=False)
+        while not ranks.join():
+            pass
+    finally:
+        torch.set_num_threads(n)
+    return tmp, ref, _params(ref_model)
+
+
+def _close(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor]) -> None:
+    for k, v in want.items():
+        diff = (got[k] - v).abs().max().item()
+        assert diff <= TOL, f"{k}: max |difference| {diff:.3g} > {TOL}"
+
+
+def test_two_processes_equal_one_process_on_the_global_batch(runs):
+    tmp, ref, ref_params = runs
+    _close(torch.load(tmp / "ddp.pt"), ref_params)
+    got = json.loads((tmp / "ddp.json").read_text())
+    assert [r["updates"] for r in got["epochs"]] == [r["updates"] for r in ref["epochs"]] == [9, 18]
+    for a, b in zip(got["epochs"], ref["epochs"]):
+        assert a["valid_ppl"] == pytest.approx(b["valid_ppl"], rel=1e-5)
+        assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-5)  # summed over both ranks
+    # only rank 0 wrote: one metrics line per epoch, one checkpoint
+    lines = (tmp / "ddp" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(x)["epoch"] for x in lines] == [1, 2]
+    assert (tmp / "ddp" / "resume.safetensors").is_file()
+
+
+def test_resume_from_two_processes_in_one(runs):
+    tmp, ref, ref_params = runs
+    assert json.loads((tmp / "ddp_part.json").read_text())["stopped"] == "updates"
+    torch.set_num_threads(1)
+    model = tiny_model()
+    got = train(model, CORPUS, CONFIG, out=tmp / "ddp_part", resume=True, progress=False)
+    _close(_params(model), ref_params)
+    assert got["epochs"][-1]["valid_ppl"] == pytest.approx(ref["epochs"][-1]["valid_ppl"], rel=1e-5)
+
+
+def test_resume_from_one_process_in_two(runs):
+    tmp, ref, ref_params = runs
+    _close(torch.load(tmp / "one_part.pt"), ref_params)
+    got = json.loads((tmp / "one_part.json").read_text())
+    assert got["epochs"][-1]["train_loss"] == pytest.approx(ref["epochs"][-1]["train_loss"], rel=1e-5)
+
+
+def test_batch_must_divide_by_world_size():
+    assert local_rows(6, 1, 3) == slice(2, 4)
+    with pytest.raises(ValueError, match="batch size 5 .* not divisible by the world size 2"):
+        local_rows(5, 0, 2)
+    data = torch.arange(12).view(4, 3)
+    assert torch.equal(SingleProcess().shard(data), data)
+    assert torch.equal(DataParallel(1, 2, torch.device("cpu")).shard(data), data[2:])
+
+
+def test_bf16_autocast_trains_on_cpu(tmp_path):
+    torch.set_num_threads(1)
+    model = tiny_model()
+    config = TrainConfig(epochs=1, batch_size=4, bptt=5, lr=0.5, amp="bf16")
+    got = train(model, CORPUS, config, out=tmp_path, progress=False)
+    assert all(p.dtype == torch.float32 and torch.isfinite(p).all() for p in model.parameters())
+    assert got["epochs"][0]["valid_ppl"] < len(VOCAB)  # learned something: below uniform
+    with pytest.raises(ValueError, match="amp must be 'off' or 'bf16', got 'fp8'"):
+        TrainConfig(amp="fp8")
