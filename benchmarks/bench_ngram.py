@@ -125,35 +125,33 @@ def main() -> None:
 
 
 def mixture_report(path: str, corpus) -> None:
-    """MLP alone, interpolated trigram alone, 0.5/0.5 mix (Bengio's "mix") and EM weights on valid."""
+    """MLP alone, KN and deleted-interpolation trigrams alone, their 0.5/0.5 mixtures with the MLP
+    (Bengio's "mix") and mixtures with EM weights fitted on valid; ppl from token log-probs."""
     from decodekit.loading import load_model
+    from decodekit.models.mixture import fit_weights
 
     mlp = load_model(path)
     if mlp.vocab != corpus.vocab:
         raise SystemExit(f"{path}: the MLP's vocabulary is not this corpus's vocabulary")
-    tri = train_kneser_ney(corpus.train, 3, len(corpus.vocab), corpus.vocab.eos_id, vocab=corpus.vocab)
-    lp = {
-        split: torch.stack([stream_logprobs(m, getattr(corpus, split)).double() for m in (mlp, tri)])
-        for split in ("valid", "test")
-    }  # [2, T]
-    half = MixtureLM([mlp, tri], [0.5, 0.5])
-    em = MixtureLM([mlp, tri])
-    em.fit([corpus.valid])
-    print(f"{'model':>28} {'valid ppl':>10} {'test ppl':>9}")
-    for name, w in [
-        ("MLP", None),
-        ("KN trigram", None),
-        ("mix 0.5/0.5", half.weights),
-        ("mix EM", em.weights),
-    ]:
-        row = []
-        for split in ("valid", "test"):
-            if w is None:
-                row.append(ppl(lp[split][0 if name == "MLP" else 1]))
-            else:
-                row.append(ppl(torch.logsumexp(lp[split] + w.log().view(2, 1), 0)))
-        label = name if w is None else f"{name} ({w[0]:.2f}/{w[1]:.2f})"
-        print(f"{label:>28} {row[0]:>10.2f} {row[1]:>9.2f}")
+    V, eos = len(corpus.vocab), corpus.vocab.eos_id
+    kn, di = train_kneser_ney(corpus.train, 3, V, eos, vocab=corpus.vocab), deleted_interpolation(corpus)
+    lp = {}  # name -> split -> [T]
+    for split in ("valid", "test"):
+        ids = getattr(corpus, split)
+        lp.setdefault("MLP", {})[split] = stream_logprobs(mlp, ids).double()
+        lp.setdefault("KN trigram", {})[split] = kn.score(ids).double()
+        parts = torch.stack([m.score(ids).double() for m in di.models]) + di.weights.log().view(-1, 1)
+        lp.setdefault("DI trigram", {})[split] = torch.logsumexp(parts, 0)
+    print(f"{'model':>40} {'valid ppl':>10} {'test ppl':>9}")
+    for name in ("MLP", "KN trigram", "DI trigram"):
+        print(f"{name:>40} {ppl(lp[name]['valid']):>10.2f} {ppl(lp[name]['test']):>9.2f}")
+    for tri in ("DI trigram", "KN trigram"):
+        pair = {k: torch.stack([lp["MLP"][k], lp[tri][k]]) for k in ("valid", "test")}  # [2, T]
+        em, _ = fit_weights(pair["valid"])
+        for label, w in ((f"MLP + {tri} 0.5/0.5", torch.tensor([0.5, 0.5], dtype=torch.float64)),
+                         (f"MLP + {tri} EM {em[0]:.2f}/{em[1]:.2f}", em)):  # fmt: skip
+            mixed = {k: torch.logsumexp(pair[k] + w.log().view(2, 1), 0) for k in pair}
+            print(f"{label:>40} {ppl(mixed['valid']):>10.2f} {ppl(mixed['test']):>9.2f}")
 
 
 if __name__ == "__main__":
