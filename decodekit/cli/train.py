@@ -82,6 +82,20 @@ def _device(name: str):
     return torch.device(name)
 
 
+def _parallel(device, batch_size: int):
+    """Under torchrun: (ddp.DataParallel, this rank's device); otherwise (None, device)."""
+    from decodekit.training.ddp import DataParallel, local_rows
+
+    parallel, device = DataParallel.from_env(device)
+    if parallel is not None:
+        try:
+            local_rows(batch_size, parallel.rank, parallel.size)
+        except ValueError as e:
+            parallel.close()
+            raise UsageError(f"--batch-size: {e}") from None
+    return parallel, device
+
+
 def _load_embeddings(model, path: str, freeze: bool) -> None:
     from decodekit.training.embeddings import load_embeddings
 
@@ -181,6 +195,13 @@ def _load_embeddings(model, path: str, freeze: bool) -> None:
 @click.option("--device", default="auto", show_default=True, help="cpu, cuda, cuda:1, ... or auto.")
 @click.option("--threads", type=int, help="torch CPU threads (default: torch's choice).")
 @click.option(
+    "--amp",
+    type=click.Choice(["off", "bf16"]),
+    default="off",
+    show_default=True,
+    help="bf16: training forward pass under bfloat16 autocast (CUDA; allowed on CPU, rarely faster).",
+)
+@click.option(
     "--save-every", type=int, default=0, show_default=True, help="Also save resume state every N updates."
 )
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output checkpoint directory.")
@@ -226,12 +247,13 @@ def train_command(data: str, kind: str, out: str, resume: bool, **opts) -> None:
         noise_smoothing=opts["noise_smoothing"],
         tau=opts["tau"],
         psi=opts["psi"],
+        amp=opts["amp"],
     )
     if Path(out, "resume.safetensors").exists() and not resume:
         raise UsageError(
             f"{out} already holds a training run; pass --resume to continue it or pick another --out"
         )
-    device = _device(opts["device"])
+    parallel, device = _parallel(_device(opts["device"]), train_config.batch_size)
     corpus = load_data(data, min_count=opts["min_count"], max_size=opts["max_vocab"], chars=opts["chars"])
     torch.manual_seed(train_config.seed)
     model = create_model(config, corpus.vocab).to(device)
@@ -239,7 +261,13 @@ def train_command(data: str, kind: str, out: str, resume: bool, **opts) -> None:
         _load_embeddings(model, opts["embeddings"], opts["freeze_embeddings"])
     elif opts["freeze_embeddings"]:
         raise UsageError("--freeze-embeddings needs --embeddings FILE")
-    result = train(model, corpus, train_config, out=out, resume=resume, progress=opts["progress"])
+    result = train(
+        model, corpus, train_config, out=out, resume=resume, progress=opts["progress"], parallel=parallel
+    )
+    if parallel is not None:
+        parallel.close()
+        if not parallel.is_main:
+            return  # rank 0 alone tests the best model and writes the summary
     best = load_checkpoint(out, device=device)
     test = evaluate(best, corpus.test)
     summary = {
