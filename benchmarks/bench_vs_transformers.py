@@ -62,13 +62,15 @@ def contenders(lm, model, prompts: torch.Tensor, new: int, beams: list[int]):
     """name -> (decodekit fn, transformers fn); each returns token ids [rows, new] as a list."""
     p = prompts.tolist()
 
-    def ours_sample():
+    def ours_sample(k=50):
         torch.manual_seed(1234)
-        return [h.tokens for hs in decodekit.sample(lm, p, new, top_k=50) for h in hs]
+        return [h.tokens for hs in decodekit.sample(lm, p, new, top_k=k) for h in hs]
 
-    def theirs_sample():
+    def theirs_sample(k=50):
         torch.manual_seed(1234)
-        return hf_generate(model, prompts, new, do_sample=True, top_k=50, top_p=1.0, temperature=1.0).tolist()
+        return hf_generate(
+            model, prompts, new, do_sample=True, top_k=k or 0, top_p=1.0, temperature=1.0
+        ).tolist()
 
     table = {
         "greedy": (
@@ -76,6 +78,7 @@ def contenders(lm, model, prompts: torch.Tensor, new: int, beams: list[int]):
             lambda: hf_generate(model, prompts, new, do_sample=False, num_beams=1).tolist(),
         ),
         "sample (top-k 50)": (ours_sample, theirs_sample),
+        "sample (pure)": (lambda: ours_sample(None), lambda: theirs_sample(None)),
     }
     for k in beams:
         table[f"beam {k}"] = (
