@@ -154,3 +154,33 @@ def test_bf16_autocast_trains_on_cpu(tmp_path):
     assert got["epochs"][0]["valid_ppl"] < len(VOCAB)  # learned something: below uniform
     with pytest.raises(ValueError, match="amp must be 'off' or 'bf16', got 'fp8'"):
         TrainConfig(amp="fp8")
+
+
+def test_cli_under_a_torchrun_environment(tmp_path, monkeypatch):
+    """``decodekit train`` as torchrun starts it (here a world of one process, in-process):
+    DDP, rank 0's summary, the group closed afterwards; --amp bf16 is accepted."""
+    import torch.distributed as dist
+    from click.testing import CliRunner
+
+    from decodekit.cli import _register, cli
+
+    _register()
+    data = tmp_path / "data"
+    data.mkdir()
+    for split, ids in (("train", CORPUS.train), ("valid", CORPUS.valid), ("test", CORPUS.test)):
+        (data / f"{split}.txt").write_text(" ".join(VOCAB.decode(ids.tolist())).replace(" <eos> ", "\n"))
+    env = {
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": _free_port(),
+        "RANK": 0,
+        "LOCAL_RANK": 0,
+        "WORLD_SIZE": 1,
+    }
+    for k, v in env.items():
+        monkeypatch.setenv(k, str(v))
+    torch.set_num_threads(1)
+    args = ["train", "--data", str(data), "--hidden", "8", "--embed", "8", "--epochs", "1", "--bptt", "5"]
+    result = CliRunner().invoke(cli, [*args, "--no-progress", "--amp", "bf16", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output.splitlines()[-1])["event"] == "test"
+    assert not dist.is_initialized()
