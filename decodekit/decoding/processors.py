@@ -22,17 +22,33 @@ def top_k(logprobs: torch.Tensor, k: int) -> torch.Tensor:
     return logprobs.masked_fill(logprobs < kth, float("-inf"))
 
 
-def top_p(logprobs: torch.Tensor, p: float) -> torch.Tensor:
+def top_p(logprobs: torch.Tensor, p: float, first: int = 256) -> torch.Tensor:
     """Nucleus: keep the smallest set of most probable tokens whose mass reaches p
-    (the most probable token is always kept)."""
+    (the most probable token is always kept).
+
+    Exact and usually cheap: the ``first`` most probable tokens of each row are found with a
+    partial top-k; only rows whose nucleus is larger than that are fully sorted."""
     if p >= 1.0:
         return logprobs
-    sorted_lp, order = logprobs.sort(dim=-1, descending=True)
-    probs = torch.softmax(sorted_lp, dim=-1)
-    mass_before = probs.cumsum(-1) - probs  # mass of strictly more probable tokens
-    remove_sorted = mass_before >= p
-    remove = torch.zeros_like(remove_sorted).scatter(-1, order, remove_sorted)
-    return logprobs.masked_fill(remove, float("-inf"))
+    vocab = logprobs.shape[-1]
+    k = min(first, vocab)
+    top_lp, order = logprobs.topk(k, dim=-1)  # [N, k], most probable first
+    probs = top_lp.exp()
+    total = torch.logsumexp(logprobs, dim=-1, keepdim=True).exp()  # 1 for normalised rows
+    mass_before = (probs.cumsum(-1) - probs) / total  # mass of strictly more probable tokens
+    if k < vocab:
+        unresolved = mass_before[:, -1] + probs[:, -1] / total[:, 0] < p  # nucleus longer than k
+        if bool(unresolved.any()):
+            rows = unresolved.nonzero()[:, 0]
+            out = logprobs.clone()
+            out[rows] = top_p(logprobs[rows], p, first=vocab)
+            done = (~unresolved).nonzero()[:, 0]
+            if done.numel():
+                out[done] = top_p(logprobs[done], p, first=first)
+            return out
+    keep_sorted = mass_before < p
+    keep = torch.zeros_like(logprobs, dtype=torch.bool).scatter(-1, order, keep_sorted)
+    return logprobs.masked_fill(~keep, float("-inf"))
 
 
 def min_p(logprobs: torch.Tensor, p: float) -> torch.Tensor:

@@ -144,3 +144,14 @@ def test_bad_model_output_is_named_with_the_step(fault, match, strategy):
 def test_empty_prompt_without_bos_is_an_error():
     with pytest.raises(ValueError, match="empty"):
         decodekit.greedy(HistoryLM(3, bos_id=None), [], 3)
+
+
+@pytest.mark.parametrize("vocab,scale", [(5, 1.0), (300, 5.0), (5000, 0.1), (5000, 1.0), (5000, 5.0)])
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
+def test_partial_top_p_equals_a_full_sort(vocab, scale, p):
+    torch.manual_seed(vocab)
+    lp = (torch.randn(7, vocab) * scale).log_softmax(-1)
+    sorted_lp, order = lp.sort(dim=-1, descending=True)
+    probs = torch.softmax(sorted_lp, dim=-1)
+    remove = torch.zeros_like(lp, dtype=torch.bool).scatter(-1, order, probs.cumsum(-1) - probs >= p)
+    assert torch.equal(torch.isfinite(processors.top_p(lp, p, first=64)), ~remove)
