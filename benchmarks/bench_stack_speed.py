@@ -78,9 +78,9 @@ def run(stack: str, window: int | None, lengths: list[int], argv: list[str]) -> 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--stacks", nargs="+", default=["ns", "rns"])
-    p.add_argument("--lengths", nargs="+", type=int, default=[40, 80, 160], help="unlimited NS/RNS")
+    p.add_argument("--lengths", nargs="*", type=int, default=[40, 80, 160], help="unlimited NS/RNS")
     p.add_argument("--window", type=int, default=35, help="D of the memory-limited runs")
-    p.add_argument("--limited-lengths", nargs="+", type=int, default=[40, 80, 160, 320])
+    p.add_argument("--limited-lengths", nargs="*", type=int, default=[40, 80, 160, 320])
     p.add_argument("--others", nargs="*", default=["superposition", "stratification"], help="other stacks")
     p.add_argument("--recompute-lengths", nargs="*", type=int, default=[80, 160],
                    help="unlimited NS/RNS with StackLSTMConfig.recompute (checkpointing)")  # fmt: skip
@@ -113,6 +113,8 @@ def main() -> None:
             flush=True,
         )
     lens = args.limited_lengths
+    if len(lens) < 2:
+        return
     print(f"memory-limited D={args.window}, lengths interleaved in one process (CPU time ratios):")
     for stack in args.stacks:
         times = run(stack, args.window, lens, argv)["times"]
