@@ -133,7 +133,10 @@ class DataParallel(SingleProcess):
 
     def wrap(self, model: nn.Module, loss_fn: object) -> Callable[[Any, torch.Tensor], tuple]:
         ids = [self.device.index] if self.device.type == "cuda" else None
-        return nn.parallel.DistributedDataParallel(_Features(model, loss_fn), device_ids=ids)
+        # gradient_as_bucket_view: the .grad tensors are views into DDP's buckets (no copy in or out)
+        return nn.parallel.DistributedDataParallel(
+            _Features(model, loss_fn), device_ids=ids, gradient_as_bucket_view=True
+        )
 
     def local_state(self, state: Any, model: nn.Module) -> Any:
         if state is None:
