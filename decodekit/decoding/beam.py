@@ -67,8 +67,10 @@ def beam_search(
     dfa = None if automaton is None else torch.zeros(batch * beam, dtype=torch.long, device=device)
     row_base = torch.arange(batch, device=device)[:, None] * beam  # [B, 1]
     trace, pool = Trace(), Pool(batch, n_best)
-    per_row = min(2 * beam, vocab)
-    n_cand = min(2 * beam, beam * per_row)
+    # A row contributes at most K survivors and one EOS, so its K+1 best tokens suffice (K
+    # without EOS); 2K candidates per prompt hold K non-EOS ones, since each row has one EOS.
+    per_row = min(beam + (eos is not None), vocab)
+    n_cand = min(2 * beam if eos is not None else beam, beam * per_row)
     steps = 0
     for t in range(max_length):
         steps = t + 1
@@ -78,9 +80,8 @@ def beam_search(
                 stuck = (~allowed.any(-1) & automaton.accepting[dfa]).view(batch, beam)
                 pool.add_unfinished(cum.masked_fill(~stuck, NEG_INF), t, length_penalty)
             logprobs = logprobs.masked_fill(~allowed, NEG_INF)
-        # The 2K best extensions of a prompt are among the 2K best tokens of each of its rows,
-        # so select per row first (cheap), then across the K rows.
-        row_val, row_tok = logprobs.topk(per_row, dim=1)  # [N, 2K]
+        # Select per row first (cheap), then across the K rows of each prompt.
+        row_val, row_tok = logprobs.topk(per_row, dim=1)  # [N, K+1]
         flat = (cum[:, :, None] + row_val.view(batch, beam, per_row)).view(batch, beam * per_row)
         top_val, top_idx = flat.topk(n_cand, dim=1)  # [B, 2K], best first
         parent = top_idx // per_row
