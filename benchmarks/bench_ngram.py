@@ -120,8 +120,27 @@ def main() -> None:
             f"ARPA {args.arpa}: write {t1 - t0:.1f}s, read {t2 - t1:.1f}s, re-read test ppl "
             f"{back.perplexity(corpus.test):.2f}, max |log p difference| {diff:.2e}"
         )
+        kenlm_check(args.arpa, data / args.corpus if args.corpus == "ptb" else None, model, corpus)
     if args.mlp:
         mixture_report(args.mlp, corpus)
+
+
+def kenlm_check(arpa: str, ptb: Path | None, model: NgramLM, corpus) -> None:
+    """If the ``kenlm`` module is installed: KenLM's perplexity of the test sentences from the
+    same ARPA file (``<s> w1 .. wn </s>`` per PTB line), beside decodekit's."""
+    try:
+        import kenlm
+    except ImportError:
+        print("kenlm not installed: skipping the KenLM check (pip install kenlm)")
+        return
+    if ptb is None:
+        return
+    km = kenlm.Model(arpa)
+    lines = [line.split() for line in (ptb / "ptb.test.txt").read_text().splitlines() if line.split()]
+    total = sum(km.score(" ".join(ws), bos=True, eos=True) for ws in lines)
+    n = sum(len(ws) + 1 for ws in lines)
+    print(f"KenLM reads {arpa}: test ppl {10 ** (-total / n):.5f} over {n} tokens; "
+          f"decodekit {model.perplexity(corpus.test):.5f}")  # fmt: skip
 
 
 def mixture_report(path: str, corpus) -> None:

@@ -223,3 +223,15 @@ def test_cli_eval_and_generate_read_arpa_files(trained, tmp_path):
     assert f'"perplexity": {want:.6}'[:20] in result.output
     result = CliRunner().invoke(cli, ["generate", "--model", str(path), "a", "--max-length", "4"])
     assert result.exit_code == 0, result.output
+
+
+def test_kenlm_reads_written_files_and_agrees(trained, tmp_path):
+    kenlm = pytest.importorskip("kenlm")
+    path = tmp_path / "m.arpa"
+    write_arpa(trained, path)
+    km = kenlm.Model(str(path))
+    for sentence in ["a b c", "c a", "b b b a", "a"]:
+        words = sentence.split()
+        ids = torch.tensor([trained.vocab.index[w] for w in words] + [trained.eos_id])
+        ours = float(trained.score(ids).double().sum()) / math.log(10)
+        assert km.score(sentence, bos=True, eos=True) == pytest.approx(ours, abs=1e-5)
