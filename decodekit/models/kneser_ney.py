@@ -81,7 +81,7 @@ def train_kneser_ney(
 
     Args:
         ids: the training stream [T]; sentences end with ``eos_id`` (a sentence start is assumed
-            before the first token).
+            before the first token; without an eos the first token is context only).
         order: n >= 1.
         vocab_size: V; the bottom distribution is uniform over all V ids.
         eos_id: the sentence boundary (also the model's ``bos_id``), or None.
@@ -96,8 +96,12 @@ def train_kneser_ney(
     s = s.astype(np.int64)
     if s.size and (s.min() < 0 or s.max() >= vocab_size):
         raise DecodekitError(f"token ids must be in [0, {vocab_size}), got {s.min()} .. {s.max()}")
-    start = eos_id if eos_id is not None else (s[0] if s.size else 0)
-    tables = _count(np.concatenate([[start], s]).astype(np.int64), order, vocab_size, eos_id)
+    # the sentence start before the first token (never predicted); without an eos the first
+    # token itself plays that part
+    stream = np.concatenate([[eos_id], s]) if eos_id is not None else s
+    if stream.size == 0:
+        raise DecodekitError("cannot train an n-gram model on an empty stream")
+    tables = _count(stream.astype(np.int64), order, vocab_size, eos_id)
     logp, logbo, prob, used = [], [], None, []
     for k in range(1, order + 1):
         tab = tables[k - 1]

@@ -87,8 +87,9 @@ class NgramLM:
     # ---- the step protocol -------------------------------------------------------------------
 
     def initial_state(self, batch_size: int) -> torch.Tensor:
-        """n-1 ``eos`` ids per row [B, n-1]: the context of a sentence start after ``bos``."""
-        fill = 0 if self.eos_id is None else self.eos_id
+        """n-1 ``eos`` ids per row [B, n-1]: the context of a sentence start after ``bos``
+        (without an eos: -1, "no token", which no context reaches back over)."""
+        fill = -1 if self.eos_id is None else self.eos_id
         return torch.full((batch_size, self.order - 1), fill, dtype=torch.long, device=self.device)
 
     def step(self, state: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -127,13 +128,16 @@ class NgramLM:
 
     def _contexts(self, history: torch.Tensor) -> list[torch.Tensor]:
         """For k = 2..n the index in table k-1 of the last k-1 tokens of ``history`` [N, n-1]
-        (-1: not a known context, or it reaches back over an ``eos``). Returns n-1 tensors [N]."""
+        (-1: not a known context, or it reaches back over an ``eos`` or a -1). Returns n-1 tensors [N]."""
         n_rows, m = history.shape
         limit = torch.full((n_rows,), m, dtype=torch.long, device=history.device)  # usable length
-        if self.eos_id is not None and m > 0:
+        if m > 0:
             pos = torch.arange(m, device=history.device).expand(n_rows, m)
-            last = torch.where(history == self.eos_id, pos, -1).amax(1)  # [N], -1 if none
-            limit = torch.where(last >= 0, m - last, limit)
+            absent = torch.where(history < 0, pos, -1).amax(1)  # [N]: last "no token", -1 if none
+            limit = m - 1 - absent
+            if self.eos_id is not None:
+                last = torch.where(history == self.eos_id, pos, -1).amax(1)  # [N], -1 if none
+                limit = torch.where(last >= 0, torch.minimum(limit, m - last), limit)
         found = []
         for length in range(1, m + 1):
             suffix = history[:, m - length :]  # [N, length]
@@ -141,7 +145,7 @@ class NgramLM:
         return found
 
     def _lookup(self, grams: torch.Tensor) -> torch.Tensor:
-        """Index of each row of ``grams`` [N, L] in table L, or -1."""
+        """Index of each row of ``grams`` [N, L] in table L, or -1 (also for rows with a -1 id)."""
         idx = grams[:, 0].clone()
         for j in range(1, grams.shape[1]):
             keys = self.keys[j]

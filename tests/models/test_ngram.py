@@ -151,3 +151,21 @@ def test_bad_input():
         train_kneser_ney([1, 2], 0, 5, EOS)
     with pytest.raises(ValueError, match=r"token ids must be in \[0, 5\)"):
         train_kneser_ney([1, 7], 2, 5, EOS)
+
+
+def test_without_eos_no_context_reaches_before_the_start():
+    gen = torch.Generator().manual_seed(2)
+    ids = torch.randint(0, 6, (2000,), generator=gen)
+    m = train_kneser_ney(ids, 3, 6, None, discounts=DISC[:3])
+    assert m.bos_id is None and m.eos_id is None
+    lp, state = m.prefill(m.initial_state(2), torch.tensor([[4], [5]]))
+    assert state.tolist() == [[-1, 4], [-1, 5]]
+    # after one token only the bigram context exists: same as a bigram model's history
+    want = m.next_logprobs(torch.tensor([[-1, 4], [-1, 5]]))
+    assert torch.equal(lp, want)
+    assert not torch.allclose(lp[0], m.next_logprobs(torch.tensor([[0, 4]]))[0])
+    assert torch.allclose(lp.double().exp().sum(1), torch.ones(2, dtype=torch.double), atol=1e-6)
+    # the first token of the stream is context only: 1999 tokens predicted
+    assert m.score(ids).shape == (2000,)
+    with pytest.raises(ValueError, match="empty stream"):
+        train_kneser_ney([], 2, 6, None)
