@@ -30,3 +30,4 @@ def _register() -> None:
     from decodekit.cli import train  # noqa: F401
     from decodekit.cli import evaluate  # noqa: F401
     from decodekit.cli import constraint  # noqa: F401
+    from decodekit.cli import ngram  # noqa: F401
