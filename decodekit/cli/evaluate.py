@@ -41,7 +41,9 @@ def eval_command(model_spec: str | None, data: str, device: str, as_json: bool) 
             f"{unknown} of {ids.numel()} tokens in {path} are not in the vocabulary: mapped to <unk>",
             stacklevel=1,
         )
-    if hasattr(model, "score"):  # n-gram models (.arpa): exact vectorised scoring of the stream
+    from decodekit.models.ngram import NgramLM
+
+    if isinstance(model, NgramLM):  # n-gram models (.arpa): exact vectorised scoring of the stream
         from decodekit.training import EvalResult
 
         nll = -float(model.score(ids).double().sum())
