@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 import torch
+import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from decodekit.data import Corpus
 from decodekit.models.registry import create_model, make_config
-from decodekit.training import TrainConfig, train
+from decodekit.training import TrainConfig, softmax_cross_entropy, train
 from decodekit.training.ddp import DataParallel, SingleProcess, local_rows
 from decodekit.vocab import WordVocab
 
@@ -52,12 +55,27 @@ def _params(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
+def _interrupt_on(rank: int, call: int):
+    """A softmax loss that sends Ctrl-C to this process at its ``call``-th use on rank ``rank``."""
+    calls = {"n": 0}
+
+    def loss(model, hidden, targets):
+        calls["n"] += 1
+        if calls["n"] == call and int(os.environ["RANK"]) == rank:
+            os.kill(os.getpid(), signal.SIGINT)
+        return softmax_cross_entropy(model, hidden, targets)
+
+    return loss
+
+
 def _worker(rank: int, size: int, port: int, tmp: str) -> None:
-    """One rank: a full run, a run stopped at STOP, and the resume of a 1-process partial run."""
+    """One rank: a full run, a run stopped at STOP, the resume of a 1-process partial run, and a
+    run where only rank 1 gets Ctrl-C (at update 13)."""
     env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "RANK": rank, "LOCAL_RANK": rank}
     env["WORLD_SIZE"] = size
     os.environ.update({k: str(v) for k, v in env.items()})
     torch.set_num_threads(1)
+    dist.init_process_group("gloo", timeout=timedelta(seconds=60))  # a broken test fails, not hangs
     par, _ = DataParallel.from_env(torch.device("cpu"))
     try:
         jobs = {"ddp": {}, "ddp_part": {"stop_after_updates": STOP}, "one_part": {"resume": True}}
@@ -67,6 +85,17 @@ def _worker(rank: int, size: int, port: int, tmp: str) -> None:
             if rank == 0:
                 torch.save(_params(model), Path(tmp, f"{name}.pt"))
                 Path(tmp, f"{name}.json").write_text(json.dumps(result))
+        with pytest.raises(KeyboardInterrupt):  # on both ranks, after the same update
+            loss = _interrupt_on(rank=1, call=13)
+            train(
+                tiny_model(),
+                CORPUS,
+                CONFIG,
+                out=Path(tmp, "ctrl_c"),
+                progress=False,
+                parallel=par,
+                loss_fn=loss,
+            )
     finally:
         par.close()
 
@@ -127,6 +156,14 @@ def test_resume_from_two_processes_in_one(runs):
     got = train(model, CORPUS, CONFIG, out=tmp / "ddp_part", resume=True, progress=False)
     _close(_params(model), ref_params)
     assert got["epochs"][-1]["valid_ppl"] == pytest.approx(ref["epochs"][-1]["valid_ppl"], rel=1e-5)
+
+
+def test_ctrl_c_on_one_rank_stops_all_and_resumes(runs):
+    tmp, ref, ref_params = runs
+    model = tiny_model()
+    got = train(model, CORPUS, CONFIG, out=tmp / "ctrl_c", resume=True, progress=False)
+    assert [r["updates"] for r in got["epochs"]] == [9, 18]
+    _close(_params(model), ref_params)
 
 
 def test_resume_from_one_process_in_two(runs):
