@@ -186,6 +186,15 @@ def test_shared_noise_gradient_is_unbiased_for_the_expected_nce_gradient():
     assert F.cosine_similarity(mean, expected, 0) >= 0.995
 
 
+def test_nce_bias_initialisation():
+    model = Head(3, 7, seed=0)
+    noise = NoiseDistribution(torch.ones(7))
+    NCELoss(noise, 2, init_bias=False).init_model(model)
+    assert not torch.equal(model.head.bias, torch.full((7,), -math.log(7), dtype=torch.float64))
+    NCELoss(noise, 2).init_model(model)
+    assert torch.equal(model.head.bias, torch.full((7,), -math.log(7), dtype=torch.float64))
+
+
 def test_noise_distribution_values_and_sampling():
     counts = torch.tensor([4.0, 0.0, 1.0, 9.0])
     p = NoiseDistribution.from_counts(counts, alpha=0.5)

@@ -69,15 +69,16 @@ def train_chain(loss: str, **options) -> float:
 
 def test_nce_and_sampled_softmax_reach_the_softmax_perplexity():
     """Same model, data, epochs and search-then-converge schedule (tau 4, psi 2). Validation
-    perplexity (full softmax): NCE (k = 25, unigram noise, log Z = 0) within 8 % of softmax training,
-    sampled softmax within 5 %; softmax itself within 5 % of the chain's entropy bound.
-    Measured: softmax 2.49, NCE 2.61 (+4.7 %), sampled softmax 2.51; bound about 2.45."""
+    perplexity (full softmax): NCE (k = 25, unigram noise, log Z = 0, output biases -log V at the
+    start) within 5 % of softmax training, sampled softmax within 5 %; softmax itself within 5 % of
+    the chain's entropy bound. Measured: softmax 2.493, NCE 2.547 (+2.2 %; 2.61 without the bias
+    initialisation), sampled softmax 2.506; bound about 2.45."""
     softmax = train_chain("softmax")
     nce = train_chain("nce")
     sampled = train_chain("sampled-softmax")
     bound = math.exp(-(PROBS * PROBS.log()).sum().item())
     assert softmax <= 1.05 * bound, (softmax, bound)
-    assert nce <= 1.08 * softmax, (nce, softmax)
+    assert nce <= 1.05 * softmax, (nce, softmax)
     assert sampled <= 1.05 * softmax, (sampled, softmax)
 
 
