@@ -167,6 +167,12 @@ def _load_embeddings(model, path: str, freeze: bool) -> None:
     show_default=True,
     help="Pseudo-count added to every word's count (gives unseen words noise mass).",
 )
+@click.option(
+    "--nce-bias-init/--no-nce-bias-init",
+    default=True,
+    show_default=True,
+    help="nce: start from output biases -log V (self-normalised).",
+)
 @click.option("--learn-log-z", is_flag=True, help="nce: learn log Z as one scalar (default: log Z = 0).")
 @click.option(
     "--embeddings",
@@ -245,6 +251,7 @@ def train_command(data: str, kind: str, out: str, resume: bool, **opts) -> None:
         noise_alpha=opts["noise_alpha"],
         learn_log_z=opts["learn_log_z"],
         noise_smoothing=opts["noise_smoothing"],
+        nce_bias_init=opts["nce_bias_init"],
         tau=opts["tau"],
         psi=opts["psi"],
         amp=opts["amp"],

@@ -31,7 +31,8 @@ class TrainConfig:
         loss: "softmax", "nce" or "sampled-softmax" (:mod:`.sampled`); noise_samples: k noise
             words per update, shared by the batch; noise_alpha: noise = unigram^alpha;
             learn_log_z: NCE learns log Z as one scalar (else log Z = 0); noise_smoothing: a
-            pseudo-count added to every word's count before the power.
+            pseudo-count added to every word's count before the power; nce_bias_init: NCE starts
+            from output biases -log V (see :class:`.sampled.NCELoss`).
         tau, psi: "search-then-converge" (lr0 / psi^max(0, e - tau)) and "darken-moody"
             (lr0 / (1 + (e - 1) / tau)) schedules.
         amp: "off" (float32) or "bf16": the training forward pass and loss under bfloat16
@@ -61,6 +62,7 @@ class TrainConfig:
     noise_alpha: float = 1.0
     learn_log_z: bool = False
     noise_smoothing: float = 0.0
+    nce_bias_init: bool = True
     tau: float = 7.0
     psi: float = 2.0
     amp: str = "off"

@@ -268,7 +268,10 @@ def train(
             alpha=config.noise_alpha,
             learn_log_z=config.learn_log_z,
             smoothing=config.noise_smoothing,
+            init_bias=config.nce_bias_init,
         )
+    if not resume and hasattr(loss_fn, "init_model"):
+        loss_fn.init_model(model)  # e.g. NCE's output biases -log V
     run = _Run(model, corpus, config, out, loss_fn, parallel)
     progress = progress and run.par.is_main
     if resume:
