@@ -26,8 +26,10 @@ def main(argv: list[str] | None = None) -> None:
 def _register() -> None:
     # Sub-command modules import torch and the models; importing them lazily keeps
     # `decodekit --help` fast. Each module adds its commands to `cli`.
-    from decodekit.cli import generate  # noqa: F401
-    from decodekit.cli import train  # noqa: F401
-    from decodekit.cli import evaluate  # noqa: F401
-    from decodekit.cli import constraint  # noqa: F401
-    from decodekit.cli import ngram  # noqa: F401
+    from decodekit.cli import (
+        constraint,  # noqa: F401
+        evaluate,  # noqa: F401
+        generate,  # noqa: F401
+        ngram,  # noqa: F401
+        train,  # noqa: F401
+    )
