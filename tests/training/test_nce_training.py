@@ -180,3 +180,19 @@ def test_cli_nce_options(tmp_path, capsys):
             main(common + ["--out", str(tmp_path / f"bad{i}")] + args)
         err = capsys.readouterr().err
         assert e.value.code == 2 and message in err and len(err.strip().splitlines()) == 1, (args, err)
+
+
+@pytest.mark.parametrize("loss", ["nce", "sampled-softmax"])
+def test_sampled_training_never_forms_the_full_output_product(loss):
+    """During training updates ``model.head`` is never called (only rows of its weight and bias are
+    read); validation (model.eval()) uses the full softmax."""
+    model = tiny_model()
+    full_calls = {"train": 0, "eval": 0}
+
+    def guarded(module, args):
+        full_calls["train" if model.training else "eval"] += 1
+
+    model.head.register_forward_pre_hook(guarded)
+    config = TrainConfig(epochs=1, batch_size=4, bptt=6, lr=0.5, loss=loss, noise_samples=10, noise_alpha=0.0)
+    train(model, TINY, config, progress=False)
+    assert full_calls["train"] == 0 and full_calls["eval"] > 0, full_calls
