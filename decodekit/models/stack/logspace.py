@@ -90,8 +90,3 @@ def log_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``log(exp(a) + exp(b))``, elementwise; -inf + -inf = -inf with a zero gradient."""
     m = torch.maximum(a, b).detach().nan_to_num(neginf=0.0)
     return safe_log((a - m).exp_() + (b - m).exp_()) + m
-
-
-def log_normalize(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    """``softmax`` over ``dim`` of log-weights ``x`` (at least one entry finite per slice)."""
-    return torch.softmax(x, dim=dim)

@@ -103,7 +103,7 @@ class NondeterministicStack(nn.Module):
     """The NS (``renormalizing=False``) or RNS (``True``) stack with its action layer.
 
     Args: hidden_size H of the controller, num_states |Q| >= 1, num_symbols |Gamma| >= 2,
-    window D >= 1 or None (unlimited, then ``max_length`` bounds the steps; memory O(n^2)).
+    window D >= 1 or None (unlimited, then ``max_length`` bounds the steps; state O(n^2)).
     Reading size: |Gamma| (NS) or |Q||Gamma| (RNS)."""
 
     def __init__(
