@@ -17,6 +17,7 @@ minimum CPU time (process time; both libraries build on one thread, and on a loa
 machine CPU time is the steadier measure).
 
     python benchmarks/bench_automaton.py [--data ../shared/data] [--repeats 9] [--threads 1]
+        [--only ptb-words|bpe-50k] [--patterns email date ...]
 """
 
 from __future__ import annotations
@@ -124,7 +125,7 @@ def time_outlines(pattern: str, vocabulary) -> tuple[float, str]:
     return elapsed, f"S={len(index.get_transitions())}"
 
 
-def bench_vocab(name: str, tokens, eos: int, sep: str, repeats: int) -> list[dict]:
+def bench_vocab(name: str, tokens, eos: int, sep: str, repeats: int, patterns: dict[str, str]) -> list[dict]:
     import outlines_core
 
     prefix = " " if sep == " " else ""
@@ -134,7 +135,7 @@ def bench_vocab(name: str, tokens, eos: int, sep: str, repeats: int) -> list[dic
             mapping.setdefault(prefix + t, []).append(i)
     vocabulary = outlines_core.Vocabulary(eos, mapping)
     rows = []
-    for key, pattern in PATTERNS.items():
+    for key, pattern in patterns.items():
         oc_pattern = NO_WORD_BOUNDARY.get(key, pattern)
         oc_pattern = f" (?:{oc_pattern})" if sep == " " else oc_pattern
         full = time_decodekit(pattern, tokens, eos, sep, True)[0][0]  # once, preparing the vocabulary too
@@ -169,8 +170,10 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--only", choices=["ptb-words", "bpe-50k"], default=None)
+    ap.add_argument("--patterns", nargs="+", choices=list(PATTERNS), default=None, help="default: all")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    patterns = {k: PATTERNS[k] for k in args.patterns or PATTERNS}
     print(
         "| vocabulary | pattern | decodekit states | outlines-core states "
         "| decodekit ms (wall median / CPU min) | decodekit ms, cold vocab (wall) "
@@ -180,10 +183,10 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     if args.only in (None, "ptb-words"):
         vocab = ptb_vocab(args.data)
-        bench_vocab("ptb-words (10k)", vocab.surfaces(), vocab.eos_id, " ", args.repeats)
+        bench_vocab("ptb-words (10k)", vocab.surfaces(), vocab.eos_id, " ", args.repeats, patterns)
     if args.only in (None, "bpe-50k"):
         tokens = bpe_like(args.data)
-        bench_vocab("bpe-50k", [*tokens, None], len(tokens), "", args.repeats)
+        bench_vocab("bpe-50k", [*tokens, None], len(tokens), "", args.repeats, patterns)
 
 
 if __name__ == "__main__":

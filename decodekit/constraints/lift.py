@@ -84,18 +84,22 @@ def encode_vocab(token_strings) -> EncodedVocab:
 
 
 def _stepper(dfa: CharDFA):
-    """Flat transition table [(Q+1) * C] with a dead sink Q."""
+    """Flat transition table [(Q+1) * C] with a dead sink Q, its entries premultiplied by C:
+    from ``q * C`` reading class c leads to ``flat[q * C + c] = q' * C``."""
     q, c = dfa.table.shape
     full = np.full((q + 1, c), q, dtype=np.int64)
     full[:q] = np.where(dfa.table >= 0, dfa.table, q)
     dtype = np.int32 if (q + 1) * c < 2**31 else np.int64
-    return full.reshape(-1).astype(dtype), c
+    return (full * c).reshape(-1).astype(dtype), c
 
 
-def _run(starts: np.ndarray, enc: EncodedVocab, lut: np.ndarray, flat, width: int, dead: int):
-    """End states of every token read from each of ``starts`` [f], depth by depth over the trie.
-    Returns (token ids [n], end states [f, n]); tokens dead from every start are left out."""
+def _run(starts: np.ndarray, enc: EncodedVocab, lut: np.ndarray, flat, dead: int, probe=None):
+    """End states (premultiplied, see :func:`_stepper`) of every token read from each of
+    ``starts`` [f], depth by depth over the trie. Returns (token ids [n], end states [f, n]);
+    tokens dead from every start are left out. With ``probe`` ([V] bool), stop at the first
+    depth where a token with ``probe`` true is readable, and return only whether there is one."""
     state = starts[:, None].astype(flat.dtype)  # [f, nodes alive at this depth]
+    single = len(starts) == 1
     pos = None  # node index -> column of `state` at this depth (-1: cut); None: all alive
     ids, ends = [], []
     for d, (tokens, nodes) in enumerate(enc.by_depth):
@@ -105,19 +109,24 @@ def _run(starts: np.ndarray, enc: EncodedVocab, lut: np.ndarray, flat, width: in
                 p = pos[parent]
                 sel = np.flatnonzero(p >= 0)
                 parent, char = p[sel], char[sel]
-            step = flat[state[:, parent] * width + lut[char]]
-            keep = (step != dead).any(axis=0)
-            if pos is None and keep.all():
+            step = flat[state[:, parent] + lut[char]]
+            keep = step[0] != dead if single else (step != dead).any(axis=0)
+            alive = np.flatnonzero(keep)
+            if pos is None and len(alive) == len(keep):
                 state = step
             else:
-                alive = np.flatnonzero(keep) if pos is None else sel[keep]
                 if not len(alive):
                     break
-                state = step[:, keep]
+                state = step[:, alive]
+                nodes_alive = alive if pos is None else sel[alive]
                 pos = np.full(len(enc.parent[d - 1]), -1, dtype=np.int64)
-                pos[alive] = np.arange(len(alive))
+                pos[nodes_alive] = np.arange(len(alive))
         if len(tokens):
-            if pos is None:
+            if probe is not None:
+                hit = tokens if pos is None else tokens[pos[nodes] >= 0]
+                if probe[hit].any():
+                    return True
+            elif pos is None:
                 ids.append(tokens)
                 ends.append(state[:, nodes])
             else:
@@ -125,6 +134,8 @@ def _run(starts: np.ndarray, enc: EncodedVocab, lut: np.ndarray, flat, width: in
                 hit = p >= 0
                 ids.append(tokens[hit])
                 ends.append(state[:, p[hit]])
+    if probe is not None:
+        return False
     if not ids:
         return np.zeros(0, dtype=np.int64), np.zeros((len(starts), 0), dtype=flat.dtype)
     return np.concatenate(ids), np.concatenate(ends, axis=1)
@@ -135,7 +146,9 @@ def lift(dfa: CharDFA, enc: EncodedVocab, separator: str, eos_id: int | None, ma
 
     All token-level candidates are stepped in one pass: row 0 is "nothing emitted yet" (the DFA
     start), row 1 + q is "DFA state q after at least one token" (the separator comes first).
-    Reachability from row 0 and co-reachability to acceptance then select the states.
+    Reachability from row 0 and co-reachability to acceptance then select the states. Before
+    that pass, a probe walks the trie from row 0 alone until a first token is readable: if none
+    is (and the empty text does not match), nothing is accepted and the lift stops there.
 
     Returns (table [S, U] int32, accepting [S], min_tokens [S], live, tokens [W], which [W])
     where ``live`` counts the reachable and co-reachable states before merging:
@@ -152,24 +165,30 @@ def lift(dfa: CharDFA, enc: EncodedVocab, separator: str, eos_id: int | None, ma
     sep_classes = dfa.class_of(list(separator), char_bits(separator))
     if not _spellable_by_characters(dfa, np.concatenate([lut, sep_classes])):
         return None
-    after_sep = np.arange(num_char + 1)
+    usable = enc.valid.copy()
+    if eos_id is not None:
+        usable[eos_id] = False
+    dead = num_char * width
+    start = np.array([dfa.initial * width], dtype=flat.dtype)
+    if not dfa.accepting[dfa.initial] and not _run(start, enc, lut, flat, dead, probe=usable):
+        return None  # no token can be read first
+    after_sep = np.arange(num_char + 1, dtype=flat.dtype) * width
     for k in sep_classes.tolist():
-        after_sep = flat[after_sep * width + k]
-    starts = np.concatenate([[dfa.initial], after_sep[:num_char]])
+        after_sep = flat[after_sep + k]
+    starts = np.concatenate([start, after_sep[:num_char]])
     # step each distinct live start once (with a separator many candidates share one, or die)
     distinct, row_of = np.unique(starts, return_inverse=True)
-    live = distinct < num_char
-    tokens, ends = _run(distinct[live], enc, lut, flat, width, num_char)
-    ends = np.concatenate([ends, np.full((1, ends.shape[1]), num_char, dtype=ends.dtype)])
-    ends = ends[np.where(live, np.cumsum(live) - 1, len(ends) - 1)[row_of]]
-    usable = enc.valid[tokens]
-    if eos_id is not None:
-        usable &= tokens != eos_id
-    tokens, ends = tokens[usable], ends[:, usable]
-    table = np.where(ends == num_char, -1, ends + 1).astype(np.int32)  # [Q + 1, W]
-    columns, which = distinct_columns(table)  # tokens acting alike on every state share a column
+    live = distinct != dead
+    tokens, ends = _run(distinct[live], enc, lut, flat, dead)
+    keep = usable[tokens]
+    tokens, ends = tokens[keep], ends[:, keep]
+    columns, which = distinct_columns(ends)  # tokens acting alike on every state share a column
+    # expand to all candidates: candidate r is distinct start row_of[r], or dead
+    columns = np.concatenate([columns, np.full((1, columns.shape[1]), dead, dtype=columns.dtype)])
+    columns = columns[np.where(live, np.cumsum(live) - 1, len(columns) - 1)[row_of]]
+    table = np.where(columns == dead, -1, columns // width + 1).astype(np.int32)  # [Q + 1, U]
     accepting = np.concatenate([[dfa.accepting[dfa.initial]], dfa.accepting])
-    out = _prune(columns, accepting, max_states)
+    out = _prune(table, accepting, max_states)
     return None if out is None else (*out, tokens, which)
 
 
