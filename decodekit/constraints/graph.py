@@ -42,14 +42,25 @@ _MIX = np.random.default_rng(12345).integers(1, 2**63, size=64, dtype=np.uint64)
 
 def distinct_columns(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct columns of a [S, W] int table: (columns [S, U], which [W]) with
-    ``columns[:, which] == table``. Columns are hashed (one vectorised pass) and the grouping
-    is verified exactly; on a hash collision it falls back to sorting whole columns."""
+    ``columns[:, which] == table``. When a column's S values fit in 63 bits together (each
+    ``table - min`` in ``b`` bits, ``S * b <= 63``), columns are packed exactly into one integer;
+    otherwise they are hashed (one vectorised pass) and the grouping is verified exactly, with a
+    fallback to sorting whole columns on a hash collision."""
     s, w = table.shape
+    if not s or not w:
+        return table[:, :1], np.zeros(w, dtype=np.int64)
+    low = table.min()
+    bits = max(int(table.max() - low).bit_length(), 1)
+    if s * bits <= 63:
+        shifts = np.arange(s, dtype=np.uint64)[:, None] * np.uint64(bits)
+        keys = ((table - low).astype(np.uint64) << shifts).sum(axis=0)  # disjoint bit fields
+        _, first, which = np.unique(keys, return_index=True, return_inverse=True)
+        return np.take(table, first, axis=1), which.reshape(-1)
     mix = np.resize(_MIX, s) * (np.arange(s, dtype=np.uint64) * np.uint64(2) + np.uint64(1))
     keys = (table.astype(np.uint64) * mix[:, None]).sum(axis=0)  # wraps modulo 2**64
     _, first, which = np.unique(keys, return_index=True, return_inverse=True)
-    columns = table[:, first]
-    if not np.array_equal(columns[:, which], table):
+    columns = np.take(table, first, axis=1)
+    if not np.array_equal(np.take(columns, which, axis=1), table):
         rows, which = unique_rows(table.T)
         columns = np.ascontiguousarray(rows.T)
     return columns, which.reshape(-1)

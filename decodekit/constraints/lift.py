@@ -87,10 +87,9 @@ def _stepper(dfa: CharDFA):
     """Flat transition table [(Q+1) * C] with a dead sink Q, its entries premultiplied by C:
     from ``q * C`` reading class c leads to ``flat[q * C + c] = q' * C``."""
     q, c = dfa.table.shape
-    full = np.full((q + 1, c), q, dtype=np.int64)
+    full = np.full((q + 1, c), q, dtype=np.intp)  # intp: numpy indexes without a cast
     full[:q] = np.where(dfa.table >= 0, dfa.table, q)
-    dtype = np.int32 if (q + 1) * c < 2**31 else np.int64
-    return (full * c).reshape(-1).astype(dtype), c
+    return (full * c).reshape(-1), c
 
 
 def _run(starts: np.ndarray, enc: EncodedVocab, lut: np.ndarray, flat, dead: int, probe=None):
@@ -109,18 +108,19 @@ def _run(starts: np.ndarray, enc: EncodedVocab, lut: np.ndarray, flat, dead: int
                 p = pos[parent]
                 sel = np.flatnonzero(p >= 0)
                 parent, char = p[sel], char[sel]
-            step = flat[state[:, parent] + lut[char]]
-            keep = step[0] != dead if single else (step != dead).any(axis=0)
+            step = flat[np.take(state, parent, axis=1) + lut[char]]  # np.take: 3x faster than [:, idx]
+            # the dead sink has the largest index: a node is alive iff some row is below it
+            keep = step[0] < dead if single else step.min(axis=0) < dead
             alive = np.flatnonzero(keep)
-            if pos is None and len(alive) == len(keep):
-                state = step
-            else:
+            if len(alive) < len(keep) or pos is not None:
                 if not len(alive):
                     break
-                state = step[:, alive]
+                if len(alive) < len(keep):
+                    step = np.take(step, alive, axis=1)
                 nodes_alive = alive if pos is None else sel[alive]
                 pos = np.full(len(enc.parent[d - 1]), -1, dtype=np.int64)
                 pos[nodes_alive] = np.arange(len(alive))
+            state = step
         if len(tokens):
             if probe is not None:
                 hit = tokens if pos is None else tokens[pos[nodes] >= 0]
@@ -128,12 +128,12 @@ def _run(starts: np.ndarray, enc: EncodedVocab, lut: np.ndarray, flat, dead: int
                     return True
             elif pos is None:
                 ids.append(tokens)
-                ends.append(state[:, nodes])
+                ends.append(np.take(state, nodes, axis=1))
             else:
                 p = pos[nodes]
                 hit = p >= 0
                 ids.append(tokens[hit])
-                ends.append(state[:, p[hit]])
+                ends.append(np.take(state, p[hit], axis=1))
     if probe is not None:
         return False
     if not ids:
@@ -180,13 +180,13 @@ def lift(dfa: CharDFA, enc: EncodedVocab, separator: str, eos_id: int | None, ma
     distinct, row_of = np.unique(starts, return_inverse=True)
     live = distinct != dead
     tokens, ends = _run(distinct[live], enc, lut, flat, dead)
-    keep = usable[tokens]
-    tokens, ends = tokens[keep], ends[:, keep]
+    keep = np.flatnonzero(usable[tokens])
+    tokens, ends = tokens[keep], np.take(ends, keep, axis=1) // width  # DFA states, Q = dead
     columns, which = distinct_columns(ends)  # tokens acting alike on every state share a column
     # expand to all candidates: candidate r is distinct start row_of[r], or dead
-    columns = np.concatenate([columns, np.full((1, columns.shape[1]), dead, dtype=columns.dtype)])
+    columns = np.concatenate([columns, np.full((1, columns.shape[1]), num_char, dtype=columns.dtype)])
     columns = columns[np.where(live, np.cumsum(live) - 1, len(columns) - 1)[row_of]]
-    table = np.where(columns == dead, -1, columns // width + 1).astype(np.int32)  # [Q + 1, U]
+    table = np.where(columns == num_char, -1, columns + 1).astype(np.int32)  # [Q + 1, U]
     accepting = np.concatenate([[dfa.accepting[dfa.initial]], dfa.accepting])
     out = _prune(table, accepting, max_states)
     return None if out is None else (*out, tokens, which)

@@ -57,8 +57,19 @@ def test_reverse_distances(data):
         assert dist[q] == (min(lengths) if lengths else -1)
 
 
+@given(st.integers(1, 40), st.integers(0, 30), st.integers(1, 2**40), st.integers(0, 2**32))
+def test_distinct_columns(rows, cols, span, seed):
+    """Exact packing (small values x few rows) and hashing (wide values or many rows) agree with
+    a set of tuples."""
+    rng = np.random.default_rng(seed)
+    table = rng.integers(-1, min(span, 3) if seed % 2 else span, size=(rows, cols))
+    columns, which = graph.distinct_columns(table)
+    assert np.array_equal(columns[:, which], table)
+    assert columns.shape[1] == len({tuple(c) for c in table.T.tolist()})
+
+
 def test_distinct_columns_verifies_hash_groups(monkeypatch):
-    table = np.array([[0, 1, 0, 2], [1, 1, 1, -1]])
+    table = np.array([[0, 1, 0, 2], [1, 1, 1, -1]] * 20)  # 40 rows x 2 bits: hashed, not packed
     cols, which = graph.distinct_columns(table)
     assert np.array_equal(cols[:, which], table) and cols.shape[1] == 3
     monkeypatch.setattr(graph, "_MIX", np.zeros(64, dtype=np.uint64))  # every column collides
