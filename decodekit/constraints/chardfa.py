@@ -15,6 +15,7 @@ reaches the NFA's final state. The construction stops with ConstraintError past 
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -32,12 +33,15 @@ _PRED_RE = {name: regex.compile(f"\\{name}") for name in BITS}
 _POSSIBLE = (0, 4, 6, 1)  # (w, d, s) combinations that occur: none, \w only, \w and \d, \s
 
 
+@functools.lru_cache(maxsize=65536)
+def _bits(c: str) -> int:
+    return sum(bit for name, bit in BITS.items() if _PRED_RE[name].match(c))
+
+
 def char_bits(chars) -> np.ndarray:
     """[n] int64 predicate bits of each character: 4 if ``\\w``, 2 if ``\\d``, 1 if ``\\s``
-    (Python ``regex``'s Unicode definitions)."""
-    return np.array(
-        [sum(bit for name, bit in BITS.items() if _PRED_RE[name].match(c)) for c in chars], dtype=np.int64
-    )
+    (Python ``regex``'s Unicode definitions; memoised per character)."""
+    return np.array([_bits(c) for c in chars], dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,7 @@ class _NFA:
         self.nwb: list[list[int]] = []
         self.char: list[list[tuple[int, int]]] = []
         self.sets: list[tuple[frozenset[str], tuple[tuple[str, bool], ...], bool]] = []
+        self._set_ids: dict[tuple[frozenset[str], bool], int] = {}
 
     def new(self) -> int:
         if len(self.eps) >= self.limit:
@@ -148,7 +153,12 @@ class _NFA:
         return s, end
 
     def _set(self, chars: frozenset[str], negated: bool) -> int:
-        """Register a character set: explicit characters plus predicate markers (\\w ...)."""
+        """Register a character set: explicit characters plus predicate markers (\\w ...). A set
+        met again (a repeated group) keeps its id."""
+        known = self._set_ids.get((chars, negated))
+        if known is not None:
+            return known
+        self._set_ids[chars, negated] = len(self.sets)
         preds = tuple(sorted(PREDICATES[c] for c in chars if c in PREDICATES))
         self.sets.append((frozenset(c for c in chars if c not in PREDICATES), preds, negated))
         return len(self.sets) - 1
@@ -258,6 +268,6 @@ def build_char_dfa(ast, has_boundaries: bool, max_states: int) -> CharDFA:
     acc = acc[live]
     initial = int(remap[0])
     if initial >= 0:
-        table, acc, _ = minimize(table, acc, initial)
+        table, acc, _ = minimize(table, acc, initial, hint=dist[live])
         initial = 0
     return CharDFA(table.astype(np.int32), acc, initial, explicit, other, examples)
