@@ -223,27 +223,31 @@ def build_char_dfa(ast, has_boundaries: bool, max_states: int) -> CharDFA:
     start, final = nfa.build(ast, REFlags(0))
     explicit, other, member, word, examples = _partition(nfa.sets, has_boundaries)
     num_classes = member.shape[1]
-    by_word = [np.flatnonzero(word == w) for w in (False, True)]
+    # per side (next character non-word / word; one side without \b): the classes each set accepts
+    sides = (False, True) if has_boundaries else (False,)
+    word_of = word.tolist() if has_boundaries else [False] * num_classes
+    accepts = [
+        [[c for c in np.flatnonzero(m).tolist() if word_of[c] == side] for m in member] for side in sides
+    ]
     first = (_closure(nfa, [start], False, False), False)
     index = {first: 0}
     order = [first]
-    rows: list[np.ndarray] = []
+    rows: list[list[int]] = []
     accepting: list[bool] = []
     plain: dict[frozenset[int], frozenset[int]] = {}
-    for states, prev in order:  # `order` grows while we iterate
-        row = np.full(num_classes, -1, dtype=np.int64)
-        for nxt_word in (False, True) if has_boundaries else (False,):
+    for states, prev in order:  # `order` grows while we iterate; small Python sets beat numpy here
+        row = [-1] * num_classes
+        for nxt_word in sides:
             closed = _closure(nfa, states, prev != nxt_word, prev == nxt_word) if has_boundaries else states
             if not nxt_word:
                 accepting.append(final in closed)
-            edges = [(g, d) for q in closed for g, d in nfa.char[q]]
-            if not edges:
-                continue
-            groups, dsts = (np.array(x) for x in zip(*edges))
-            classes = by_word[nxt_word] if has_boundaries else np.arange(num_classes)
-            hits = member[groups][:, classes]  # [E, C'] does edge e accept class c
-            for j in np.flatnonzero(hits.any(axis=0)):
-                target = frozenset(dsts[hits[:, j]].tolist())
+            targets: dict[int, set[int]] = {}
+            for q in closed:
+                for g, d in nfa.char[q]:
+                    for c in accepts[nxt_word][g]:
+                        targets.setdefault(c, set()).add(d)
+            for c in sorted(targets):
+                target = frozenset(targets[c])
                 if target not in plain:
                     plain[target] = _closure(nfa, target, False, False)
                 key = (plain[target], bool(nxt_word) and has_boundaries)
@@ -255,9 +259,9 @@ def build_char_dfa(ast, has_boundaries: bool, max_states: int) -> CharDFA:
                         )
                     index[key] = len(index)
                     order.append(key)
-                row[classes[j]] = index[key]
+                row[c] = index[key]
         rows.append(row)
-    table = np.stack(rows)
+    table = np.array(rows, dtype=np.int64).reshape(len(rows), num_classes)
     acc = np.array(accepting, dtype=bool)
     # keep only states from which acceptance is reachable, then merge equivalent states
     src, cls = np.nonzero(table >= 0)
