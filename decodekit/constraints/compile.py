@@ -20,6 +20,7 @@ DEFAULT_MAX_STATES = 100_000
 CACHE_SIZE = 32
 _automata: OrderedDict[tuple, tuple[tuple, TokenAutomaton]] = OrderedDict()
 _vocabs: OrderedDict[tuple, tuple[tuple, EncodedVocab]] = OrderedDict()
+_vocab_keys: OrderedDict[int, tuple[tuple, tuple]] = OrderedDict()  # id(tuple) -> (tuple, key)
 _lock = threading.Lock()
 
 
@@ -30,6 +31,7 @@ def clear_cache(vocabularies: bool = True) -> None:
         _automata.clear()
         if vocabularies:
             _vocabs.clear()
+            _vocab_keys.clear()
 
 
 def compile_regex(
@@ -58,17 +60,17 @@ def compile_regex(
         raise ConstraintError(f"a regex constraint must be a string, got {type(pattern).__name__}")
     if not isinstance(separator, str):
         raise ConstraintError(f"separator must be a string, got {separator!r}")
-    token_strings = tuple(token_strings)
+    if type(token_strings) is not tuple:
+        token_strings = tuple(token_strings)
     if not token_strings:
         raise ConstraintError("cannot compile a constraint for an empty vocabulary")
     if eos_id is not None and not 0 <= eos_id < len(token_strings):
         raise ConstraintError(f"eos_id {eos_id} out of range for {len(token_strings)} tokens")
-    # key on the token strings' hash, and confirm a hit by comparing the strings themselves
-    vocab_key = (hash(token_strings), len(token_strings))
+    vocab_key = _vocab_key(token_strings)
     key = (pattern, separator, vocab_key, eos_id, max_states)
     with _lock:
         hit = _automata.get(key)
-        if hit is not None and hit[0] == token_strings:
+        if hit is not None and (hit[0] is token_strings or hit[0] == token_strings):
             _automata.move_to_end(key)
             return hit[1]
     automaton = _build(pattern, token_strings, vocab_key, eos_id, separator, max_states)
@@ -105,11 +107,28 @@ def _build(pattern, token_strings, vocab_key, eos_id, separator, max_states) -> 
     )
 
 
+def _vocab_key(token_strings: tuple) -> tuple:
+    """Cache key of a vocabulary: (hash of the token strings, count). Hashing 10k strings costs
+    ~0.2 ms, so the key of a tuple seen recently (the very same object: immutable, equal) is
+    remembered (4 tuples); a list is copied into a new tuple on every call and hashed again."""
+    with _lock:
+        hit = _vocab_keys.get(id(token_strings))
+        if hit is not None and hit[0] is token_strings:
+            return hit[1]
+    key = (hash(token_strings), len(token_strings))
+    with _lock:
+        _vocab_keys[id(token_strings)] = (token_strings, key)  # holding it keeps its id unique
+        while len(_vocab_keys) > 4:
+            _vocab_keys.popitem(last=False)
+    return key
+
+
 def _prepared_vocab(token_strings: tuple, vocab_key: tuple) -> EncodedVocab:
-    """The vocabulary's trie, from the cache (4 vocabularies) or built now and cached."""
+    """The vocabulary's trie, from the cache (4 vocabularies) or built now and cached. A hit is
+    confirmed by comparing the token strings themselves (at once if it is the same tuple)."""
     with _lock:
         enc = _vocabs.get(vocab_key)
-    if enc is None or enc[0] != token_strings:
+    if enc is None or (enc[0] is not token_strings and enc[0] != token_strings):
         enc = (token_strings, encode_vocab(token_strings))
     with _lock:
         _vocabs[vocab_key] = enc

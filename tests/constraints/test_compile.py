@@ -133,6 +133,22 @@ def test_cache_returns_the_same_object():
     assert compile_regex("a*b", tokens, eos_id=3) is not a
 
 
+def test_cache_keys_of_tuples_and_lists():
+    """A tuple's key is remembered by identity; lists (mutable) are read again on every call."""
+    clear_cache()
+    tokens = ("a", "b", "ab", "<eos>")
+    a = compile_regex("a*b", tokens, eos_id=3)
+    assert compile_regex("a*b", tokens, eos_id=3) is a
+    assert compile_regex("a*b", tuple(list(tokens)), eos_id=3) is a  # equal, another object
+    changing = list(tokens)
+    b = compile_regex("a", changing, eos_id=3)
+    changing[1] = "a"
+    c = compile_regex("a", changing, eos_id=3)
+    assert c is not b and c.accepts([1]) and not b.accepts([1]) and b.accepts([0])
+    clear_cache(vocabularies=False)
+    assert compile_regex("a*b", tokens, eos_id=3) is not a
+
+
 def test_vocab_helpers_and_as_automaton():
     vocab = WordVocab(["<unk>", "<eos>", "the", "cat", "sat"])
     a = compile_for_vocab("the (cat|sat)", vocab)
