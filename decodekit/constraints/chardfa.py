@@ -21,11 +21,17 @@ from dataclasses import dataclass
 
 import numpy as np
 import regex
-from interegular.patterns import _DOT, REFlags, _CharGroup, _Concatenation, _Repeated
-from interegular.patterns import Pattern as IPattern
+from interegular.patterns import _DOT, REFlags, _Repeated
 
 from decodekit.constraints.graph import minimize, reverse_distances
-from decodekit.constraints.pattern import END, NOT_WORD_BOUNDARY, PREDICATES, START, WORD_BOUNDARY
+from decodekit.constraints.pattern import (
+    END,
+    NOT_WORD_BOUNDARY,
+    PREDICATES,
+    START,
+    WORD_BOUNDARY,
+    node_kind,
+)
 from decodekit.errors import ConstraintError
 
 BITS = {"w": 4, "d": 2, "s": 1}
@@ -95,7 +101,8 @@ class _NFA:
 
     def build(self, node, flags: REFlags) -> tuple[int, int]:
         """Add ``node``; returns its (entry, exit) states."""
-        if isinstance(node, IPattern):
+        kind = node_kind(node)
+        if kind == "pattern":
             flags = (flags | node.added_flags) & ~node.removed_flags
             s, e = self.new(), self.new()
             for option in node.options:
@@ -103,20 +110,20 @@ class _NFA:
                 self.eps[s].append(a)
                 self.eps[b].append(e)
             return s, e
-        if isinstance(node, _Concatenation):
+        if kind == "concat":
             s = e = self.new()
             for part in node.parts:
                 a, b = self.build(part, flags)
                 self.eps[e].append(a)
                 e = b
             return s, e
-        if isinstance(node, _Repeated):
+        if kind == "repeat":
             return self._repeat(node, flags)
         s, e = self.new(), self.new()
         if node is _DOT or type(node) is type(_DOT):
             newline = frozenset() if flags & REFlags.SINGLE_LINE else frozenset("\n")
             self.char[s].append((self._set(newline, True), e))
-        elif isinstance(node, _CharGroup):
+        elif kind == "chars":
             if node.chars == frozenset({START}) or node.chars == frozenset({END}):
                 self.eps[s].append(e)  # anchors were checked to be trivial: no-ops
             elif node.chars == frozenset({WORD_BOUNDARY}):

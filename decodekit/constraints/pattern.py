@@ -131,34 +131,64 @@ def _describe(e: Exception) -> str:
     return text or type(e).__name__
 
 
+_KIND_ORDER = (
+    ("pattern", IPattern),
+    ("concat", _Concatenation),
+    ("repeat", _Repeated),
+    ("lookaround", _NonCapturing),
+    ("chars", _CharGroup),
+)
+_KINDS: dict[type, str] = {}
+
+
+def node_kind(node) -> str:
+    """'pattern', 'concat', 'repeat', 'lookaround', 'chars' or 'other': ``isinstance`` against
+    interegular's abstract classes is slow, so the answer is remembered per node type."""
+    kind = _KINDS.get(type(node))
+    if kind is None:
+        kind = next((name for name, cls in _KIND_ORDER if isinstance(node, cls)), "other")
+        _KINDS[type(node)] = kind
+    return kind
+
+
 def _zero_width(node, marker: str) -> bool:
-    return isinstance(node, _CharGroup) and not node.negated and node.chars == frozenset({marker})
+    return node_kind(node) == "chars" and not node.negated and node.chars == frozenset({marker})
 
 
 def _is_empty(node) -> bool:
-    return isinstance(node, _Concatenation) and not node.parts
+    return node_kind(node) == "concat" and not node.parts
+
+
+def _trivial_runs(parts, marker: str) -> list[bool]:
+    """[n] whether every part before part i is ``marker`` or empty (linear, not quadratic)."""
+    out, ok = [], True
+    for part in parts:
+        out.append(ok)
+        ok = ok and (_zero_width(part, marker) or _is_empty(part))
+    return out
 
 
 def _check(node, pattern: str, at_start: bool, at_end: bool, flags: REFlags, found: list[bool]) -> None:
     """Walk the AST: anchors only where trivially at the start/end; no look-around; no (?m)."""
-    if isinstance(node, IPattern):
+    kind = node_kind(node)
+    if kind == "pattern":
         flags = (flags | node.added_flags) & ~node.removed_flags
         if flags & REFlags.MULTILINE:
             raise ConstraintError(f"unsupported regex feature in {pattern!r}: the multiline flag (?m)")
         for option in node.options:
             _check(option, pattern, at_start, at_end, flags, found)
-    elif isinstance(node, _Concatenation):
+    elif kind == "concat":
         parts = node.parts
-        for i, part in enumerate(parts):
-            before = all(_zero_width(p, START) or _is_empty(p) for p in parts[:i])
-            after = all(_zero_width(p, END) or _is_empty(p) for p in parts[i + 1 :])
-            _check(part, pattern, at_start and before, at_end and after, flags, found)
-    elif isinstance(node, _Repeated):
+        before = _trivial_runs(parts, START)
+        after = _trivial_runs(parts[::-1], END)[::-1]
+        for part, b, a in zip(parts, before, after):
+            _check(part, pattern, at_start and b, at_end and a, flags, found)
+    elif kind == "repeat":
         once = node.max is not None and node.max <= 1
         _check(node.base, pattern, at_start and once, at_end and once, flags, found)
-    elif isinstance(node, _NonCapturing):
+    elif kind == "lookaround":
         raise ConstraintError(f"unsupported regex feature in {pattern!r}: look-around")
-    elif isinstance(node, _CharGroup):
+    elif kind == "chars":
         if _zero_width(node, START) and not at_start or _zero_width(node, END) and not at_end:
             raise ConstraintError(
                 f"anchor in {pattern!r} is only supported at the start/end of the pattern "
