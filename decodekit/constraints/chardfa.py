@@ -36,7 +36,11 @@ from decodekit.errors import ConstraintError
 
 BITS = {"w": 4, "d": 2, "s": 1}
 _PRED_RE = {name: regex.compile(f"\\{name}") for name in BITS}
-_POSSIBLE = (0, 4, 6, 1)  # (w, d, s) combinations that occur: none, \w only, \w and \d, \s
+_POSSIBLE = (0, 4, 6, 1)
+_SINGLE_LINE, _CASE_INSENSITIVE = (
+    REFlags.SINGLE_LINE.value,
+    REFlags.CASE_INSENSITIVE.value,
+)  # (w, d, s) combinations that occur: none, \w only, \w and \d, \s
 
 
 @functools.lru_cache(maxsize=65536)
@@ -93,17 +97,21 @@ class _NFA:
         self._set_ids: dict[tuple[frozenset[str], bool], int] = {}
 
     def new(self) -> int:
-        if len(self.eps) >= self.limit:
+        n = len(self.eps)
+        if n >= self.limit:
             raise ConstraintError(f"regex too large: its NFA exceeds {self.limit} states")
-        for lst in (self.eps, self.wb, self.nwb, self.char):
-            lst.append([])
-        return len(self.eps) - 1
+        self.eps.append([])
+        self.wb.append([])
+        self.nwb.append([])
+        self.char.append([])
+        return n
 
-    def build(self, node, flags: REFlags) -> tuple[int, int]:
-        """Add ``node``; returns its (entry, exit) states."""
+    def build(self, node, flags: int) -> tuple[int, int]:
+        """Add ``node`` under ``flags`` (``REFlags`` as an int: enum operations are slow);
+        returns its (entry, exit) states."""
         kind = node_kind(node)
         if kind == "pattern":
-            flags = (flags | node.added_flags) & ~node.removed_flags
+            flags = (flags | node.added_flags.value) & ~node.removed_flags.value
             s, e = self.new(), self.new()
             for option in node.options:
                 a, b = self.build(option, flags)
@@ -121,7 +129,7 @@ class _NFA:
             return self._repeat(node, flags)
         s, e = self.new(), self.new()
         if node is _DOT or type(node) is type(_DOT):
-            newline = frozenset() if flags & REFlags.SINGLE_LINE else frozenset("\n")
+            newline = frozenset() if flags & _SINGLE_LINE else frozenset("\n")
             self.char[s].append((self._set(newline, True), e))
         elif kind == "chars":
             if node.chars == frozenset({START}) or node.chars == frozenset({END}):
@@ -132,14 +140,14 @@ class _NFA:
                 self.nwb[s].append(e)
             else:
                 chars = node.chars
-                if flags & REFlags.CASE_INSENSITIVE:
+                if flags & _CASE_INSENSITIVE:
                     chars = frozenset(x for c in chars for x in (c, c.lower(), c.upper()) if len(x) == 1)
                 self.char[s].append((self._set(chars, node.negated), e))
         else:  # the empty pattern
             self.eps[s].append(e)
         return s, e
 
-    def _repeat(self, node: _Repeated, flags: REFlags) -> tuple[int, int]:
+    def _repeat(self, node: _Repeated, flags: int) -> tuple[int, int]:
         s = e = self.new()
         for _ in range(node.min):
             a, b = self.build(node.base, flags)
@@ -227,7 +235,7 @@ def _closure(nfa: _NFA, states, wb: bool, nwb: bool) -> frozenset[int]:
 def build_char_dfa(ast, has_boundaries: bool, max_states: int) -> CharDFA:
     """Thompson NFA + subset construction (bounded by ``max_states``) + pruning + minimisation."""
     nfa = _NFA(limit=max(10 * max_states, 100_000))
-    start, final = nfa.build(ast, REFlags(0))
+    start, final = nfa.build(ast, 0)
     explicit, other, member, word, examples = _partition(nfa.sets, has_boundaries)
     num_classes = member.shape[1]
     # per side (next character non-word / word; one side without \b): the classes each set accepts
