@@ -9,7 +9,8 @@ Recipes (targets: the seeds' published test perplexities, see ../shared/referenc
 
 * lstm-small: Zaremba et al. (2014) "small": 2x200 LSTM, init 0.1, no dropout, bptt 20, batch 20,
   SGD lr 1 halved every epoch from epoch 6 (their code), clip 5, 13 epochs. Paper: 120.7 valid / 114.5 test.
-* rnn: Elman tanh RNN, 1x256, SGD with plateau halving. Mikolov's RNNLM: 124.7 test.
+* rnn: Elman tanh RNN, 1x256, SGD lr 0.25 (lr 1 with tied embeddings diverged), halved in epoch 5, 5 epochs
+  (sized to the time left in the session). Mikolov's RNNLM: 124.7 test.
 * mlp-brown: Bengio et al. (2003) n=5, h=100, m=30, direct connections, on Brown. Paper MLP1..MLP9: 268-310;
   the best (MLP10, mixed with a trigram) 252.
 """
@@ -37,8 +38,8 @@ RECIPES = {
     "rnn": (
         "ptb",
         "runs/ptb-rnn",
-        "--model rnn --layers 1 --hidden 256 --embed 256 --init-range 0.1 --batch-size 20 --epochs 8 "
-        "--lr 0.5 --schedule plateau --decay 0.5 --patience 1",
+        "--model rnn --layers 1 --hidden 256 --embed 256 --init-range 0.1 --batch-size 20 --epochs 5 "
+        "--lr 0.25 --schedule fixed --decay 0.5 --decay-start 5",
     ),
     "mlp-brown": (
         "brown/brown.zip",

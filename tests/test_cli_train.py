@@ -102,3 +102,12 @@ def test_bad_input_is_one_line_exit_2(corpus, tmp_path, capsys):
         [*TRAIN, "--data", str(corpus), "--context", "3", "--out", str(tmp_path / "o")], capsys
     )
     assert code == 2 and "--context applies to --model mlp only" in err
+
+
+def test_eval_without_model_uses_the_shipped_model(tmp_path):
+    text = tmp_path / "t.txt"
+    text.write_text("the company said it expects profit to rise\nshares fell N N\n", encoding="utf-8")
+    result = CliRunner().invoke(cli, ["eval", "--data", str(text), "--json"])
+    assert result.exit_code == 0, result.output
+    ev = json.loads(result.output)
+    assert ev["model"] == "default" and ev["tokens"] == 14 and 1 < ev["perplexity"] < 10_000
