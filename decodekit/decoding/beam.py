@@ -27,7 +27,7 @@ from decodekit.outputs import Hypothesis
 NEG_INF = float("-inf")
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def beam_search(
     model: LanguageModel,
     prompt: Prompt | Sequence[Prompt],

@@ -106,7 +106,7 @@ def _plan(next_state: np.ndarray, min_tokens: np.ndarray, beam: int, device) -> 
     )
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def constrained_beam_search(
     model: LanguageModel,
     prompt: Prompt | Sequence[Prompt],

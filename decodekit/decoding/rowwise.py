@@ -25,7 +25,7 @@ from decodekit.outputs import Hypothesis
 Chooser = Callable[[torch.Tensor], torch.Tensor]  # masked logprobs [N, V] -> tokens [N]
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def greedy(
     model: LanguageModel,
     prompt: Prompt | Sequence[Prompt],
@@ -48,7 +48,7 @@ def greedy(
     return _decode(model, prompt, max_length, lambda lp: lp.argmax(-1), 1, constraint)
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def sample(
     model: LanguageModel,
     prompt: Prompt | Sequence[Prompt],
