@@ -66,6 +66,52 @@ def distinct_columns(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return columns, which.reshape(-1)
 
 
+SMALL_TABLE = 4096  # entries up to which Python tuples refine faster than numpy calls
+
+
+def _refine(table: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, int]:
+    """Moore's refinement from the labels ``start`` [S], vectorised per round: (block [S], count)."""
+    n, width = table.shape
+    block = np.unique(start, return_inverse=True)[1].reshape(-1)
+    count = int(block.max()) + 1 if n else 0
+    key = np.empty((n, width + 1), dtype=np.int32)
+    while True:
+        key[:, 0] = block
+        np.take(np.append(block, -1).astype(np.int32), table, out=key[:, 1:])  # -1 -> the appended -1
+        block = unique_rows(key)[1]
+        new_count = int(block.max()) + 1 if n else 0
+        if new_count == count:
+            return block, count
+        count = new_count
+
+
+def _minimize_small(table: np.ndarray, accepting: np.ndarray, initial: int, start: np.ndarray):
+    """:func:`minimize` on Python tuples, for a tiny table (where per-call numpy overhead
+    dominates): the same refinement from ``start`` and the same numbering of the blocks."""
+    rows = table.tolist()
+    labels = start.tolist()
+    count = len(set(labels))
+    while True:
+        ids: dict[tuple, int] = {}
+        labels.append(-1)  # the dead state -1 reads labels[-1]
+        new = [ids.setdefault((labels[q], *(labels[t] for t in row)), len(ids)) for q, row in enumerate(rows)]
+        labels = new
+        if len(ids) == count:
+            break
+        count = len(ids)
+    first: dict[int, int] = {}
+    for q, b in enumerate(labels):
+        first.setdefault(b, q)
+    home = labels[initial]
+    order = sorted(first, key=lambda b: -1 if b == home else first[b])
+    rank = {b: i for i, b in enumerate(order)}
+    reps = [initial if b == home else first[b] for b in order]
+    new_table = [[rank[labels[t]] if t >= 0 else -1 for t in rows[r]] for r in reps]
+    reps_arr = np.array(reps, dtype=np.int64)
+    width = table.shape[1]
+    return np.array(new_table, dtype=table.dtype).reshape(len(reps), width), accepting[reps_arr], reps_arr
+
+
 def minimize(
     table: np.ndarray, accepting: np.ndarray, initial: int, hint: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -80,17 +126,9 @@ def minimize(
     state)); the initial state becomes state 0, the others keep the order of their first member."""
     n, width = table.shape
     start = accepting.astype(np.int64) if hint is None else hint * 2 + accepting
-    block = np.unique(start, return_inverse=True)[1].reshape(-1)
-    count = int(block.max()) + 1 if n else 0
-    key = np.empty((n, width + 1), dtype=np.int32)
-    while True:
-        key[:, 0] = block
-        np.take(np.append(block, -1).astype(np.int32), table, out=key[:, 1:])  # -1 -> the appended -1
-        block = unique_rows(key)[1]
-        new_count = int(block.max()) + 1 if n else 0
-        if new_count == count:
-            break
-        count = new_count
+    if n * (width + 1) <= SMALL_TABLE:
+        return _minimize_small(table, accepting, initial, start)
+    block, count = _refine(table, start)
     # number blocks: the initial state's first, then by first member
     firsts = np.full(count, n, dtype=np.int64)
     np.minimum.at(firsts, block, np.arange(n))

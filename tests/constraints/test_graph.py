@@ -46,6 +46,23 @@ def test_minimize_preserves_the_language_and_merges_equivalent_states(data):
     assert len(set(languages)) == len(languages)  # no two remaining states are equivalent
 
 
+@settings(max_examples=60, deadline=None)
+@given(tables(), st.booleans())
+def test_small_and_vectorised_refinement_agree(data, use_hint):
+    """Python-tuple and numpy refinement give the same partition, hence the same output."""
+    table, accepting = data
+    hint = np.arange(len(table)) % 2 if use_hint else None
+    small = graph.minimize(table, accepting, 0, hint=hint)
+    saved = graph.SMALL_TABLE
+    graph.SMALL_TABLE = -1  # force the vectorised path
+    try:
+        large = graph.minimize(table, accepting, 0, hint=hint)
+    finally:
+        graph.SMALL_TABLE = saved
+    for a, b in zip(small, large):
+        assert np.array_equal(a, b)
+
+
 @settings(max_examples=80, deadline=None)
 @given(tables())
 def test_reverse_distances(data):
