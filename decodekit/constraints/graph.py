@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+SMALL_TABLE = 4096  # table entries / edges up to which plain Python beats per-call numpy overhead
+
 
 def reverse_distances(src: np.ndarray, dst: np.ndarray, targets: np.ndarray, num_states: int) -> np.ndarray:
     """Shortest number of edges from each state to a target state (-1 if none).
@@ -13,6 +15,8 @@ def reverse_distances(src: np.ndarray, dst: np.ndarray, targets: np.ndarray, num
         targets: [S] bool, the states at distance 0.
     Returns: [S] int64 distances. Breadth-first over the reversed edges, one vectorised step
     per level."""
+    if len(src) <= SMALL_TABLE:
+        return _reverse_distances_small(src, dst, targets, num_states)
     dist = np.full(num_states, -1, dtype=np.int64)
     dist[targets] = 0
     frontier = targets.copy()
@@ -25,6 +29,29 @@ def reverse_distances(src: np.ndarray, dst: np.ndarray, targets: np.ndarray, num
         dist[hit] = level
         frontier = hit
     return dist
+
+
+def _reverse_distances_small(src, dst, targets, num_states: int) -> np.ndarray:
+    """:func:`reverse_distances` as a plain breadth-first search (few edges: numpy calls per
+    level would dominate)."""
+    preds: list[list[int]] = [[] for _ in range(num_states)]
+    for a, b in zip(src.tolist(), dst.tolist()):
+        preds[b].append(a)
+    dist = [-1] * num_states
+    frontier = np.flatnonzero(targets).tolist()
+    for q in frontier:
+        dist[q] = 0
+    level = 0
+    while frontier:
+        level += 1
+        nxt = []
+        for q in frontier:
+            for p in preds[q]:
+                if dist[p] < 0:
+                    dist[p] = level
+                    nxt.append(p)
+        frontier = nxt
+    return np.array(dist, dtype=np.int64)
 
 
 def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -64,9 +91,6 @@ def distinct_columns(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         rows, which = unique_rows(table.T)
         columns = np.ascontiguousarray(rows.T)
     return columns, which.reshape(-1)
-
-
-SMALL_TABLE = 4096  # entries up to which Python tuples refine faster than numpy calls
 
 
 def _refine(table: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, int]:

@@ -92,3 +92,18 @@ def test_distinct_columns_verifies_hash_groups(monkeypatch):
     monkeypatch.setattr(graph, "_MIX", np.zeros(64, dtype=np.uint64))  # every column collides
     cols, which = graph.distinct_columns(table)
     assert np.array_equal(cols[:, which], table) and cols.shape[1] == 3
+
+
+@settings(max_examples=60, deadline=None)
+@given(tables())
+def test_small_and_vectorised_distances_agree(data):
+    table, accepting = data
+    src, sym = np.nonzero(table >= 0)
+    small = graph.reverse_distances(src, table[src, sym], accepting, len(table))
+    saved = graph.SMALL_TABLE
+    graph.SMALL_TABLE = -1  # force the vectorised path
+    try:
+        large = graph.reverse_distances(src, table[src, sym], accepting, len(table))
+    finally:
+        graph.SMALL_TABLE = saved
+    assert np.array_equal(small, large)
