@@ -25,14 +25,19 @@ from decodekit.cli import cli
     help="Text file, one sentence per line (<eos> appended per line); a corpus directory: its test file.",
 )
 @click.option("--device", default="cpu", show_default=True)
+@click.option("--threads", type=int, help="torch CPU threads (default: torch's choice).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
-def eval_command(model_spec: str | None, data: str, device: str, as_json: bool) -> None:
+def eval_command(model_spec: str | None, data: str, device: str, threads: int | None, as_json: bool) -> None:
     """Perplexity exp(-(1/L) sum_t log p(x_t | x_<t)) of --data under the model, every token
     (each line's <eos> included) predicted from the whole preceding stream."""
+    import torch
+
     from decodekit.data import encode_tokens, find_splits, read_tokens
     from decodekit.loading import load_model
     from decodekit.training import evaluate
 
+    if threads:
+        torch.set_num_threads(threads)
     model = load_model(model_spec, device=device)
     path = find_splits(data)["test"] if Path(data).is_dir() else Path(data)
     ids, unknown = encode_tokens(read_tokens(path, chars=model.vocab.kind == "char"), model.vocab)
