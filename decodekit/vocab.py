@@ -89,11 +89,14 @@ class Vocab:
             return self.tokens[i]
         return None if i in self.special_ids else self.tokens[i]
 
-    def surfaces(self) -> list[str | None]:
-        """``[surface(i) for i in range(len(self))]``, as the regex constraints need it.
+    def surfaces(self) -> tuple[str | None, ...]:
+        """``(surface(i) for i in range(len(self)))``, as the regex constraints need it.
 
-        ``<unk>`` is None here: a constrained output never contains an unknown token."""
-        return [None if i in self.special_ids else t for i, t in enumerate(self.tokens)]
+        ``<unk>`` is None here: a constrained output never contains an unknown token. The same
+        tuple is returned every time, so the constraint cache recognises it without rehashing."""
+        if getattr(self, "_surfaces", None) is None:
+            self._surfaces = tuple(None if i in self.special_ids else t for i, t in enumerate(self.tokens))
+        return self._surfaces
 
     def split(self, text: str) -> list[str]:
         """Split text into token strings (words on whitespace, or characters)."""

@@ -94,13 +94,13 @@ class HFVocab(Vocab):
         specials = [names[i] for i in set(tokenizer.all_special_ids) if i < size and names[i] != eos]
         super().__init__(names, separator="", eos=eos, unk=None, specials=specials)
         self.tokenizer = tokenizer
-        self._surfaces = _surfaces(tokenizer, names, self.special_ids, n)
+        self._surfaces = tuple(_surfaces(tokenizer, names, self.special_ids, n))
 
     def surface(self, i: int) -> str | None:
         return self._surfaces[i]
 
-    def surfaces(self) -> list[str | None]:
-        return list(self._surfaces)
+    def surfaces(self) -> tuple[str | None, ...]:
+        return self._surfaces
 
     def split(self, text: str) -> list[str]:
         return self.tokenizer.convert_ids_to_tokens(self.encode(text))
