@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from decodekit.models.neural import NeuralLM
-from decodekit.models.rnn import check_recurrent_config, init_uniform_
+from decodekit.models.rnn import build_recurrent_lm
 from decodekit.vocab import Vocab
 
 
@@ -43,23 +43,7 @@ class LSTMLM(NeuralLM):
 
     def __init__(self, config: LSTMConfig, vocab: Vocab) -> None:
         super().__init__()
-        check_recurrent_config(config)
-        self.config, self.vocab = config, vocab
-        self.vocab_size = len(vocab)
-        self.bos_id = self.eos_id = vocab.eos_id
-        self.embedding = nn.Embedding(self.vocab_size, config.embed)
-        self.drop = nn.Dropout(config.dropout)
-        self.rnn = nn.LSTM(
-            config.embed,
-            config.hidden,
-            config.layers,
-            batch_first=True,
-            dropout=config.dropout if config.layers > 1 else 0.0,
-        )
-        self.head = nn.Linear(config.hidden, self.vocab_size)
-        init_uniform_(self, config.init_range)
-        if config.tie:
-            self.head.weight = self.embedding.weight
+        build_recurrent_lm(self, config, vocab, nn.LSTM)
 
     def initial_state(self, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Zero state: ``(h, c)``, each [N, L, H]."""

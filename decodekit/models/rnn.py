@@ -42,6 +42,30 @@ def init_uniform_(module: nn.Module, r: float) -> None:
             p.uniform_(-r, r)
 
 
+def build_recurrent_lm(model: NeuralLM, config: Any, vocab: Vocab, core: type, **core_options: Any) -> None:
+    """Give ``model`` the layers every recurrent LM here shares, in one fixed order (so a seed
+    gives the same initial weights): embedding, dropout, the fused ``core`` (``nn.LSTM`` or
+    ``nn.RNN``, batch-first, dropout between layers), output head, uniform init, optional tying."""
+    check_recurrent_config(config)
+    model.config, model.vocab = config, vocab
+    model.vocab_size = len(vocab)
+    model.bos_id = model.eos_id = vocab.eos_id
+    model.embedding = nn.Embedding(model.vocab_size, config.embed)
+    model.drop = nn.Dropout(config.dropout)
+    model.rnn = core(
+        config.embed,
+        config.hidden,
+        config.layers,
+        batch_first=True,
+        dropout=config.dropout if config.layers > 1 else 0.0,
+        **core_options,
+    )
+    model.head = nn.Linear(config.hidden, model.vocab_size)
+    init_uniform_(model, config.init_range)
+    if config.tie:
+        model.head.weight = model.embedding.weight
+
+
 @dataclass(frozen=True)
 class RNNConfig:
     """Sizes of an Elman RNN LM (see :class:`decodekit.models.lstm.LSTMConfig` for the fields)."""
@@ -60,24 +84,7 @@ class RNNLM(NeuralLM):
 
     def __init__(self, config: RNNConfig, vocab: Vocab) -> None:
         super().__init__()
-        check_recurrent_config(config)
-        self.config, self.vocab = config, vocab
-        self.vocab_size = len(vocab)
-        self.bos_id = self.eos_id = vocab.eos_id
-        self.embedding = nn.Embedding(self.vocab_size, config.embed)
-        self.drop = nn.Dropout(config.dropout)
-        self.rnn = nn.RNN(
-            config.embed,
-            config.hidden,
-            config.layers,
-            nonlinearity="tanh",
-            batch_first=True,
-            dropout=config.dropout if config.layers > 1 else 0.0,
-        )
-        self.head = nn.Linear(config.hidden, self.vocab_size)
-        init_uniform_(self, config.init_range)
-        if config.tie:
-            self.head.weight = self.embedding.weight
+        build_recurrent_lm(self, config, vocab, nn.RNN, nonlinearity="tanh")
 
     def initial_state(self, batch_size: int) -> torch.Tensor:
         """Zero state ``h`` [N, L, H]."""
