@@ -47,16 +47,16 @@ def _run(corpus, config: TrainConfig, updates: int, parallel) -> tuple[float, fl
     return time.perf_counter() - t0, time.process_time() - c0
 
 
-def _worker(rank: int, size: int, port: int, data: str, updates: int, warmup: int, results) -> None:
+def _worker(rank: int, size: int, port: int, args: argparse.Namespace, results) -> None:
     env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "RANK": rank, "LOCAL_RANK": rank}
     os.environ.update({k: str(v) for k, v in {**env, "WORLD_SIZE": size}.items()})
     torch.set_num_threads(1)
-    corpus = load_corpus(Path(data) / "ptb")
+    corpus = load_corpus(Path(args.data) / "ptb")
     parallel = DataParallel.from_env(torch.device("cpu"))[0] if size > 1 else None
-    config = TrainConfig(batch_size=20, bptt=20, lr=1.0, clip=5.0)
-    _run(corpus, config, warmup, parallel)
-    wall, cpu = _run(corpus, config, updates, parallel)
-    tokens = updates * config.batch_size * config.bptt
+    config = TrainConfig(batch_size=args.batch_size, bptt=args.bptt, lr=1.0, clip=5.0)
+    _run(corpus, config, args.warmup, parallel)
+    wall, cpu = _run(corpus, config, args.updates, parallel)
+    tokens = args.updates * config.batch_size * config.bptt
     results.put((tokens / wall, tokens / cpu))
     if parallel is not None:
         parallel.close()
@@ -69,7 +69,7 @@ def measure(size: int, args: argparse.Namespace) -> tuple[float, float]:
     it separates the cost of the data-parallel work itself from the lack of free cores."""
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
-    wargs = (size, _free_port(), args.data, args.updates, args.warmup, results)
+    wargs = (size, _free_port(), args, results)
     mp.start_processes(_worker, args=wargs, nprocs=size, join=True, start_method="spawn")
     per_rank = [results.get() for _ in range(size)]
     return min(w for w, _ in per_rank), min(c for _, c in per_rank)
@@ -81,6 +81,8 @@ def main() -> None:
     ap.add_argument("--updates", type=int, default=100, help="timed updates per measurement")
     ap.add_argument("--warmup", type=int, default=10, help="untimed updates before")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--batch-size", type=int, default=20, help="global batch (parallel streams)")
+    ap.add_argument("--bptt", type=int, default=20)
     ap.add_argument("--procs", type=int, nargs="+", default=[1, 2], help="world sizes to compare")
     args = ap.parse_args()
     runs: dict[int, list[tuple[float, float]]] = {n: [] for n in args.procs}
@@ -91,7 +93,7 @@ def main() -> None:
             loads.append(os.getloadavg()[0])
     base = [statistics.median(r[i] for r in runs[args.procs[0]]) for i in (0, 1)]
     print(
-        f"LSTM 2x200, PTB, global batch 20, bptt 20, 1 thread per process, gloo; "
+        f"LSTM 2x200, PTB, global batch {args.batch_size}, bptt {args.bptt}, 1 thread per process, gloo; "
         f"{args.updates} timed updates x {args.rounds} rounds; {os.cpu_count()} CPUs; "
         f"1-min load average during the runs: {min(loads):.2f} .. {max(loads):.2f}"
     )

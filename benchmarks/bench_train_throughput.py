@@ -3,8 +3,11 @@ written the way PyTorch's word_language_model example writes it (seq-first [T, B
 ``repackage_hidden``, log_softmax + NLLLoss over [T*B, V], clip_grad_norm_, manual SGD step).
 
 Same sizes (Zaremba small: 2x200 LSTM, 10k vocabulary, batch 20, bptt 20), same data (PTB),
-same thread count; the two loops alternate ``--rounds`` times so that load from other users of
-the machine affects both alike. Prints a table with the median tokens/s and the ratio.
+same thread count. The loops alternate ``--rounds`` times, each measurement in a fresh process
+after a warm-up, so that load from other users of the machine affects all alike. decodekit's
+trainer turns on malloc reuse (``decodekit.training.allocator``); the reference is measured
+as the example runs (system malloc) and, for the loops' own cost, with the same setting.
+Prints a table with the median tokens/s and the ratios.
 
     python benchmarks/bench_train_throughput.py --data ../shared/data --updates 150 --rounds 3 --threads 1
 """
@@ -12,8 +15,10 @@ the machine affects both alike. Prints a table with the median tokens/s and the 
 from __future__ import annotations
 
 import argparse
+import multiprocessing as mp
 import statistics
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import torch
@@ -23,6 +28,7 @@ from torch import nn
 from decodekit.data import batchify, load_corpus
 from decodekit.models.registry import create_model, make_config
 from decodekit.training import TrainConfig, train
+from decodekit.training.allocator import reuse_freed_memory
 
 
 class ReferenceLSTM(nn.Module):
@@ -80,6 +86,26 @@ def decodekit_loop(corpus, updates: int) -> float:
     return updates * 20 * 20 / (time.perf_counter() - t0)
 
 
+LOOPS = {
+    "reference": "reference (word_language_model)",
+    "reference+malloc": "reference, malloc reuse on",
+    "decodekit": "decodekit.training.train",
+}
+
+
+def _measure(loop: str, data: str, updates: int, threads: int) -> float:
+    """tokens/s of one loop in this (fresh) process, after an untimed warm-up of the same loop."""
+    torch.set_num_threads(threads)
+    corpus = load_corpus(Path(data) / "ptb")
+    if loop == "decodekit":  # train() turns on malloc reuse itself
+        decodekit_loop(corpus, 10)
+        return decodekit_loop(corpus, updates)
+    if loop == "reference+malloc":
+        reuse_freed_memory()
+    reference_loop(corpus.train, len(corpus.vocab), 10)
+    return reference_loop(corpus.train, len(corpus.vocab), updates)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=str(Path(__file__).resolve().parents[1].parent / "shared" / "data"))
@@ -87,22 +113,26 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    corpus = load_corpus(Path(args.data) / "ptb")
-    ref, ours = [], []
-    reference_loop(corpus.train, len(corpus.vocab), 10)  # warm-up
-    for _ in range(args.rounds):
-        ref.append(reference_loop(corpus.train, len(corpus.vocab), args.updates))
-        ours.append(decodekit_loop(corpus, args.updates))
-    r, o = statistics.median(ref), statistics.median(ours)
+    runs: dict[str, list[float]] = {loop: [] for loop in LOOPS}
+    # Each measurement runs in a fresh process: the C allocator's state (which large blocks it
+    # keeps, which it returns to the system and page-faults in again) otherwise carries over from
+    # one loop to the next and moves either loop by 10-15% depending on the order.
+    ctx = mp.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=ctx, max_tasks_per_child=1) as pool:
+        for _ in range(args.rounds):
+            for loop in runs:
+                runs[loop].append(pool.submit(_measure, loop, args.data, args.updates, args.threads).result())
     print(
         f"LSTM 2x200, PTB, batch 20, bptt 20, {args.threads} thread(s), "
-        f"{args.updates} updates x {args.rounds} rounds"
+        f"{args.updates} updates x {args.rounds} rounds, each in a fresh process"
     )
-    print(f"{'loop':<34}{'tokens/s (median)':>18}{'all rounds':>30}")
-    print(f"{'reference (word_language_model)':<34}{r:>18.0f}{str([round(v) for v in ref]):>30}")
-    print(f"{'decodekit.training.train':<34}{o:>18.0f}{str([round(v) for v in ours]):>30}")
-    print(f"ratio decodekit / reference: {o / r:.3f}")
+    print(f"{'loop':<34}{'tokens/s (median)':>18}{'all rounds':>34}")
+    median = {loop: statistics.median(v) for loop, v in runs.items()}
+    for loop, label in LOOPS.items():
+        print(f"{label:<34}{median[loop]:>18.0f}{str([round(v) for v in runs[loop]]):>34}")
+    print(f"ratio decodekit / reference: {median['decodekit'] / median['reference']:.3f}")
+    same = median["decodekit"] / median["reference+malloc"]
+    print(f"ratio decodekit / reference with malloc reuse: {same:.3f}")
 
 
 if __name__ == "__main__":

@@ -75,13 +75,10 @@ class SingleProcess:
         """All B rows of the carried state (collective), or None."""
         return state
 
-    def tally(self, nll: torch.Tensor, tokens: int) -> tuple[float, int]:
-        """(sum of per-token losses, tokens) of one update, summed over ranks."""
-        return nll.item(), tokens
-
-    def any(self, flag: bool) -> bool:
-        """True if ``flag`` is set on any rank (e.g. Ctrl-C seen by one process)."""
-        return flag
+    def tally(self, nll: torch.Tensor, tokens: int, stop: bool) -> tuple[float, int, bool]:
+        """(sum of per-token losses, tokens, stop) of one update: the sums over ranks, and
+        whether any rank asked to stop (Ctrl-C seen by one process). One collective per update."""
+        return nll.item(), tokens, stop
 
     def broadcast(self, value: float) -> float:
         """Rank 0's ``value`` on every rank."""
@@ -162,16 +159,12 @@ class DataParallel(SingleProcess):
             per_rank.append(map_state(state, lambda t, it=leaves: next(it)))
         return concat(per_rank, model)
 
-    def tally(self, nll: torch.Tensor, tokens: int) -> tuple[float, int]:
-        t = torch.stack([nll.double().reshape(()), nll.new_tensor(tokens, dtype=torch.float64)])
-        dist.all_reduce(t)
-        nll_sum, n = t.tolist()
-        return nll_sum, round(n)
-
-    def any(self, flag: bool) -> bool:
-        t = torch.tensor([int(flag)], device=self.device)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        return bool(t.item())
+    def tally(self, nll: torch.Tensor, tokens: int, stop: bool) -> tuple[float, int, bool]:
+        counts = nll.new_tensor([tokens, int(stop)], dtype=torch.float64)
+        t = torch.cat([nll.double().reshape(1), counts])
+        dist.all_reduce(t)  # a sum: "any rank stops" is a sum > 0
+        nll_sum, n, stops = t.tolist()
+        return nll_sum, round(n), stops > 0
 
     def broadcast(self, value: float) -> float:
         t = torch.tensor([value], dtype=torch.float64, device=self.device)

@@ -28,6 +28,7 @@ from decodekit.errors import CheckpointError
 from decodekit.models.neural import NeuralLM
 from decodekit.models.registry import config_to_dict
 from decodekit.models.state import detach
+from decodekit.training.allocator import reuse_freed_memory
 from decodekit.training.config import TrainConfig
 from decodekit.training.ddp import SingleProcess, autocast
 from decodekit.training.evaluate import evaluate
@@ -164,8 +165,12 @@ class _Run:
                 self.out / RESUME, model=self.model, optimizer=self.optimizer, hidden=hidden, meta=meta
             )
 
-    def update(self, x: torch.Tensor, y: torch.Tensor, lr: float, loss_fn: Loss) -> None:
-        """One truncated-BPTT update on the chunk x, y [B, t], the state carried and then detached."""
+    def update(
+        self, x: torch.Tensor, y: torch.Tensor, lr: float, loss_fn: Loss, interrupt: _DeferInterrupt
+    ) -> None:
+        """One truncated-BPTT update on the chunk x, y [B, t], the state carried and then detached.
+        Afterwards ``interrupt.requested`` is set on every rank if any rank was asked to stop (the
+        ranks agree in the same collective that sums the training loss)."""
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         with autocast(self.model.device, self.config.amp):
@@ -179,7 +184,9 @@ class _Run:
         self.optimizer.step()
         self.hidden = detach(hidden)
         loop = self.loop
-        nll, tokens = self.par.tally(losses.detach().double().sum(), losses.numel())  # over ranks
+        nll, tokens, interrupt.requested = self.par.tally(
+            losses.detach().double().sum(), losses.numel(), interrupt.requested
+        )
         loop["run_nll"] += nll
         loop["run_tokens"] += tokens
         loop["position"] += 1
@@ -203,7 +210,7 @@ class _Run:
         t0 = time.perf_counter() - loop["run_seconds"]
         for x, y in bptt_batches(self.data, self.config.bptt, start=loop["position"]):
             lr = self.schedule.lr(epoch, loop["update"])
-            self.update(x, y, lr, loss_fn)
+            self.update(x, y, lr, loss_fn, interrupt)
             loop["run_seconds"] = time.perf_counter() - t0
             if progress:
                 bar.update(1)
@@ -213,7 +220,6 @@ class _Run:
                     tok_s=f"{loop['run_tokens'] / loop['run_seconds']:.0f}",
                     refresh=False,
                 )
-            interrupt.requested = self.par.any(interrupt.requested)  # stop all ranks together
             if interrupt.requested or loop["update"] == stop_after:
                 bar.close()
                 self.save()
@@ -254,6 +260,8 @@ def train(
     Raises KeyboardInterrupt after saving the resume state if Ctrl-C arrives.
     """
     _check_sizes(model, config, corpus)
+    if model.device.type == "cpu":
+        reuse_freed_memory()  # no page faults for the same large buffers at every update
     out = Path(out) if out is not None else None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
