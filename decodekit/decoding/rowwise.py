@@ -131,8 +131,13 @@ def _decode(model, prompt, max_length, choose: Chooser, copies: int, constraint)
                     break
             masked = logprobs.masked_fill(~allowed, float("-inf"))
         tokens = choose(masked)  # [n]
-        cum_logprob[live.index] += logprobs.gather(1, tokens[:, None])[:, 0].double()
-        history[live.index, t] = tokens
+        chosen = logprobs.gather(1, tokens[:, None])[:, 0].double()
+        if live.index.numel() == rows:  # no row has ended yet: plain slices, no index_put
+            cum_logprob += chosen
+            history[:, t] = tokens
+        else:
+            cum_logprob[live.index] += chosen
+            history[live.index, t] = tokens
         if automaton is not None:
             live.dfa = automaton.next_state[live.dfa, tokens]
         if eos is not None:
