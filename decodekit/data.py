@@ -32,8 +32,11 @@ __all__ = [
     "WordVocab",
     "batchify",
     "bptt_batches",
+    "brown_split",
     "encode_tokens",
+    "eval_tokens",
     "find_splits",
+    "is_brown",
     "load_brown",
     "load_corpus",
     "load_data",
@@ -202,18 +205,42 @@ def load_brown(
 ) -> Corpus:
     """Brown with Bengio et al.'s (2003) split; words seen fewer than ``min_count`` times in the
     training part map to ``<unk>``."""
+    train, valid, test = brown_split(path, train_words=train_words, valid_words=valid_words)
+    vocab = WordVocab.build(train, min_count=min_count, eos=EOS, unk=UNK)
+    return Corpus(vocab, *(encode_tokens(w, vocab)[0] for w in (train, valid, test)))
+
+
+def brown_split(
+    path: str | Path, *, train_words: int = 800_000, valid_words: int = 200_000
+) -> tuple[list[str], list[str], list[str]]:
+    """(train, valid, test) words of Bengio et al.'s split of :func:`brown_words`."""
     words = brown_words(path)
     if len(words) <= train_words + valid_words:
         raise ValueError(
             f"Brown stream has {len(words)} words, fewer than train+valid={train_words + valid_words}"
         )
-    train, valid, test = (
-        words[:train_words],
-        words[train_words : train_words + valid_words],
-        words[train_words + valid_words :],
+    end = train_words + valid_words
+    return words[:train_words], words[train_words:end], words[end:]
+
+
+def is_brown(path: str | Path) -> bool:
+    """Whether ``path`` is NLTK's ``brown.zip`` or a directory holding its ``ca01`` ... files."""
+    p = Path(path)
+    return (p.is_file() and p.suffix == ".zip") or (
+        p.is_dir()
+        and any(_BROWN_FILE.search(x.name) for d in (p, p / "brown") if d.is_dir() for x in d.iterdir())
     )
-    vocab = WordVocab.build(train, min_count=min_count, eos=EOS, unk=UNK)
-    return Corpus(vocab, *(encode_tokens(w, vocab)[0] for w in (train, valid, test)))
+
+
+def eval_tokens(path: str | Path, *, chars: bool = False) -> tuple[list[str], str]:
+    """The tokens ``decodekit eval`` scores for ``--data path``, and what they are: the test
+    part of Bengio's split for Brown, a corpus directory's test file, or the file itself."""
+    p = Path(path)
+    if is_brown(p):
+        return brown_split(p)[2], f"{p} (Brown test split)"
+    if p.is_dir():
+        p = find_splits(p)["test"]
+    return read_tokens(p, chars=chars), str(p)
 
 
 def load_data(
@@ -223,11 +250,7 @@ def load_data(
     ``min_count`` defaults to Bengio's 4), a directory with train/valid/test files (see
     :func:`find_splits`), or one text file (:func:`load_text_file`)."""
     p = Path(path)
-    is_brown = (p.is_file() and p.suffix == ".zip") or (
-        p.is_dir()
-        and any(_BROWN_FILE.search(x.name) for d in (p, p / "brown") if d.is_dir() for x in d.iterdir())
-    )
-    if is_brown:
+    if is_brown(p):
         return load_brown(p, min_count=4 if min_count is None else min_count)
     if p.is_file():
         return load_text_file(p, chars=chars, min_count=min_count or 1, max_size=max_size)

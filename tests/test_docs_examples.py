@@ -30,7 +30,7 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 
 @pytest.mark.parametrize("script", EXAMPLES, ids=[p.name for p in EXAMPLES])
 def test_examples_run(script, tmp_path):
-    r = subprocess.run([sys.executable, str(script), "--smoke"], cwd=tmp_path, capture_output=True,
-                       text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, str(script), "--smoke"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0, r.stderr[-2000:]
-

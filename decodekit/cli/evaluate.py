@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import warnings
-from pathlib import Path
 
 import click
 
@@ -22,7 +21,8 @@ from decodekit.cli import cli
     "--data",
     required=True,
     type=click.Path(exists=True),
-    help="Text file, one sentence per line (<eos> appended per line); a corpus directory: its test file.",
+    help="Text file, one sentence per line (<eos> appended per line); a corpus directory: its test "
+    "file; NLTK's brown.zip (or its directory): the test part of Bengio et al.'s split.",
 )
 @click.option("--device", default="cpu", show_default=True)
 @click.option("--threads", type=int, help="torch CPU threads (default: torch's choice).")
@@ -32,15 +32,15 @@ def eval_command(model_spec: str | None, data: str, device: str, threads: int | 
     (each line's <eos> included) predicted from the whole preceding stream."""
     import torch
 
-    from decodekit.data import encode_tokens, find_splits, read_tokens
+    from decodekit.data import encode_tokens, eval_tokens
     from decodekit.loading import load_model
     from decodekit.training import evaluate
 
     if threads:
         torch.set_num_threads(threads)
     model = load_model(model_spec, device=device)
-    path = find_splits(data)["test"] if Path(data).is_dir() else Path(data)
-    ids, unknown = encode_tokens(read_tokens(path, chars=model.vocab.kind == "char"), model.vocab)
+    tokens, path = eval_tokens(data, chars=model.vocab.kind == "char")
+    ids, unknown = encode_tokens(tokens, model.vocab)
     if unknown:
         warnings.warn(
             f"{unknown} of {ids.numel()} tokens in {path} are not in the vocabulary: mapped to <unk>",

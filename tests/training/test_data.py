@@ -132,3 +132,18 @@ def test_brown_directory_and_load_data(tmp_path):
     assert brown_words(tmp_path / "corpus") == ["x", "y", ".", "<eos>"]
     with pytest.raises(ValueError, match="fewer than train"):
         load_data(tmp_path / "corpus")
+
+
+def test_eval_tokens_for_brown_directory_and_file(tmp_path):
+    from decodekit.data import brown_split, eval_tokens
+
+    path = fake_brown(tmp_path / "brown.zip")
+    words = brown_words(path)
+    assert brown_split(path, train_words=12, valid_words=3)[2] == words[15:]
+    with pytest.raises(ValueError, match="fewer than train"):  # the Brown path: Bengio's 800k + 200k
+        eval_tokens(path)
+    (tmp_path / "d").mkdir()
+    for split in ("train", "valid", "test"):
+        (tmp_path / "d" / f"{split}.txt").write_text(f"{split} words\n")
+    assert eval_tokens(tmp_path / "d")[0] == ["test", "words", "<eos>"]
+    assert eval_tokens(tmp_path / "d" / "valid.txt")[0] == ["valid", "words", "<eos>"]
