@@ -184,9 +184,11 @@ class _Run:
         self.optimizer.step()
         self.hidden = detach(hidden)
         loop = self.loop
-        nll, tokens, interrupt.requested = self.par.tally(
+        nll, tokens, any_stop = self.par.tally(
             losses.detach().double().sum(), losses.numel(), interrupt.requested
         )
+        if any_stop:  # never reset: a Ctrl-C arriving during the collective must not be lost
+            interrupt.requested = True
         loop["run_nll"] += nll
         loop["run_tokens"] += tokens
         loop["position"] += 1
