@@ -22,7 +22,8 @@ import torch
 from decodekit.data import Corpus, load_data
 from decodekit.models.registry import create_model, make_config
 from decodekit.training import TrainConfig
-from decodekit.training.loop import _Run
+from decodekit.training.allocator import reuse_freed_memory
+from decodekit.training.loop import _DeferInterrupt, _Run
 from decodekit.training.losses import softmax_cross_entropy
 from decodekit.training.noise import NoiseDistribution
 from decodekit.training.sampled import NCELoss
@@ -55,7 +56,7 @@ def time_updates(run: _Run, loss_fn, batches: list, n: int) -> list[float]:
     for i in range(n):
         x, y = batches[i % len(batches)]
         t0 = time.perf_counter()
-        run.update(x, y, 1.0, loss_fn)
+        run.update(x, y, 1.0, loss_fn, _DeferInterrupt())
         times.append(time.perf_counter() - t0)
     return times
 
@@ -114,6 +115,7 @@ def main() -> None:
     p.add_argument("--block", type=int, default=5, help="updates per alternation block")
     p.add_argument("--threads", type=int, default=1)
     args = p.parse_args()
+    reuse_freed_memory()  # as train() does on CPU
     torch.set_num_threads(args.threads)
     print(
         f"LSTM {args.layers}x{args.hidden}, batch {args.batch_size} x bptt {args.bptt}, NCE k={args.k}, "
