@@ -95,4 +95,4 @@ class RNNLM(NeuralLM):
         """Args: state h [N, L, H]; tokens [N, T]. Returns (H [N, T, H], h [N, L, H])."""
         x = self.drop(self.embedding(tokens))  # [N, T, E]
         out, h = self.rnn(x, state.transpose(0, 1).contiguous())
-        return self.drop(out.contiguous()), h.transpose(0, 1)  # contiguous: one fused addmm in the head
+        return self.drop(out), h.transpose(0, 1)
