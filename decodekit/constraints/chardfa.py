@@ -36,11 +36,9 @@ from decodekit.errors import ConstraintError
 
 BITS = {"w": 4, "d": 2, "s": 1}
 _PRED_RE = {name: regex.compile(f"\\{name}") for name in BITS}
-_POSSIBLE = (0, 4, 6, 1)
-_SINGLE_LINE, _CASE_INSENSITIVE = (
-    REFlags.SINGLE_LINE.value,
-    REFlags.CASE_INSENSITIVE.value,
-)  # (w, d, s) combinations that occur: none, \w only, \w and \d, \s
+_POSSIBLE = (0, 4, 6, 1)  # (w, d, s) combinations that occur: none, \w only, \w and \d, \s
+_SINGLE_LINE = REFlags.SINGLE_LINE.value  # flags as ints: enum operations are slow
+_CASE_INSENSITIVE = REFlags.CASE_INSENSITIVE.value
 
 
 @functools.lru_cache(maxsize=65536)
