@@ -102,6 +102,10 @@ def test_bad_input_is_one_line_exit_2(corpus, tmp_path, capsys):
         [*TRAIN, "--data", str(corpus), "--context", "3", "--out", str(tmp_path / "o")], capsys
     )
     assert code == 2 and "--context applies to --model mlp only" in err
+    code, _, err = run_main(
+        [*TRAIN, "--data", str(corpus), "--threshold", "1.5", "--out", str(tmp_path / "o")], capsys
+    )
+    assert code == 2 and "threshold must be in [0, 1)" in err and len(err.strip().splitlines()) == 1
 
 
 def test_eval_without_model_uses_the_shipped_model(tmp_path):

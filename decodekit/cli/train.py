@@ -186,6 +186,14 @@ def _load_embeddings(model, path: str, freeze: bool) -> None:
     "--patience", type=int, default=1, show_default=True, help="plateau: bad epochs before a decay."
 )
 @click.option(
+    "--threshold",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="plateau: an epoch counts as bad unless it improves the best validation perplexity by this "
+    "fraction (e.g. 0.01).",
+)
+@click.option(
     "--early-stop",
     type=int,
     default=0,
@@ -241,6 +249,7 @@ def train_command(data: str, kind: str, out: str, resume: bool, **opts) -> None:
         decay=opts["decay"],
         decay_start=opts["decay_start"],
         patience=opts["patience"],
+        threshold=opts["threshold"],
         early_stop=opts["early_stop"],
         min_lr=opts["min_lr"],
         sum_over_time=not opts["mean_loss"],

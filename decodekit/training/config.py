@@ -19,7 +19,8 @@ class TrainConfig:
         clip: maximum global gradient norm (0: no clipping).
         schedule: "fixed" (Zaremba), "plateau", "constant" (see :mod:`.schedules`);
             decay: the factor; decay_start: first decayed epoch ("fixed");
-            patience: non-improving epochs before a decay ("plateau").
+            patience: non-improving epochs before a decay ("plateau"); threshold: the relative
+            improvement an epoch needs to count as improving ("plateau": valid < best * (1 - threshold)).
         early_stop: stop after this many epochs without a new best validation perplexity (0: never).
         min_lr: stop when the learning rate falls below it.
         sum_over_time: loss = sum over the T steps of the batch-mean NLL (Zaremba's code and the
@@ -51,6 +52,7 @@ class TrainConfig:
     decay: float = 0.5
     decay_start: int = 6
     patience: int = 1
+    threshold: float = 0.0
     early_stop: int = 0
     min_lr: float = 0.0
     sum_over_time: bool = True
@@ -75,6 +77,8 @@ class TrainConfig:
             raise ValueError(
                 f"need lr > 0, clip >= 0, weight_decay >= 0; got {self.lr}, {self.clip}, {self.weight_decay}"
             )
+        if not 0 <= self.threshold < 1:
+            raise ValueError(f"threshold must be in [0, 1), got {self.threshold}")
         if self.amp not in ("off", "bf16"):
             raise ValueError(f"amp must be 'off' or 'bf16', got {self.amp!r}")
         if self.optimizer not in ("sgd", "adam"):

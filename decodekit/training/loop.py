@@ -113,6 +113,7 @@ class _Run:
             decay=config.decay,
             start=config.decay_start,
             patience=config.patience,
+            threshold=config.threshold,
             tau=config.tau,
             psi=config.psi,
         )

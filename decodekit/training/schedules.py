@@ -123,7 +123,9 @@ class DarkenMoody(_Stateless):
 SCHEDULES: dict[str, Callable[..., Schedule]] = {
     "constant": lambda lr, **kw: Constant(lr),
     "fixed": lambda lr, decay=0.5, start=6, **kw: FixedDecay(lr, decay=decay, start=start),
-    "plateau": lambda lr, decay=0.25, patience=1, **kw: Plateau(lr, decay=decay, patience=patience),
+    "plateau": lambda lr, decay=0.25, patience=1, threshold=0.0, **kw: Plateau(
+        lr, decay=decay, patience=patience, threshold=threshold
+    ),
     "search-then-converge": lambda lr, tau=7, psi=2.0, **kw: SearchThenConverge(lr, tau=tau, psi=psi),
     "darken-moody": lambda lr, tau=7, **kw: DarkenMoody(lr, tau=tau),
 }

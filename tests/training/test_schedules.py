@@ -44,6 +44,19 @@ def test_plateau_decays_after_patience_and_round_trips():
         assert sched.lr(6, 0) == 0.25 and sched.best == 80
 
 
+def test_plateau_threshold_counts_small_gains_as_bad():
+    s = make_schedule("plateau", 1.0, decay=0.5, patience=1, threshold=0.01)
+    s.observe(1, 100.0)
+    s.observe(2, 99.5)  # 0.5 % better: below the 1 % threshold, a bad epoch
+    assert s.lr(3, 0) == 0.5 and s.best == 100.0
+    s.observe(3, 98.0)  # 2 % better: improving, no decay
+    assert s.lr(4, 0) == 0.5 and s.best == 98.0
+    plain = make_schedule("plateau", 1.0, decay=0.5, patience=1)
+    plain.observe(1, 100.0)
+    plain.observe(2, 99.5)
+    assert plain.lr(3, 0) == 1.0  # threshold 0: any gain counts
+
+
 def test_constant_and_errors():
     assert Constant(0.3).lr(100, 10**6) == 0.3
     with pytest.raises(ValueError, match="unknown schedule 'cosine'"):
