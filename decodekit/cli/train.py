@@ -143,10 +143,11 @@ def _load_embeddings(model, path: str, freeze: bool) -> None:
 @click.option("--clip", type=float, default=5.0, show_default=True, help="Max global gradient norm (0: off).")
 @click.option(
     "--schedule",
-    type=click.Choice(["fixed", "plateau", "constant", "search-then-converge", "darken-moody"]),
+    type=click.Choice(["fixed", "plateau", "newbob", "constant", "search-then-converge", "darken-moody"]),
     default="fixed",
     show_default=True,
     help="fixed: Zaremba's decay from --decay-start on; plateau: decay after --patience bad epochs; "
+    "newbob: decay every epoch from the first bad one on (RNNLM); "
     "search-then-converge: lr / psi^max(0, epoch - tau); darken-moody: lr / (1 + (epoch - 1) / tau).",
 )
 @click.option("--tau", type=float, default=7.0, show_default=True, help="Search period in epochs.")
@@ -190,7 +191,7 @@ def _load_embeddings(model, path: str, freeze: bool) -> None:
     type=float,
     default=0.0,
     show_default=True,
-    help="plateau: an epoch counts as bad unless it improves the best validation perplexity by this "
+    help="plateau, newbob: an epoch counts as bad unless it improves the best validation perplexity by this "
     "fraction (e.g. 0.01).",
 )
 @click.option(

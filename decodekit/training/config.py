@@ -17,10 +17,11 @@ class TrainConfig:
         batch_size: B parallel streams; bptt: T steps per chunk (truncated BPTT).
         lr: initial learning rate; optimizer: "sgd" or "adam"; weight_decay: L2 coefficient.
         clip: maximum global gradient norm (0: no clipping).
-        schedule: "fixed" (Zaremba), "plateau", "constant" (see :mod:`.schedules`);
+        schedule: "fixed" (Zaremba), "plateau", "newbob" (RNNLM), "constant", ... (see :mod:`.schedules`);
             decay: the factor; decay_start: first decayed epoch ("fixed");
             patience: non-improving epochs before a decay ("plateau"); threshold: the relative
-            improvement an epoch needs to count as improving ("plateau": valid < best * (1 - threshold)).
+            improvement an epoch needs to count as improving ("plateau", "newbob":
+            valid < best * (1 - threshold)).
         early_stop: stop after this many epochs without a new best validation perplexity (0: never).
         min_lr: stop when the learning rate falls below it.
         sum_over_time: loss = sum over the T steps of the batch-mean NLL (Zaremba's code and the

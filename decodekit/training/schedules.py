@@ -92,6 +92,37 @@ class Plateau:
         self.best = math.inf if state["best"] is None else float(state["best"])
 
 
+class Newbob:
+    """RNNLM's schedule (Mikolov 2012): keep lr0 until the first epoch whose validation perplexity
+    fails to beat the best by the relative ``threshold``, then multiply the rate by ``decay`` after
+    that and every later epoch (RNNLM: decay 0.5, threshold ~0.3 % of the log-likelihood).
+    Combine with ``min_lr`` or ``early_stop`` to end the run."""
+
+    def __init__(self, lr: float, *, decay: float = 0.5, threshold: float = 0.0) -> None:
+        if not 0 < decay <= 1 or not 0 <= threshold < 1:
+            raise ValueError(f"newbob needs 0 < decay <= 1 and 0 <= threshold < 1; got {decay}, {threshold}")
+        self.current, self.decay, self.threshold = lr, decay, threshold
+        self.best, self.decaying = math.inf, False
+
+    def lr(self, epoch: int, update: int) -> float:
+        return self.current
+
+    def observe(self, epoch: int, valid_ppl: float) -> None:
+        if not valid_ppl < self.best * (1 - self.threshold):
+            self.decaying = True
+        self.best = min(self.best, valid_ppl)
+        if self.decaying:
+            self.current *= self.decay
+
+    def state_dict(self) -> dict[str, Any]:
+        best = self.best if math.isfinite(self.best) else None
+        return {"current": self.current, "best": best, "decaying": self.decaying}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.current, self.decaying = float(state["current"]), bool(state["decaying"])
+        self.best = math.inf if state["best"] is None else float(state["best"])
+
+
 class SearchThenConverge(_Stateless):
     """Search-then-converge as Liza & Grzes (2018) use it: lr_e = lr0 / psi^max(0, e - tau), i.e.
     lr0 for the search period, epochs 1 .. tau, then divided by psi after every further epoch
@@ -126,6 +157,7 @@ SCHEDULES: dict[str, Callable[..., Schedule]] = {
     "plateau": lambda lr, decay=0.25, patience=1, threshold=0.0, **kw: Plateau(
         lr, decay=decay, patience=patience, threshold=threshold
     ),
+    "newbob": lambda lr, decay=0.5, threshold=0.0, **kw: Newbob(lr, decay=decay, threshold=threshold),
     "search-then-converge": lambda lr, tau=7, psi=2.0, **kw: SearchThenConverge(lr, tau=tau, psi=psi),
     "darken-moody": lambda lr, tau=7, **kw: DarkenMoody(lr, tau=tau),
 }

@@ -57,6 +57,22 @@ def test_plateau_threshold_counts_small_gains_as_bad():
     assert plain.lr(3, 0) == 1.0  # threshold 0: any gain counts
 
 
+def test_newbob_decays_every_epoch_after_the_first_stall():
+    s = make_schedule("newbob", 1.0, decay=0.5, threshold=0.01)
+    rates = []
+    for epoch, ppl in enumerate([300, 250, 248, 200, 190], start=1):
+        rates.append(s.lr(epoch, 0))
+        s.observe(epoch, ppl)
+        if epoch == 3:  # round trip mid-run
+            restored = make_schedule("newbob", 1.0, decay=0.5, threshold=0.01)
+            restored.load_state_dict(json.loads(json.dumps(s.state_dict())))
+            s = restored
+    # 248 is < 1 % better than 250: the first stall; from then on halve after every epoch
+    assert rates == [1.0, 1.0, 1.0, 0.5, 0.25] and s.lr(6, 0) == 0.125 and s.best == 190
+    with pytest.raises(ValueError, match="newbob needs"):
+        make_schedule("newbob", 1.0, threshold=1.0)
+
+
 def test_constant_and_errors():
     assert Constant(0.3).lr(100, 10**6) == 0.3
     with pytest.raises(ValueError, match="unknown schedule 'cosine'"):
