@@ -71,9 +71,16 @@ class Plateau:
     def lr(self, epoch: int, update: int) -> float:
         return self.current
 
-    def observe(self, epoch: int, valid_ppl: float) -> None:
+    def improves(self, valid_ppl: float) -> bool:
+        """Whether ``valid_ppl`` beats the best by the relative threshold (then it is the new best)."""
         if valid_ppl < self.best * (1 - self.threshold):
-            self.best, self.bad = valid_ppl, 0
+            self.best = valid_ppl
+            return True
+        return False
+
+    def observe(self, epoch: int, valid_ppl: float) -> None:
+        if self.improves(valid_ppl):
+            self.bad = 0
             return
         self.bad += 1
         if self.bad >= self.patience:
@@ -92,7 +99,7 @@ class Plateau:
         self.best = math.inf if state["best"] is None else float(state["best"])
 
 
-class Newbob:
+class Newbob(Plateau):
     """RNNLM's schedule (Mikolov 2012): keep lr0 until the first epoch whose validation perplexity
     fails to beat the best by the relative ``threshold``, then multiply the rate by ``decay`` after
     that and every later epoch (RNNLM: decay 0.5, threshold ~0.3 % of the log-likelihood).
@@ -101,26 +108,20 @@ class Newbob:
     def __init__(self, lr: float, *, decay: float = 0.5, threshold: float = 0.0) -> None:
         if not 0 < decay <= 1 or not 0 <= threshold < 1:
             raise ValueError(f"newbob needs 0 < decay <= 1 and 0 <= threshold < 1; got {decay}, {threshold}")
-        self.current, self.decay, self.threshold = lr, decay, threshold
-        self.best, self.decaying = math.inf, False
-
-    def lr(self, epoch: int, update: int) -> float:
-        return self.current
+        super().__init__(lr, decay=decay, patience=1, threshold=threshold)
+        self.decaying = False
 
     def observe(self, epoch: int, valid_ppl: float) -> None:
-        if not valid_ppl < self.best * (1 - self.threshold):
-            self.decaying = True
-        self.best = min(self.best, valid_ppl)
+        self.decaying = not self.improves(valid_ppl) or self.decaying
         if self.decaying:
             self.current *= self.decay
 
     def state_dict(self) -> dict[str, Any]:
-        best = self.best if math.isfinite(self.best) else None
-        return {"current": self.current, "best": best, "decaying": self.decaying}
+        return {**super().state_dict(), "decaying": self.decaying}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.current, self.decaying = float(state["current"]), bool(state["decaying"])
-        self.best = math.inf if state["best"] is None else float(state["best"])
+        super().load_state_dict(state)
+        self.decaying = bool(state["decaying"])
 
 
 class SearchThenConverge(_Stateless):
