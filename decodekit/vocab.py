@@ -98,6 +98,15 @@ class Vocab:
             self._surfaces = tuple(None if i in self.special_ids else t for i, t in enumerate(self.tokens))
         return self._surfaces
 
+    def surface_bytes(self) -> tuple[bytes | None, ...]:
+        """Each token's text as bytes (None: a special token, or text with a lone surrogate): what
+        regex constraints compile against. Here the UTF-8 encoding of :meth:`surfaces`; byte-level
+        vocabularies (:class:`decodekit.models.hf.HFVocab`) give each token's own bytes, which
+        may be part of a character. The same tuple is returned every time."""
+        if getattr(self, "_surface_bytes", None) is None:
+            self._surface_bytes = tuple(_utf8(s) for s in self.surfaces())
+        return self._surface_bytes
+
     def split(self, text: str) -> list[str]:
         """Split text into token strings (words on whitespace, or characters)."""
         raise NotImplementedError
@@ -154,6 +163,15 @@ class Vocab:
             return cls(tokens, eos=header["eos"], unk=header["unk"])
         except (OSError, IndexError, KeyError, ValueError, TypeError) as e:
             raise ValueError(f"cannot read vocabulary file {path}: {e}") from e
+
+
+def _utf8(text: str | None) -> bytes | None:
+    if text is None:
+        return None
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: no UTF-8 text contains it
+        return None
 
 
 class WordVocab(Vocab):

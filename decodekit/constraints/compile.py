@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import torch
 
 from decodekit.constraints.automaton import TokenAutomaton
-from decodekit.constraints.chardfa import CharDFA, build_char_dfa, char_bits
+from decodekit.constraints.chardfa import CharDFA, build_char_dfa
 from decodekit.constraints.graph import reverse_distances
 from decodekit.constraints.lift import EncodedVocab, encode_vocab, lift
 from decodekit.constraints.pattern import parse
+from decodekit.constraints.utf8 import byte_dfa, code_point_classes
 from decodekit.errors import ConstraintError
 
 DEFAULT_MAX_STATES = 100_000
@@ -36,7 +38,7 @@ def clear_cache(vocabularies: bool = True) -> None:
 
 def compile_regex(
     pattern: str,
-    token_strings: Sequence[str | None],
+    token_strings: Sequence[str | bytes | None],
     eos_id: int | None = None,
     separator: str = "",
     *,
@@ -44,9 +46,12 @@ def compile_regex(
 ) -> TokenAutomaton:
     """Compile ``pattern`` into a :class:`TokenAutomaton` over ``len(token_strings)`` tokens.
 
-    A token sequence is accepted iff ``separator.join(token_strings[t] for t in tokens)`` fully
-    matches ``pattern`` (``regex.fullmatch``). ``token_strings[i]`` is None for special tokens
-    that never appear in text (they, and ``eos_id``, get no transitions).
+    Tokens are byte strings: a ``str`` token stands for its UTF-8 encoding, a ``bytes`` token
+    (byte-level BPE: GPT-2, Llama 3, Qwen) for itself, and may hold part of a character. A token
+    sequence is accepted iff the bytes ``separator.join(token_strings[t] for t in tokens)`` are
+    valid UTF-8 and their decoding fully matches ``pattern`` (``regex.fullmatch``).
+    ``token_strings[i]`` is None for special tokens that never appear in text (they, and
+    ``eos_id``, get no transitions); so is a ``str`` token with a lone surrogate.
 
     Results are cached (LRU, 32 entries) per (pattern, separator, token_strings, eos_id,
     max_states): compiling again returns the same object.
@@ -60,12 +65,21 @@ def compile_regex(
         raise ConstraintError(f"a regex constraint must be a string, got {type(pattern).__name__}")
     if not isinstance(separator, str):
         raise ConstraintError(f"separator must be a string, got {separator!r}")
+    if isinstance(token_strings, (str, bytes, bytearray)) or not isinstance(token_strings, Iterable):
+        raise ConstraintError(
+            "token_strings must be a sequence with one str/bytes/None per token id, "
+            f"got {type(token_strings).__name__}"
+        )
     if type(token_strings) is not tuple:
         token_strings = tuple(token_strings)
     if not token_strings:
         raise ConstraintError("cannot compile a constraint for an empty vocabulary")
+    eos_id = _optional_index("eos_id", eos_id)
     if eos_id is not None and not 0 <= eos_id < len(token_strings):
         raise ConstraintError(f"eos_id {eos_id} out of range for {len(token_strings)} tokens")
+    max_states = _optional_index("max_states", max_states)
+    if max_states is None or max_states < 1:
+        raise ConstraintError(f"max_states must be a positive integer, got {max_states!r}")
     vocab_key = _vocab_key(token_strings)
     key = (pattern, separator, vocab_key, eos_id, max_states)
     with _lock:
@@ -81,28 +95,43 @@ def compile_regex(
     return automaton
 
 
+def _optional_index(name: str, value) -> int | None:
+    """``value`` as an int (numpy integers too), None as None; anything else (a float, a bool, a
+    string) is a ConstraintError."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise ConstraintError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
+    return operator.index(value)
+
+
 def _build(pattern, token_strings, vocab_key, eos_id, separator, max_states) -> TokenAutomaton:
-    """Parse, build the character DFA, lift it, and assemble the dense tables."""
+    """Parse, build the character DFA, expand it to UTF-8 bytes, lift it, and assemble the
+    dense tables."""
     ast, boundaries = parse(pattern)
     dfa = build_char_dfa(ast, boundaries, max_states)
     enc = _prepared_vocab(token_strings, vocab_key)
-    out = None if dfa.initial < 0 else lift(dfa, enc, separator, eos_id, max_states)
+    out = None
+    if dfa.initial >= 0:
+        classes = code_point_classes(dfa.other, dfa.explicit)
+        bytes_dfa = byte_dfa(dfa.table, dfa.accepting, dfa.initial, classes)
+        out = lift(bytes_dfa, enc, separator.encode("utf-8"), eos_id, max_states)
     if out is None:
         raise ConstraintError(_unspellable(pattern, dfa, enc, separator))
-    table, accepting, min_tokens, live, tokens, which = out
-    next_state = np.full((len(table), len(token_strings)), -1, dtype=np.int64)
-    next_state[:, tokens] = table[:, which]
+    next_state = np.full((len(out.table), len(token_strings)), -1, dtype=np.int64)
+    next_state[:, out.tokens] = out.table[:, out.which]
     return TokenAutomaton(
         next_state=torch.from_numpy(next_state),
-        accepting=torch.from_numpy(accepting.astype(bool)),
-        min_tokens_to_accept=torch.from_numpy(min_tokens.astype(np.int64)),
+        accepting=torch.from_numpy(out.accepting.astype(bool)),
+        min_tokens_to_accept=torch.from_numpy(out.min_tokens.astype(np.int64)),
         eos_id=eos_id,
         pattern=pattern,
         separator=separator,
         stats={
             "char_states": dfa.table.shape[0],
-            "candidate_states": dfa.table.shape[0] + 1,
-            "live_states": live,
+            "byte_states": bytes_dfa.table.shape[0],
+            "candidate_states": out.candidates,
+            "live_states": out.live,
         },
     )
 
@@ -139,8 +168,16 @@ def _prepared_vocab(token_strings: tuple, vocab_key: tuple) -> EncodedVocab:
 
 
 def compile_for_vocab(pattern: str, vocab, *, max_states: int = DEFAULT_MAX_STATES) -> TokenAutomaton:
-    """:func:`compile_regex` with a :class:`decodekit.vocab.Vocab`'s surfaces, separator and EOS."""
-    return compile_regex(pattern, vocab.surfaces(), vocab.eos_id, vocab.separator, max_states=max_states)
+    """:func:`compile_regex` with a :class:`decodekit.vocab.Vocab`'s token bytes
+    (:meth:`~decodekit.vocab.Vocab.surface_bytes`), separator and EOS."""
+    return compile_regex(pattern, _token_bytes(vocab), vocab.eos_id, vocab.separator, max_states=max_states)
+
+
+def _token_bytes(vocab) -> tuple:
+    """The vocabulary's tokens as bytes (``surface_bytes()``), or its ``surfaces()`` for a
+    vocabulary-like object without them."""
+    surface_bytes = getattr(vocab, "surface_bytes", None)
+    return surface_bytes() if surface_bytes is not None else vocab.surfaces()
 
 
 def as_automaton(constraint, model, *, max_states: int = DEFAULT_MAX_STATES) -> TokenAutomaton:
@@ -168,7 +205,7 @@ def as_automaton(constraint, model, *, max_states: int = DEFAULT_MAX_STATES) -> 
                 f"model.vocab has {len(vocab)} tokens but model.vocab_size is {model.vocab_size}"
             )
         # The model's eos_id decides (a model may disable the vocabulary's EOS).
-        return compile_regex(constraint, vocab.surfaces(), getattr(model, "eos_id", None), vocab.separator)
+        return compile_regex(constraint, _token_bytes(vocab), getattr(model, "eos_id", None), vocab.separator)
     raise ConstraintError(
         f"a constraint must be a regex string or a TokenAutomaton, got {type(constraint).__name__}"
     )
@@ -183,8 +220,12 @@ def _unspellable(pattern: str, dfa: CharDFA, enc: EncodedVocab, separator: str) 
     head = (
         f"no token sequence of this vocabulary ({size} tokens, separator {separator!r}) matches {pattern!r}"
     )
-    present = set(dfa.class_of(list(enc.chars), enc.bits).tolist())
-    present |= set(dfa.class_of(list(separator), char_bits(separator)).tolist())
+    available = enc.present.copy()
+    available[list(separator.encode("utf-8"))] = True
+    present = {int(k) for k in dfa.other[[0, 1, 4, 6]]}  # not only named characters: assume present
+    for c, k in dfa.explicit.items():
+        if available[list(c.encode("utf-8", "surrogatepass"))].all():
+            present.add(k)
     _, cls = np.nonzero(dfa.table >= 0)
     used = set(cls.tolist())
     missing = sorted(used - present)

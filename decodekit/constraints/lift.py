@@ -1,28 +1,34 @@
-"""Lift a character DFA to a token-level automaton for one vocabulary, vectorised over tokens.
+"""Lift a byte DFA to a token-level automaton for one vocabulary, vectorised over tokens.
 
-The vocabulary is prepared once as a trie of its surfaces (:class:`EncodedVocab`: per depth,
-each node's parent and character). A pattern maps characters to its classes with one lookup
-table. A breadth-first search over token-level states steps *all* frontier states through *all*
-trie nodes of a depth at once: ``state[f, n] = T[state[f, parent[n]], class[char[n]]]``, with a
-dead sink; subtrees dead from every frontier state are cut as soon as they die (most of the
-vocabulary, for restrictive patterns). A token's end state is that of its node. Sharing
-prefixes makes this ~3x less work than stepping each token's characters (50k BPE-like strings:
-84k nodes, 290k characters).
+Tokens are byte strings (text tokens are UTF-8 encoded), so a character may be spelled across
+tokens. The vocabulary is prepared once as a trie of its tokens' bytes (:class:`EncodedVocab`:
+per depth, each node's parent and byte). A search over token-level states steps a whole set of
+states through *all* trie nodes of a depth at once: ``state[f, n] = T[state[f, parent[n]],
+class[byte[n]]]``, with a dead sink; subtrees dead from every state of the set are cut as soon as
+they die (most of the vocabulary, for restrictive patterns). A token's end state is that of its
+node. Sharing prefixes makes this ~3x less work than stepping each token's bytes.
 
-Separator: the text is ``sep.join(surfaces)``. Token-level state 0 is "nothing emitted yet"
-(the DFA's start, no separator before the first token); every other token-level state is a
-DFA state q reached after at least one token, and a token read from it first steps through the
-separator's characters. With ``sep == ""`` both coincide and state 0 is simply the DFA start.
+Separator: the text is ``sep.join(tokens)``. Token-level state 0 is "nothing emitted yet" (the
+DFA's start, no separator before the first token); every other token-level state is a DFA state
+q reached after at least one token, and a token read from it first steps through the separator's
+bytes. With ``sep == b""`` both coincide and state 0 is simply the DFA start.
+
+Which states to step: first "nothing emitted yet" and every state between two characters (as many
+as the character DFA has, at most); a token may end inside a character, and those states are
+stepped in further rounds as they are found (a character has at most 3 continuation bytes, so
+there are few rounds), so that the many states inside characters that no token ends in cost
+nothing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from decodekit.constraints.chardfa import CharDFA, char_bits
 from decodekit.constraints.graph import distinct_columns, minimize, reverse_distances
+from decodekit.constraints.utf8 import ByteDFA
 from decodekit.errors import ConstraintError
 
 MAX_TABLE_ENTRIES = 2**28  # next_state [S, V] int64: at most 2 GiB
@@ -30,62 +36,74 @@ MAX_TABLE_ENTRIES = 2**28  # next_state [S, V] int64: at most 2 GiB
 
 @dataclass(frozen=True)
 class EncodedVocab:
-    """The token surfaces as a trie, prepared once per vocabulary.
+    """The tokens' bytes as a trie, prepared once per vocabulary.
 
     Attributes:
         parent: per depth d = 1 .. L, [n_d] int64 index of each node's parent among the nodes
             of depth d-1 (depth 0: the root, the empty prefix).
-        char: per depth, [n_d] int64 index into ``chars`` of each node's last character.
+        byte: per depth, [n_d] int64 the last byte of each node.
         by_depth: per depth d = 0 .. L, (token ids [m_d] of length d, their node [m_d]).
-        valid: [V] bool (surface is not None).
-        chars: the distinct characters; bits: [K] their predicate bits (``chardfa.char_bits``).
+        valid: [V] bool (the token has text: not None).
+        present: [256] bool, the bytes some valid token contains.
     """
 
     parent: tuple[np.ndarray, ...]
-    char: tuple[np.ndarray, ...]
+    byte: tuple[np.ndarray, ...]
     by_depth: tuple[tuple[np.ndarray, np.ndarray], ...]
     valid: np.ndarray
-    chars: tuple[str, ...]
-    bits: np.ndarray
+    present: np.ndarray
 
     @property
     def size(self) -> int:
         return len(self.valid)
 
 
-def encode_vocab(token_strings) -> EncodedVocab:
-    """Build the trie: one numpy conversion to code points, then one ``np.unique`` per depth."""
-    valid = np.array([t is not None for t in token_strings], dtype=bool)
-    if not all(t is None or isinstance(t, str) for t in token_strings):
-        bad = next(t for t in token_strings if t is not None and not isinstance(t, str))
-        raise ConstraintError(f"token_strings must be str or None, got {type(bad).__name__}: {bad!r}")
-    arr = np.array([t or "" for t in token_strings], dtype=str)
-    if arr.dtype.itemsize == 0 or len(arr) == 0:
-        arr = arr.astype("<U1")
-    lengths = np.char.str_len(arr).astype(np.int64)
-    codes = arr.view(np.uint32).reshape(len(arr), -1)
-    uniq, inv = np.unique(codes, return_inverse=True)
-    inv = inv.reshape(codes.shape).astype(np.int64)
-    chars = tuple(chr(c) for c in uniq.tolist())
-    node = np.zeros(len(arr), dtype=np.int64)  # each token's node at the current depth
-    parents, chs = [], []
-    by_depth = [(np.flatnonzero(lengths == 0), np.zeros(int((lengths == 0).sum()), dtype=np.int64))]
-    for d in range(codes.shape[1]):
-        tok = np.flatnonzero(lengths > d)
-        if not len(tok):
-            break
-        key = node[tok] * len(chars) + inv[tok, d]
+def as_bytes(token: str | bytes | None) -> bytes | None:
+    """A token's bytes: ``bytes`` as they are, ``str`` UTF-8 encoded (None if it holds a lone
+    surrogate, which no UTF-8 text contains), None stays None."""
+    if token is None or type(token) is bytes:
+        return token
+    if isinstance(token, str):
+        try:
+            return token.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+    if isinstance(token, (bytes, bytearray, memoryview)):
+        return bytes(token)
+    raise ConstraintError(
+        f"token_strings must hold str, bytes or None, got {type(token).__name__}: {token!r}"
+    )
+
+
+def encode_vocab(tokens: Sequence[str | bytes | None]) -> EncodedVocab:
+    """Build the trie: the bytes of all tokens in one buffer, then one ``np.unique`` per depth
+    over the tokens at least that long (no fixed-width arrays: memory is linear in the bytes)."""
+    data = [as_bytes(t) for t in tokens]
+    valid = np.array([b is not None for b in data], dtype=bool)
+    lengths = np.fromiter((len(b) if b is not None else 0 for b in data), dtype=np.int64, count=len(data))
+    flat = np.frombuffer(b"".join(b for b in data if b), dtype=np.uint8).astype(np.int64)
+    offsets = np.cumsum(lengths) - lengths
+    present = np.zeros(256, dtype=bool)
+    present[flat] = True
+    by_length = np.argsort(-lengths, kind="stable")  # longest first: tokens alive at depth d lead
+    sorted_lengths = lengths[by_length]
+    node = np.zeros(len(data), dtype=np.int64)  # each token's node at the current depth
+    empty = np.flatnonzero(lengths == 0)
+    parents, last, by_depth = [], [], [(empty, np.zeros(len(empty), dtype=np.int64))]
+    for d in range(int(lengths.max(initial=0))):
+        tok = by_length[: int(np.searchsorted(-sorted_lengths, -d, side="left"))]
+        key = node[tok] * 256 + flat[offsets[tok] + d]
         keys, node[tok] = np.unique(key, return_inverse=True)
-        parents.append(keys // len(chars))
-        chs.append(keys % len(chars))
+        parents.append(keys >> 8)
+        last.append(keys & 255)
         ends = tok[lengths[tok] == d + 1]
         by_depth.append((ends, node[ends]))
-    return EncodedVocab(tuple(parents), tuple(chs), tuple(by_depth), valid, chars, char_bits(chars))
+    return EncodedVocab(tuple(parents), tuple(last), tuple(by_depth), valid, present)
 
 
-def _stepper(dfa: CharDFA):
-    """Flat transition table [(Q+1) * C] with a dead sink Q, its entries premultiplied by C:
-    from ``q * C`` reading class c leads to ``flat[q * C + c] = q' * C``."""
+def _stepper(dfa: ByteDFA):
+    """Flat transition table [(Q+1) * B] with a dead sink Q, its entries premultiplied by B:
+    from ``q * B`` reading byte class c leads to ``flat[q * B + c] = q' * B``."""
     q, c = dfa.table.shape
     full = np.full((q + 1, c), q, dtype=np.intp)  # intp: numpy indexes without a cast
     full[:q] = np.where(dfa.table >= 0, dfa.table, q)
@@ -103,12 +121,12 @@ def _run(starts: np.ndarray, enc: EncodedVocab, lut: np.ndarray, flat, dead: int
     ids, ends = [], []
     for d, (tokens, nodes) in enumerate(enc.by_depth):
         if d > 0:
-            parent, char = enc.parent[d - 1], enc.char[d - 1]
+            parent, byte = enc.parent[d - 1], enc.byte[d - 1]
             if pos is not None:  # cut the subtrees of dead nodes
                 p = pos[parent]
                 sel = np.flatnonzero(p >= 0)
-                parent, char = p[sel], char[sel]
-            step = flat[np.take(state, parent, axis=1) + lut[char]]  # np.take: 3x faster than [:, idx]
+                parent, byte = p[sel], byte[sel]
+            step = flat[np.take(state, parent, axis=1) + lut[byte]]  # np.take: 3x faster than [:, idx]
             # the dead sink has the largest index: a node is alive iff some row is below it
             keep = step[0] < dead if single else step.min(axis=0) < dead
             alive = np.flatnonzero(keep)
@@ -141,63 +159,113 @@ def _run(starts: np.ndarray, enc: EncodedVocab, lut: np.ndarray, flat, dead: int
     return np.concatenate(ids), np.concatenate(ends, axis=1)
 
 
-def lift(dfa: CharDFA, enc: EncodedVocab, separator: str, eos_id: int | None, max_states: int):
-    """Token-level automaton, or None if nothing is accepted.
+@dataclass(frozen=True)
+class Lifted:
+    """The token-level automaton, compressed by columns.
 
-    All token-level candidates are stepped in one pass: row 0 is "nothing emitted yet" (the DFA
-    start), row 1 + q is "DFA state q after at least one token" (the separator comes first).
-    Reachability from row 0 and co-reachability to acceptance then select the states. Before
-    that pass, a probe walks the trie from row 0 alone until a first token is readable: if none
-    is (and the empty text does not match), nothing is accepted and the lift stops there.
+    ``next_state[:, tokens] = table[:, which]``; every other token is dead everywhere.
 
-    Returns (table [S, U] int32, accepting [S], min_tokens [S], live, tokens [W], which [W])
-    where ``live`` counts the reachable and co-reachable states before merging:
-    ``next_state[:, tokens] = table[:, which]`` and every other token is dead everywhere.
-    Unreachable and non-co-reachable states are removed and equivalent states merged."""
+    Attributes:
+        table: [S, U] int32 next state per distinct token behaviour, -1 = dead.
+        accepting: [S] bool. min_tokens: [S] int64 fewest tokens to acceptance.
+        tokens: [W] int64 token ids with a transition somewhere. which: [W] their column.
+        candidates: token-level states stepped through the vocabulary. live: those reachable and
+            co-reachable, before merging equivalent states.
+    """
+
+    table: np.ndarray
+    accepting: np.ndarray
+    min_tokens: np.ndarray
+    tokens: np.ndarray
+    which: np.ndarray
+    candidates: int
+    live: int
+
+
+def lift(
+    dfa: ByteDFA, enc: EncodedVocab, separator: bytes, eos_id: int | None, max_states: int
+) -> Lifted | None:
+    """The token-level automaton of ``dfa`` over the vocabulary ``enc``, or None if it accepts
+    nothing.
+
+    Token-level candidate 0 is "nothing emitted yet" (the DFA start), candidate 1 + q is "DFA
+    state q after at least one token" (the separator comes first). Before any lifting, a probe
+    walks the trie from candidate 0 alone until a first token is readable: if none is (and the
+    empty text does not match), nothing is accepted and the lift stops there. Unreachable and
+    non-co-reachable states are then removed and equivalent states merged."""
     flat, width = _stepper(dfa)
-    num_char = dfa.table.shape[0]
-    if (num_char + 1) * enc.size > MAX_TABLE_ENTRIES:
-        raise ConstraintError(
-            f"constraint too large: {num_char + 1} candidate states x {enc.size} tokens exceed "
-            f"{MAX_TABLE_ENTRIES} table entries"
-        )
-    lut = dfa.class_of(list(enc.chars), enc.bits).astype(flat.dtype)
-    sep_classes = dfa.class_of(list(separator), char_bits(separator))
-    if not _spellable_by_characters(dfa, np.concatenate([lut, sep_classes])):
+    num_byte = dfa.table.shape[0]
+    lut = dfa.byte_class.astype(flat.dtype)
+    sep_classes = lut[np.frombuffer(separator, dtype=np.uint8)]
+    available = enc.present.copy()
+    available[np.frombuffer(separator, dtype=np.uint8)] = True
+    if not _spellable(dfa, available):
         return None
     usable = enc.valid.copy()
     if eos_id is not None:
         usable[eos_id] = False
-    dead = num_char * width
-    start = np.array([dfa.initial * width], dtype=flat.dtype)
-    if not dfa.accepting[dfa.initial] and not _run(start, enc, lut, flat, dead, probe=usable):
+    dead = num_byte * width
+    start = dfa.initial * width
+    if not dfa.accepting[dfa.initial] and not _run(np.array([start]), enc, lut, flat, dead, probe=usable):
         return None  # no token can be read first
-    after_sep = np.arange(num_char + 1, dtype=flat.dtype) * width
+    after_sep = np.arange(num_byte + 1, dtype=flat.dtype) * width
     for k in sep_classes.tolist():
         after_sep = flat[after_sep + k]
-    starts = np.concatenate([start, after_sep[:num_char]])
-    # step each distinct live start once (with a separator many candidates share one, or die)
-    distinct, row_of = np.unique(starts, return_inverse=True)
-    live = distinct != dead
-    tokens, ends = _run(distinct[live], enc, lut, flat, dead)
-    keep = np.flatnonzero(usable[tokens])
-    tokens, ends = tokens[keep], np.take(ends, keep, axis=1) // width  # DFA states, Q = dead
-    columns, which = distinct_columns(ends)  # tokens acting alike on every state share a column
-    # expand to all candidates: candidate r is distinct start row_of[r], or dead
-    columns = np.concatenate([columns, np.full((1, columns.shape[1]), num_char, dtype=columns.dtype)])
-    columns = columns[np.where(live, np.cumsum(live) - 1, len(columns) - 1)[row_of]]
-    table = np.where(columns == num_char, -1, columns + 1).astype(np.int32)  # [Q + 1, U]
-    accepting = np.concatenate([[dfa.accepting[dfa.initial]], dfa.accepting])
-    out = _prune(table, accepting, max_states)
-    return None if out is None else (*out, tokens, which)
+    candidate_start = np.concatenate([[start], after_sep[:num_byte]])  # [1 + Q] premultiplied
+    # round 1: nothing emitted yet and every state between characters; then the states inside
+    # a character that some token ends in, until no new one turns up
+    pending = np.concatenate([[0], 1 + np.flatnonzero(dfa.boundary)])
+    done = np.zeros(num_byte + 1, dtype=bool)
+    rounds = []
+    while len(pending):
+        done[pending] = True
+        distinct, row_of = np.unique(candidate_start[pending], return_inverse=True)
+        live = distinct != dead
+        tokens, ends = _run(distinct[live], enc, lut, flat, dead)
+        keep = np.flatnonzero(usable[tokens])
+        tokens, ends = tokens[keep], np.take(ends, keep, axis=1) // width  # DFA states, Q = dead
+        rounds.append((pending, row_of, live, tokens, ends))
+        reached = np.unique(ends)
+        reached = 1 + reached[reached < num_byte]
+        pending = reached[~done[reached]]
+    candidates = np.flatnonzero(done)  # in order: row 0 first
+    if len(candidates) * enc.size > MAX_TABLE_ENTRIES:
+        raise ConstraintError(
+            f"constraint too large: {len(candidates)} candidate states x {enc.size} tokens exceed "
+            f"{MAX_TABLE_ENTRIES} table entries"
+        )
+    table, all_tokens = _assemble(rounds, candidates, num_byte)
+    columns, which = distinct_columns(table)  # tokens acting alike on every state share a column
+    accepting = np.concatenate([[dfa.accepting[dfa.initial]], dfa.accepting])[candidates]
+    out = _prune(columns, accepting, max_states)
+    if out is None:
+        return None
+    return Lifted(*out[:3], all_tokens, which, len(candidates), out[3])
 
 
-def _spellable_by_characters(dfa: CharDFA, classes: np.ndarray) -> bool:
-    """Whether the DFA accepts some text using only characters the vocabulary has (a cheap
+def _assemble(rounds, candidates: np.ndarray, num_byte: int) -> tuple[np.ndarray, np.ndarray]:
+    """The tokens alive in some round [W] (increasing ids) and [R, W] int32 the next candidate
+    index of each candidate after each of them, -1 = dead."""
+    all_tokens = np.unique(np.concatenate([r[3] for r in rounds]))
+    index = np.full(num_byte + 2, -1, dtype=np.int64)  # candidate 1 + q -> its row; dead -> -1
+    index[candidates] = np.arange(len(candidates))
+    table = np.full((len(candidates), len(all_tokens)), -1, dtype=np.int32)
+    for pending, row_of, live, tokens, ends in rounds:
+        cols = np.searchsorted(all_tokens, tokens)
+        targets = index[1 + ends].astype(np.int32)  # [distinct live, n]; Q (dead) -> 1 + Q -> -1
+        slot = np.where(live, np.cumsum(live) - 1, -1)[row_of]  # pending row -> its distinct start
+        rows = index[pending]
+        has = slot >= 0
+        table[np.ix_(rows[has], cols)] = targets[slot[has]]
+    return table, all_tokens
+
+
+def _spellable(dfa: ByteDFA, available: np.ndarray) -> bool:
+    """Whether the DFA accepts some text using only the bytes ``available`` [256] (a cheap
     necessary condition, checked before lifting)."""
-    available = np.zeros(dfa.table.shape[1], dtype=bool)
-    available[classes] = True
-    src, cls = np.nonzero((dfa.table >= 0) & available[None, :])
+    classes = np.zeros(dfa.table.shape[1], dtype=bool)
+    classes[dfa.byte_class[available]] = True
+    src, cls = np.nonzero((dfa.table >= 0) & classes[None, :])
     dist = reverse_distances(src, dfa.table[src, cls], dfa.accepting, len(dfa.accepting))
     return bool(dist[dfa.initial] >= 0)
 
@@ -216,7 +284,8 @@ def _distinct_edges(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _prune(next_state: np.ndarray, accepting: np.ndarray, max_states: int):
-    """Keep states reachable from 0 that can reach acceptance, merge equivalent ones."""
+    """Keep states reachable from 0 that can reach acceptance, merge equivalent ones. Returns
+    (table, accepting, min_tokens, live) or None if state 0 cannot reach acceptance."""
     src, dst = _distinct_edges(next_state)
     start = np.zeros(len(accepting), dtype=bool)
     start[0] = True

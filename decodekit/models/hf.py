@@ -8,17 +8,19 @@ Needs the optional extra ``decodekit[hf]`` (transformers); nothing else in decod
 * ``reorder_state`` index-selects every layer's keys/values (out of place, like transformers'
   ``reorder_cache``); ``concat_states`` left-pads shorter caches and masks the padding, the same
   layout as ``generate`` with left padding (positions count real tokens only).
-* Text: :class:`HFVocab` exposes the tokenizer's tokens. For byte-level BPE (GPT-2, Llama-3,
-  Qwen...) the surface of a token is its bytes decoded as UTF-8; a token that is only part of a
-  multi-byte character (its bytes are not valid UTF-8 on their own) has surface None, like a
-  special token: regex constraints never use it, so constrained outputs only contain characters
-  that some single token spells whole. Then ``"".join(surfaces) == tokenizer.decode(ids)``.
+* Text: :class:`HFVocab` exposes the tokenizer's tokens. Regex constraints compile against each
+  token's bytes (:meth:`HFVocab.surface_bytes`): for byte-level BPE (GPT-2, Llama-3, Qwen...) the
+  bytes the token stands for, which may be part of a multi-byte character, so a character may be
+  spelled across tokens; for other tokenizers the UTF-8 text of the token, byte-fallback tokens
+  (``<0xE4>``) being their byte. ``b"".join(surface_bytes) .decode() == tokenizer.decode(ids)``.
+  :meth:`HFVocab.surface` (for display) is the token's text, None for a part of a character.
 """
 
 from __future__ import annotations
 
 import copy
 import inspect
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,13 +96,17 @@ class HFVocab(Vocab):
         specials = [names[i] for i in set(tokenizer.all_special_ids) if i < size and names[i] != eos]
         super().__init__(names, separator="", eos=eos, unk=None, specials=specials)
         self.tokenizer = tokenizer
-        self._surfaces = tuple(_surfaces(tokenizer, names, self.special_ids, n))
+        self._surface_bytes = tuple(_token_bytes(tokenizer, names, self.special_ids, n))
+        self._surfaces = tuple(_text_or_none(b) for b in self._surface_bytes)
 
     def surface(self, i: int) -> str | None:
         return self._surfaces[i]
 
     def surfaces(self) -> tuple[str | None, ...]:
         return self._surfaces
+
+    def surface_bytes(self) -> tuple[bytes | None, ...]:
+        return self._surface_bytes
 
     def split(self, text: str) -> list[str]:
         return self.tokenizer.convert_ids_to_tokens(self.encode(text))
@@ -130,27 +136,37 @@ def _byte_decoder() -> dict[str, int]:
     return {chr(c): b for b, c in zip(bs, cs)}
 
 
-def _surfaces(tokenizer, names: list[str], special: frozenset[int], n: int) -> list[str | None]:
-    """Per token: its text, or None (special, beyond the tokenizer, or a partial UTF-8 sequence)."""
+_BYTE_FALLBACK = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+
+
+def _token_bytes(tokenizer, names: list[str], special: frozenset[int], n: int) -> list[bytes | None]:
+    """Per token: the bytes it stands for, or None (special, or beyond the tokenizer)."""
     table = _byte_decoder()
     decoder = getattr(getattr(tokenizer, "backend_tokenizer", None), "decoder", None)
     if decoder is not None and type(decoder).__name__ == "ByteLevel":
         byte_level = True
     else:  # slow tokenizers, sequences of decoders: every token spelled in GPT-2's byte alphabet
         byte_level = n > 256 and all(c in table for t in names[: min(n, 1000)] if t for c in t)
-    out: list[str | None] = []
+    out: list[bytes | None] = []
     for i, t in enumerate(names):
         if i in special or i >= n:
             out.append(None)
         elif byte_level and all(c in table for c in t):
-            try:
-                out.append(bytes(table[c] for c in t).decode("utf-8"))
-            except UnicodeDecodeError:
-                out.append(None)
+            out.append(bytes(table[c] for c in t))
+        elif (fallback := _BYTE_FALLBACK.fullmatch(t)) is not None:  # SentencePiece byte fallback
+            out.append(bytes([int(fallback.group(1), 16)]))
         else:
             s = tokenizer.decode([i], clean_up_tokenization_spaces=False)
-            out.append(None if "\ufffd" in s else s)
+            out.append(None if "\ufffd" in s else s.encode("utf-8", "surrogatepass"))
     return out
+
+
+def _text_or_none(data: bytes | None) -> str | None:
+    """The token's text, None if its bytes are not valid UTF-8 on their own."""
+    try:
+        return None if data is None else data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 class HuggingFaceLM:

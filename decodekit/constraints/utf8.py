@@ -1,0 +1,224 @@
+"""From a character DFA to the DFA over UTF-8 bytes that accepts the same texts, encoded.
+
+Tokens of byte-level vocabularies (GPT-2, Llama 3, Qwen) are byte strings, and a character may
+be spelled across several tokens. Lifting over bytes makes that possible: the byte DFA accepts
+a byte string iff it is valid UTF-8 (no overlong forms, no surrogates, nothing past U+10FFFF)
+and its decoding is accepted by the character DFA.
+
+Every code point has a class of the character DFA (:meth:`CharDFA.class_of`). UTF-8 spells a
+code point of n bytes as a lead byte and n-1 continuation bytes, so the code points sharing a
+prefix form a tree of depth at most 4 over bytes; identical subtrees are shared (a DAG with a
+few hundred nodes: code points are grouped by 64 per last continuation byte, and 17,408 such
+blocks have only 294 distinct patterns of ``\\w \\d \\s`` over the whole of Unicode). A byte-DFA
+state is either a character state q or "q, then the bytes of an unfinished character", i.e.
+(q, DAG node); two such pairs are merged when the node is the same and q's transitions agree on
+every class below it, so states are created per distinct behaviour, not per (q, node). The result
+is trimmed and minimised.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+import regex
+
+from decodekit.constraints.graph import distinct_columns, minimize, reverse_distances, unique_rows
+
+CODE_POINTS = 0x110000
+_BLOCKS = CODE_POINTS // 64  # code points grouped by all but their last 6 bits
+_PRED_BITS = (("w", 4), ("d", 2), ("s", 1))  # as chardfa.BITS
+_OCCURRING_BITS = (0, 4, 6, 1)  # the combinations that occur: none, \w, \w and \d, \s
+
+
+@dataclass(frozen=True)
+class ByteDFA:
+    """A minimal DFA over byte classes.
+
+    Attributes:
+        table: [Q, B] int32 next state per byte class, -1 = dead.
+        accepting: [Q] bool. initial: the start state (0).
+        byte_class: [256] int64 class of each byte (bytes that act alike everywhere share one).
+        boundary: [Q] bool, the state lies between characters (else inside one: only
+            continuation bytes 80..BF lead on).
+    """
+
+    table: np.ndarray
+    accepting: np.ndarray
+    initial: int
+    byte_class: np.ndarray
+    boundary: np.ndarray
+
+
+@functools.lru_cache(maxsize=1)
+def code_point_bits() -> np.ndarray:
+    """[0x110000] uint8 predicate bits of every code point (4 ``\\w``, 2 ``\\d``, 1 ``\\s``, by
+    Python ``regex``'s Unicode definitions; surrogates 0). About 10 ms, once per process."""
+    cps = np.r_[0:0xD800, 0xE000:CODE_POINTS].astype(np.uint32)
+    text = cps.tobytes().decode("utf-32-le")
+    bits = np.zeros(CODE_POINTS, dtype=np.uint8)
+    for name, bit in _PRED_BITS:
+        for m in regex.finditer(rf"\{name}+", text):
+            a, b = m.span()
+            bits[cps[a:b]] |= bit
+    return bits
+
+
+@functools.lru_cache(maxsize=1)
+def _bits_blocks() -> tuple[np.ndarray, np.ndarray]:
+    """The distinct 64-code-point blocks of predicate bits: (rows [G, 64] uint8, block -> row
+    [_BLOCKS])."""
+    return unique_rows(code_point_bits().reshape(_BLOCKS, 64))
+
+
+@functools.lru_cache(maxsize=1)
+def _layout() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The fixed shape of UTF-8, as block indices.
+
+    Returns (two [256] block of each 2-byte lead byte or -1; three [16, 64] block after each
+    3-byte lead E0..EF and continuation, -1 where invalid (overlong after E0, surrogates after
+    ED); four [5, 64, 64] block after each 4-byte lead F0..F4 and two continuations, -1 where
+    invalid (overlong after F0, past U+10FFFF after F4); lead [256] kind of each byte: 0 ASCII,
+    2/3/4 a lead byte of that length, -1 never valid first)."""
+    two = np.full(256, -1, dtype=np.int64)
+    two[0xC2:0xE0] = np.arange(0xC2, 0xE0) & 0x1F
+    s = np.arange(64)
+    three = (np.arange(16)[:, None] << 6) | s[None, :]
+    three[0, :0x20] = -1  # E0 80..9F: overlong
+    three[0xD, 0x20:] = -1  # ED A0..BF: surrogates
+    four = (np.arange(5)[:, None, None] << 12) | (s[None, :, None] << 6) | s[None, None, :]
+    four[0, :0x10] = -1  # F0 80..8F: overlong
+    four[4, 0x10:] = -1  # F4 90..BF: past U+10FFFF
+    lead = np.full(256, -1, dtype=np.int64)
+    lead[:0x80] = 0
+    lead[0xC2:0xE0] = 2
+    lead[0xE0:0xF0] = 3
+    lead[0xF0:0xF5] = 4
+    return two, three, four, lead
+
+
+@dataclass(frozen=True)
+class CodePointClasses:
+    """The class of every code point under one pattern, stored by 64-code-point blocks.
+
+    Attributes:
+        rows: [R, 64] int64 distinct class patterns of a block.
+        block: [_BLOCKS] int64 row of each block (``rows[block[cp >> 6], cp & 63]``).
+    """
+
+    rows: np.ndarray
+    block: np.ndarray
+
+
+def code_point_classes(other: np.ndarray, explicit: dict[str, int]) -> CodePointClasses:
+    """Each code point's class: the one the pattern gives it if it names it, else
+    ``other[bits]`` by its predicate bits (:class:`CharDFA`). When ``other`` is the same for all
+    bits (no ``\\w \\d \\s \\b``), the Unicode tables are not even read."""
+    if (other[list(_OCCURRING_BITS)] != other[0]).any():
+        bit_rows, block = _bits_blocks()
+        rows = other[bit_rows]
+    else:
+        rows, block = np.full((1, 64), other[0], dtype=np.int64), np.zeros(_BLOCKS, dtype=np.int64)
+    if explicit:
+        cps = np.fromiter((ord(c) for c in explicit), dtype=np.int64, count=len(explicit))
+        named = np.fromiter(explicit.values(), dtype=np.int64, count=len(explicit))
+        blocks, where = np.unique(cps >> 6, return_inverse=True)
+        own = rows[block[blocks]]  # [E, 64]: the blocks that hold named code points, rewritten
+        own[where, cps & 63] = named
+        block = block.copy()
+        block[blocks] = len(rows) + np.arange(len(blocks))
+        rows = np.concatenate([rows, own])
+    rows, inverse = unique_rows(rows)
+    return CodePointClasses(rows, inverse[block])
+
+
+def byte_dfa(table: np.ndarray, accepting: np.ndarray, initial: int, classes: CodePointClasses) -> ByteDFA:
+    """The minimal byte DFA of a character DFA (``table`` [Q, C] over classes, -1 dead, every
+    state live) whose code points have the classes ``classes``."""
+    q = table.shape[0]
+    two, three, four, lead = _layout()
+    block_node = classes.block  # level 1: after all but the last byte, a row of 64 classes
+    # level 2: after a 3-byte lead, or a 4-byte lead and one continuation: 64 level-1 nodes
+    sig2 = np.concatenate([_node_of(block_node, three), _node_of(block_node, four.reshape(-1, 64))])
+    l2_sig, l2_of = unique_rows(sig2)
+    l2_three, l2_four = l2_of[:16], l2_of[16:].reshape(5, 64)
+    l2_four = np.where((four >= 0).any(-1), l2_four, -1)
+    l3_sig, l3_of = unique_rows(l2_four)  # level 3: after a 4-byte lead, 64 level-2 nodes
+
+    count = [q]
+    made = []  # the unfinished-character states' rows over the continuation bytes 80..BF
+    # per level, [nodes, q]: the state "q, then the bytes of an unfinished character at this
+    # node" (-1 where q dies inside the character whatever follows)
+    id1 = _states(table[:, classes.rows].transpose(1, 0, 2), count, made)
+    id2 = _states(_gather_ids(id1, l2_sig), count, made)
+    id3 = _states(_gather_ids(id2, l3_sig), count, made)
+
+    full = np.full((count[0], 256), -1, dtype=np.int64)
+    # character states: ASCII bytes step the character DFA, lead bytes enter a node
+    full[:q, :0x80] = table[:, classes.rows[block_node[:2]].reshape(-1)]
+    leads2 = np.flatnonzero(lead == 2)
+    full[:q, leads2] = id1[block_node[two[leads2]]].T
+    leads3 = np.flatnonzero(lead == 3)
+    full[:q, leads3] = id2[l2_three[leads3 - 0xE0]].T
+    leads4 = np.flatnonzero(lead == 4)
+    full[:q, leads4] = id3[l3_of[leads4 - 0xF0]].T
+    full[q:, 0x80:0xC0] = np.concatenate(made)
+    acc = np.zeros(len(full), dtype=bool)
+    acc[:q] = accepting
+    return _trim_and_minimise(full, acc, initial, q)
+
+
+def _states(behaviour: np.ndarray, count: list[int], made: list[np.ndarray]) -> np.ndarray:
+    """Number the distinct (node, behaviour) pairs that are not all dead.
+
+    ``behaviour`` [N, q, 64]: what each continuation byte leads to from (node n, character state
+    q). New states get ids from ``count[0]`` on (advanced) and their rows are appended to
+    ``made``. Returns [N, q] the state id of each pair, -1 if all dead."""
+    n, q, width = behaviour.shape
+    keys = np.empty((n, q, width + 1), dtype=np.int64)
+    keys[:, :, 0] = np.arange(n)[:, None]
+    keys[:, :, 1:] = behaviour
+    rows, inverse = unique_rows(keys.reshape(n * q, width + 1))
+    alive = (rows[:, 1:] >= 0).any(axis=1)
+    number = np.where(alive, np.cumsum(alive) - 1 + count[0], -1)
+    count[0] += int(alive.sum())
+    made.append(rows[alive, 1:])
+    return number[inverse].reshape(n, q)
+
+
+def _node_of(block_node: np.ndarray, blocks: np.ndarray) -> np.ndarray:
+    """Level-1 node of each block index (-1 stays -1)."""
+    return np.where(blocks >= 0, block_node[np.maximum(blocks, 0)], -1)
+
+
+def _gather_ids(ids: np.ndarray, children: np.ndarray) -> np.ndarray:
+    """[M, q, 64] the state of each child node per q (``ids`` [nodes, q]; ``children`` [M, 64],
+    -1 -> dead)."""
+    out = ids[np.maximum(children, 0)].transpose(0, 2, 1)  # [M, q, 64]
+    return np.where(children[:, None, :] >= 0, out, -1)
+
+
+def _trim_and_minimise(full: np.ndarray, accepting: np.ndarray, initial: int, boundaries: int) -> ByteDFA:
+    """Keep the states reachable from ``initial`` and co-reachable, merge equivalent states and
+    bytes that act alike in every state. States below ``boundaries`` lie between characters."""
+    src, sym = np.nonzero(full >= 0)
+    dst = full[src, sym]
+    start = np.zeros(len(full), dtype=bool)
+    start[initial] = True
+    reach = reverse_distances(dst, src, start, len(full)) >= 0
+    dist = reverse_distances(src, dst, accepting, len(full))
+    keep = reach & (dist >= 0)
+    remap = np.append(np.where(keep, np.cumsum(keep) - 1, -1), -1)
+    table = remap[full[keep]]
+    columns, byte_class = distinct_columns(table)
+    table, acc, reps = minimize(columns, accepting[keep], int(remap[initial]), hint=dist[keep])
+    table, byte_class = _merge_bytes(table, byte_class)
+    boundary = np.flatnonzero(keep)[reps] < boundaries
+    return ByteDFA(table.astype(np.int32), acc, 0, byte_class.astype(np.int64), boundary)
+
+
+def _merge_bytes(table: np.ndarray, byte_class: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """After minimisation, byte classes may act alike again: merge them."""
+    columns, which = distinct_columns(table)
+    return columns, which[byte_class]
