@@ -45,6 +45,8 @@ class EncodedVocab:
         by_depth: per depth d = 0 .. L, (token ids [m_d] of length d, their node [m_d]).
         valid: [V] bool (the token has text: not None).
         present: [256] bool, the bytes some valid token contains.
+        chain: (depth d, token t) when from depth d on only the single token t is left (one
+            node per depth: stepped byte by byte, see :func:`_run`), else None.
     """
 
     parent: tuple[np.ndarray, ...]
@@ -52,6 +54,7 @@ class EncodedVocab:
     by_depth: tuple[tuple[np.ndarray, np.ndarray], ...]
     valid: np.ndarray
     present: np.ndarray
+    chain: tuple[int, int] | None = None
 
     @property
     def size(self) -> int:
@@ -90,15 +93,25 @@ def encode_vocab(tokens: Sequence[str | bytes | None]) -> EncodedVocab:
     node = np.zeros(len(data), dtype=np.int64)  # each token's node at the current depth
     empty = np.flatnonzero(lengths == 0)
     parents, last, by_depth = [], [], [(empty, np.zeros(len(empty), dtype=np.int64))]
+    chain = None
     for d in range(int(lengths.max(initial=0))):
         tok = by_length[: int(np.searchsorted(-sorted_lengths, -d, side="left"))]
+        if len(tok) == 1 and d > 0:  # one (long) token left: the rest of the trie is a chain
+            t = int(tok[0])
+            rest = flat[offsets[t] + d : offsets[t] + lengths[t]]
+            one, none = np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
+            parents += [node[tok]] + [one] * (len(rest) - 1)
+            last += list(rest.reshape(-1, 1))
+            by_depth += [(none, none)] * (len(rest) - 1) + [(tok, one)]
+            chain = (d + 1, t)
+            break
         key = node[tok] * 256 + flat[offsets[tok] + d]
         keys, node[tok] = np.unique(key, return_inverse=True)
         parents.append(keys >> 8)
         last.append(keys & 255)
         ends = tok[lengths[tok] == d + 1]
         by_depth.append((ends, node[ends]))
-    return EncodedVocab(tuple(parents), tuple(last), tuple(by_depth), valid, present)
+    return EncodedVocab(tuple(parents), tuple(last), tuple(by_depth), valid, present, chain)
 
 
 def _stepper(dfa: ByteDFA):
@@ -120,6 +133,8 @@ def _run(starts: np.ndarray, enc: EncodedVocab, lut: np.ndarray, flat, dead: int
     pos = None  # node index -> column of `state` at this depth (-1: cut); None: all alive
     ids, ends = [], []
     for d, (tokens, nodes) in enumerate(enc.by_depth):
+        if enc.chain is not None and d == enc.chain[0]:
+            return _run_chain(state, pos, enc, lut, flat, dead, probe, ids, ends)
         if d > 0:
             parent, byte = enc.parent[d - 1], enc.byte[d - 1]
             if pos is not None:  # cut the subtrees of dead nodes
@@ -156,6 +171,34 @@ def _run(starts: np.ndarray, enc: EncodedVocab, lut: np.ndarray, flat, dead: int
         return False
     if not ids:
         return np.zeros(0, dtype=np.int64), np.zeros((len(starts), 0), dtype=flat.dtype)
+    return np.concatenate(ids), np.concatenate(ends, axis=1)
+
+
+def _run_chain(state, pos, enc: EncodedVocab, lut, flat, dead: int, probe, ids: list, ends: list):
+    """The end of :func:`_run` when one long token is left: its remaining bytes are stepped one
+    by one from each row (plain Python, each row stopping when it dies)."""
+    d, token = enc.chain
+    col = int(enc.parent[d - 1][0])
+    if pos is not None:
+        col = int(pos[col])
+    if col >= 0:
+        steps = lut[np.concatenate(enc.byte[d - 1 :])].tolist()
+        final = []
+        for s in state[:, col].tolist():
+            for k in steps:
+                s = int(flat[s + k])
+                if s == dead:
+                    break
+            final.append(s)
+        if probe is not None:
+            return bool(probe[token]) and min(final) < dead
+        if min(final) < dead:
+            ids.append(np.array([token], dtype=np.int64))
+            ends.append(np.array(final, dtype=flat.dtype)[:, None])
+    if probe is not None:
+        return False
+    if not ids:
+        return np.zeros(0, dtype=np.int64), np.zeros((state.shape[0], 0), dtype=flat.dtype)
     return np.concatenate(ids), np.concatenate(ends, axis=1)
 
 
