@@ -7,7 +7,9 @@ non-EOS candidates, as fairseq and transformers do. Completed candidates are ran
 ``score = logprob / len ** length_penalty`` (len counts EOS). The search stops for a prompt
 only when it holds ``n_best`` completed candidates that no live hypothesis can still beat
 (see :func:`decodekit.decoding.trace.reachable_bound`), or at ``max_length``, where the live
-hypotheses join the candidates as unfinished.
+hypotheses join the candidates as unfinished. Under a constraint without EOS, a hypothesis in
+an accepting state that cannot go on (no allowed token of non-zero probability) joins them
+earlier, unfinished at its own length. Tokens of probability 0 never extend a hypothesis.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import torch
 
 from decodekit.decoding.checks import check_logprobs, is_check_step
 from decodekit.decoding.constraint import Constraint, resolve_constraint
-from decodekit.decoding.prompts import Prompt, as_batch, check_positive, expand, prefill
+from decodekit.decoding.prompts import Prompt, as_batch, check_length_penalty, check_positive, expand, prefill
 from decodekit.decoding.trace import Candidate, Pool, Trace, length_normalised
 from decodekit.models import state as st
 from decodekit.models.base import LanguageModel
@@ -56,6 +58,7 @@ def beam_search(
     check_positive("beam_size", beam_size)
     check_positive("n_best", n_best)
     check_positive("max_length", max_length, minimum=0)
+    check_length_penalty(length_penalty)
     prompts, single = as_batch(prompt)
     automaton = resolve_constraint(constraint, model, max_length)
     logprobs, state = prefill(model, prompts)
@@ -76,10 +79,11 @@ def beam_search(
         steps = t + 1
         if automaton is not None:
             allowed = automaton.allowed(dfa, max_length - t)  # [N, V]
-            if eos is None:  # without EOS, an accepting hypothesis that cannot go on ends here
-                stuck = (~allowed.any(-1) & automaton.accepting[dfa]).view(batch, beam)
-                pool.add_unfinished(cum.masked_fill(~stuck, NEG_INF), t, length_penalty)
             logprobs = logprobs.masked_fill(~allowed, NEG_INF)
+            if eos is None:  # without EOS, an accepting hypothesis that cannot go on ends here
+                # "cannot go on": no allowed token, or none with non-zero probability
+                stuck = ~(logprobs > NEG_INF).any(-1) & automaton.accepting[dfa]
+                pool.add_unfinished(cum.masked_fill(~stuck.view(batch, beam), NEG_INF), t, length_penalty)
         # Select per row first (cheap), then across the K rows of each prompt.
         row_val, row_tok = logprobs.topk(per_row, dim=1)  # [N, K+1]
         flat = (cum[:, :, None] + row_val.view(batch, beam, per_row)).view(batch, beam * per_row)
@@ -100,7 +104,8 @@ def beam_search(
         if automaton is not None:
             dfa = automaton.next_state[dfa[rows], token.reshape(-1)].clamp_min(0)
         if automaton is not None or pool.has_candidates(n_best):  # else no item can be done yet
-            pool.update(cum, t + 1, max_length, length_penalty)
+            shortest = _shortest(automaton, dfa, cum.shape, t + 1, max_length, eos)
+            pool.update(cum, shortest, max_length, length_penalty)
         if all(pool.done) or t == max_length - 1:
             break
         state = st.select(state, rows, model)
@@ -111,6 +116,17 @@ def beam_search(
     pool.add_unfinished(cum, steps, length_penalty)
     out = pool.results(trace)
     return out[0] if single else out
+
+
+def _shortest(automaton, dfa, shape, length: int, max_length: int, eos: int | None):
+    """The fewest tokens (EOS included) a completion of a live slot of ``length`` tokens can
+    have, for :func:`decodekit.decoding.trace.reachable_bound`. Unconstrained: ``length + 1``
+    (EOS next), or ``max_length`` without EOS (such a hypothesis ends only there). Under a
+    constraint: ``length + min_tokens_to_accept[state]``, plus 1 for EOS; without EOS an
+    accepting slot (0 more tokens) may end unfinished at its current length."""
+    if automaton is None:
+        return length + 1 if eos is not None else max_length
+    return length + (eos is not None) + automaton.min_tokens_to_accept[dfa].view(shape)  # [B, K]
 
 
 def _collect_finished(pool: Pool, value, parent, is_eos, t: int, alpha: float) -> None:

@@ -7,8 +7,10 @@ by one batched ``step`` call; each candidate (hypothesis, token) moves to the be
 target state ``q' = next_state[q, token]``, and each state-beam keeps its K best candidates
 by cumulative log-probability, drawn from the **whole vocabulary** (the paper's forced
 transitions: a transition toward acceptance survives however improbable its tokens). EOS
-ends a hypothesis only in an accepting state; completed hypotheses are ranked by
-``logprob / len ** length_penalty`` as in :func:`decodekit.beam_search`.
+ends a hypothesis only in an accepting state; without EOS, a hypothesis in an accepting state
+that cannot go on (no token of non-zero probability leads to acceptance in time) ends there,
+unfinished. Completed hypotheses are ranked by ``logprob / len ** length_penalty`` as in
+:func:`decodekit.beam_search`, with the same exact stopping rule.
 
 Exact grouped top-K without an [B, S, S·K·V] tensor: for each source state the tokens are
 grouped by target. A group of at most K tokens is kept whole ("sparse" candidates, one
@@ -28,7 +30,7 @@ import torch
 from decodekit.decoding.beam import NEG_INF
 from decodekit.decoding.checks import check_logprobs, is_check_step
 from decodekit.decoding.constraint import Constraint, resolve_constraint
-from decodekit.decoding.prompts import Prompt, as_batch, check_positive, expand, prefill
+from decodekit.decoding.prompts import Prompt, as_batch, check_length_penalty, check_positive, expand, prefill
 from decodekit.decoding.trace import Candidate, Pool, Trace, length_normalised
 from decodekit.models import state as st
 from decodekit.models.base import LanguageModel
@@ -129,12 +131,16 @@ def constrained_beam_search(
 
     Returns:
         The n-best **matching** hypotheses per prompt, best first; an empty list when no
-        matching hypothesis was found (only possible when the model gives every matching
-        sequence probability 0). Raises ConstraintError if nothing can match in max_length.
+        matching hypothesis was found: always when every matching sequence has probability 0,
+        and, when the model gives some tokens probability 0, possibly also when each beam
+        kept only hypotheses whose every way on has probability 0 (a beam as wide as the set
+        of sequences finds the best matches exactly). Raises ConstraintError if nothing can
+        match in max_length.
     """
     for name, value in (("beam_size", beam_size), ("n_best", n_best)):
         check_positive(name, value)
     check_positive("max_length", max_length, minimum=0)
+    check_length_penalty(length_penalty)
     prompts, single = as_batch(prompt)
     automaton = resolve_constraint(constraint, model, max_length)
     logprobs, state = prefill(model, prompts)
@@ -151,9 +157,8 @@ def constrained_beam_search(
     row_base = torch.arange(batch, device=device)[:, None] * width  # [B, 1]
     slot_state = torch.arange(states, device=device).repeat_interleave(beam)  # [S*K]
     state_index = torch.arange(states, device=device)[:, None]  # [S, 1]
-    # host-side: fewest tokens to acceptance after one more token from each state (none: huge)
-    after_one = np.where(next_state >= 0, min_tokens[np.maximum(next_state, 0)], max_length + 1).min(1)
-    accepting_host = automaton.accepting.cpu().numpy()
+    slot_accepting = accepting[slot_state]  # [S*K]
+    slot_need = automaton.min_tokens_to_accept.to(device)[slot_state] + (eos is not None)  # [S*K]
     trace, pool = Trace(), Pool(batch, n_best)
     steps = 0
     for t in range(max_length):
@@ -161,20 +166,22 @@ def constrained_beam_search(
         lp4 = logprobs.view(batch, states, beam, vocab)
         if eos is not None:
             _collect_eos(
-                pool, cum, lp4[..., eos].reshape(batch, width), accepting[slot_state], beam, t, length_penalty
+                pool, cum, lp4[..., eos].reshape(batch, width), slot_accepting, beam, t, length_penalty
             )
-        else:  # without EOS, an accepting hypothesis that cannot go on ends here
-            stuck = accepting_host & (after_one > remaining)
-            if stuck.any():
-                stuck_slots = torch.as_tensor(stuck, device=device)[slot_state]
-                pool.add_unfinished(cum.masked_fill(~stuck_slots[None, :], NEG_INF), t, length_penalty)
-        if plan.cand_target.numel() == 0:  # no state has any way on: every hypothesis has ended
+        if plan.cand_target.numel() == 0:  # no state has any way on: every hypothesis ends here
+            if eos is None:
+                pool.add_unfinished(cum.masked_fill(~slot_accepting[None, :], NEG_INF), t, length_penalty)
             cum = torch.full_like(cum, NEG_INF)
             break
         steps = t + 1
         cand_value, cand_token = _candidates(lp4, cum.view(batch, states, beam), plan, beam)  # [B, C]
         if remaining < plan.max_need:  # near max_length some targets can no longer reach acceptance
             cand_value = cand_value.masked_fill(plan.cand_need > remaining, NEG_INF)
+        if eos is None:  # without EOS, an accepting hypothesis that cannot go on ends here
+            # "cannot go on": no token leads on in time, or none that does has non-zero probability
+            blocked = ~(cand_value.view(batch, width, -1) > NEG_INF).any(-1)  # [B, S*K]
+            stuck = blocked & slot_accepting[None, :]
+            pool.add_unfinished(cum.masked_fill(~stuck, NEG_INF), t, length_penalty)
         padded = torch.cat([cand_value, cand_value.new_full((batch, 1), NEG_INF)], 1)
         grouped = padded[:, plan.group_index]  # [B, S, W]
         top_val, top_pos = grouped.topk(min(beam, grouped.shape[-1]), dim=-1)  # [B, S, K']
@@ -185,13 +192,13 @@ def constrained_beam_search(
         token = _pad_beam(token.view(batch, states, -1), beam).view(batch, width)
         parent = _pad_beam(parent.view(batch, states, -1), beam).view(batch, width)
         trace.push(parent, token)
-        pool.update(cum, t + 1, max_length, length_penalty)
+        pool.update(cum, t + 1 + slot_need, max_length, length_penalty)  # see reachable_bound
         if all(pool.done) or t == max_length - 1:
             break
         state = st.select(state, (row_base + parent).view(-1), model)
         logprobs, state = model.step(state, token.view(-1))
         check_logprobs(logprobs, batch * width, vocab, t + 1, is_check_step(t + 1))
-    pool.add_unfinished(cum.masked_fill(~accepting[slot_state][None, :], NEG_INF), steps, length_penalty)
+    pool.add_unfinished(cum.masked_fill(~slot_accepting[None, :], NEG_INF), steps, length_penalty)
     out = pool.results(trace)
     return out[0] if single else out
 

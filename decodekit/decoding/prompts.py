@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Sequence
 
 import torch
 
 from decodekit.decoding.checks import check_logprobs
+from decodekit.errors import DecodekitError
 from decodekit.models import state as st
 from decodekit.models.base import LanguageModel, State, model_device
 
@@ -35,6 +38,13 @@ def as_batch(prompt: Prompt | Sequence[Prompt]) -> tuple[list[list[int]], bool]:
 def check_positive(name: str, value: int | None, minimum: int = 1) -> None:
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < minimum):
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def check_length_penalty(value: float) -> None:
+    """Raise :class:`DecodekitError` (a ValueError) unless ``value`` is a finite real number."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok:
+        raise DecodekitError(f"length_penalty must be a finite number, got {value!r}")
 
 
 def prefill(model: LanguageModel, prompts: list[list[int]]) -> tuple[torch.Tensor, State]:

@@ -7,6 +7,7 @@ slot it extends and the token it appended; histories are read back once at the e
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -51,21 +52,54 @@ class Candidate:
     finished: bool = field(compare=False)
 
 
+def length_denominator(length: int, length_penalty: float) -> float:
+    """``max(length, 1) ** length_penalty``; inf when it overflows (|alpha| in the hundreds)."""
+    try:
+        return float(max(length, 1)) ** length_penalty
+    except OverflowError:
+        return math.inf
+
+
 def length_normalised(logprob: float, length: int, length_penalty: float) -> float:
-    """``logprob / length ** length_penalty`` (length counts EOS; an empty output counts 1)."""
-    return logprob / max(length, 1) ** length_penalty
+    """``logprob / length ** length_penalty`` (length counts EOS; an empty output counts 1).
+
+    Never NaN and never an exception for a finite alpha: a log-probability of 0 stays 0, and a
+    denominator that underflows to 0 gives -inf."""
+    if not logprob < 0:  # 0 (or -inf, which is never a candidate): the same at every length
+        return logprob
+    denominator = length_denominator(length, length_penalty)
+    return logprob / denominator if denominator > 0 else -math.inf
 
 
-def reachable_bound(cum_logprob: torch.Tensor, length: int, max_length: int, alpha: float) -> torch.Tensor:
-    """Best score any extension of live hypotheses can reach, per item.
+def reachable_bound(
+    cum_logprob: torch.Tensor, shortest: int | torch.Tensor, max_length: int, denominators: torch.Tensor
+) -> torch.Tensor:
+    """Best score any completion of the live hypotheses can reach, per item.
 
-    Args: cum_logprob [B, W] (-inf for empty slots), length: tokens generated so far.
-    Log-probabilities only decrease as tokens are added, and a completion has between
-    ``length + 1`` and ``max_length`` tokens, so with ``c <= 0`` the best score is
-    ``max(c / (length + 1)**alpha, c / max_length**alpha)``: exact for every sign of alpha."""
-    nearest = cum_logprob / float(length + 1) ** alpha
-    farthest = cum_logprob / float(max_length) ** alpha
-    return torch.maximum(nearest, farthest).amax(dim=1)  # [B]
+    Args:
+        cum_logprob: [B, W] cumulative log-probabilities of the live slots (-inf: empty slot).
+        shortest: the fewest tokens (EOS included) a completion of each slot can have: an int,
+            or a long tensor broadcastable to [B, W]. Without EOS a hypothesis may end unfinished
+            at its *current* length (masked or Anderson search, in an accepting state that cannot
+            go on), so ``shortest`` is then the current length, not the next one.
+        max_length: the most tokens a completion can have.
+        denominators: float64 [max_length + 1], ``length_denominator(n, alpha)`` for each n.
+
+    Log-probabilities only decrease as tokens are added, and a completion of a slot with
+    cumulative log-probability ``c <= 0`` has between ``shortest`` and ``max_length`` tokens;
+    ``c / n**alpha`` is monotonic in ``n`` for every sign of alpha, so the best reachable score
+    is ``max(c / shortest**alpha, c / max_length**alpha)``. Computed in float64 with the same
+    denominators (and division) as :func:`length_normalised`, so a bound is never below the
+    score the slot later gets."""
+    c = cum_logprob.double()
+    if isinstance(shortest, torch.Tensor):
+        near = denominators[shortest.clamp(1, max_length)]
+    else:
+        near = denominators[min(max(shortest, 1), max_length)]
+    far = denominators[max_length]
+    scaled = torch.maximum(c / near, c / far)
+    scaled = torch.where((c < 0) & torch.isfinite(c), scaled, c)  # 0 stays 0, -inf stays -inf
+    return scaled.amax(dim=1)  # [B]
 
 
 class Pool:
@@ -75,6 +109,7 @@ class Pool:
         self.n_best = n_best
         self.items: list[list[Candidate]] = [[] for _ in range(batch)]
         self.done = [False] * batch
+        self._denominators: torch.Tensor | None = None  # [max_length + 1], built on first use
 
     def add(self, b: int, candidate: Candidate) -> None:
         if not self.done[b]:
@@ -90,10 +125,21 @@ class Pool:
             v = values[b][slot]
             self.add(b, Candidate(length_normalised(v, steps, alpha), v, steps - 1, slot, False))
 
-    def update(self, cum_logprob: torch.Tensor, length: int, max_length: int, alpha: float) -> None:
-        """Mark items done after a step; cum_logprob [B, W] of the live slots, ``length`` tokens."""
+    def update(
+        self, cum_logprob: torch.Tensor, shortest: int | torch.Tensor, max_length: int, alpha: float
+    ) -> None:
+        """Mark items done after a step. ``cum_logprob`` [B, W]: the live slots; ``shortest``: the
+        fewest tokens (EOS included) a completion of each slot can have (see
+        :func:`reachable_bound`)."""
         if self.has_candidates(self.n_best):
-            self.update_done(reachable_bound(cum_logprob, length, max_length, alpha).tolist())
+            if self._denominators is None or self._denominators.device != cum_logprob.device:
+                self._denominators = torch.tensor(
+                    [length_denominator(n, alpha) for n in range(max_length + 1)],
+                    dtype=torch.float64,
+                    device=cum_logprob.device,
+                )
+            bound = reachable_bound(cum_logprob, shortest, max_length, self._denominators)
+            self.update_done(bound.tolist())
         else:  # only an item with no live hypothesis left can be done
             for b, alive in enumerate(torch.isfinite(cum_logprob).any(1).tolist()):
                 self.done[b] = self.done[b] or not alive

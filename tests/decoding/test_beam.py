@@ -6,6 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import decodekit
+from decodekit.errors import DecodekitError
+from tests.decoding.exhaustive import Oracle, SparseLM, assert_n_best
 from tests.fakes import HistoryLM, TableLM, all_completions, score
 
 
@@ -34,6 +36,27 @@ def test_full_width_beam_equals_exhaustive_search(seed, vocab, max_length, alpha
         assert h.finished == finished
         assert h.logprob == pytest.approx(lp, abs=1e-4)
         assert h.score == pytest.approx(score(lp, length, alpha), abs=1e-4)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    vocab=st.integers(2, 4),
+    max_length=st.integers(0, 4),
+    alpha=st.sampled_from([-1.0, -0.5, 0.0, 0.5, 1.0, 2.0]),
+    n_best=st.integers(1, 4),
+    eos=st.booleans(),
+    zeros=st.sampled_from([0.0, 0.3, 0.6]),
+)
+def test_full_width_beam_equals_exhaustive_search_with_zero_probability_tokens(
+    seed, vocab, max_length, alpha, n_best, eos, zeros
+):
+    """Tokens of probability 0 (EOS included) never appear in an output, every sign of alpha,
+    with and without EOS."""
+    model = SparseLM(vocab, seed, zeros, eos_id=0 if eos else None)
+    width = vocab ** (max_length + 1)  # wider than the number of sequences
+    hyps = decodekit.beam_search(model, [1], width, max_length, length_penalty=alpha, n_best=n_best)
+    assert_n_best(hyps, Oracle(model, [1], max_length), alpha, n_best)
 
 
 def test_beam_one_equals_greedy_without_eos():
@@ -90,6 +113,34 @@ def test_one_step_call_per_time_step_for_the_whole_batch():
 def test_bad_arguments(kwargs, msg):
     with pytest.raises(ValueError, match=msg):
         decodekit.beam_search(HistoryLM(3), [1], **kwargs)
+
+
+@pytest.mark.parametrize("alpha", [float("nan"), float("inf"), float("-inf"), "1", None, True])
+@pytest.mark.parametrize("search", ["beam", "masked", "anderson"])
+def test_length_penalty_must_be_finite(alpha, search):
+    model = HistoryLM(5, vocab=small_char_vocab())
+    with pytest.raises(DecodekitError, match="length_penalty must be a finite number"):
+        if search == "anderson":
+            decodekit.constrained_beam_search(model, [2], "a*", 2, 3, length_penalty=alpha)
+        else:
+            constraint = "a*" if search == "masked" else None
+            decodekit.beam_search(model, [2], 2, 3, length_penalty=alpha, constraint=constraint)
+
+
+@pytest.mark.parametrize("alpha", [1000.0, -1000.0, 1e300, -1e300, 5e-324])
+def test_extreme_finite_length_penalties_neither_fail_nor_give_nan(alpha):
+    # len ** alpha overflows (or underflows to 0) for such alphas; scores stay ordered numbers.
+    model = HistoryLM(4, seed=1, sharpness=1.0)
+    for n_best in (1, 3):
+        hyps = decodekit.beam_search(model, [1], 3, 5, length_penalty=alpha, n_best=n_best)
+        assert hyps and all(not math.isnan(h.score) and math.isfinite(h.logprob) for h in hyps)
+        assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
+
+
+def small_char_vocab():
+    from tests.fakes import char_vocab
+
+    return char_vocab("abc")
 
 
 def test_prompt_outside_vocabulary():

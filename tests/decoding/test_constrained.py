@@ -3,35 +3,20 @@ import math
 import pytest
 import regex
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import decodekit
 from decodekit.errors import ConstraintError
 from decodekit.vocab import Vocab
-from tests.fakes import HistoryLM, TableLM, all_completions, score
+from tests.decoding.exhaustive import Oracle, SparseLM, assert_n_best, regexes
+from tests.fakes import HistoryLM, TableLM, all_completions, char_vocab, score
 
 TOKENS = ["a", "b", "ab", "ba", "bb"]
 
 
 def small_vocab(tokens=TOKENS):
     return Vocab(["<unk>", "<eos>", *tokens], separator="", eos="<eos>", unk="<unk>")
-
-
-def regexes():
-    atom = st.sampled_from(["a", "b", ".", "[ab]", "(ab)", "b?"])
-    return st.recursive(
-        atom,
-        lambda inner: st.one_of(
-            st.tuples(inner, inner).map(lambda t: t[0] + t[1]),
-            st.tuples(inner, inner).map(lambda t: f"({t[0]}|{t[1]})"),
-            inner.map(lambda r: f"({r})*"),
-            st.tuples(inner, st.integers(0, 2), st.integers(0, 2)).map(
-                lambda t: f"({t[0]}){{{min(t[1], t[2])},{max(t[1], t[2])}}}"
-            ),
-        ),
-        max_leaves=5,
-    )
 
 
 def text(vocab, tokens):
@@ -156,3 +141,148 @@ def test_unreachable_within_max_length_is_reported_before_decoding():
     model = HistoryLM(len(small_vocab()), vocab=small_vocab())
     with pytest.raises(ConstraintError, match="max_length"):
         decodekit.constrained_beam_search(model, [2], "a{10}", 2, 3)
+
+
+ALPHAS = [-1.0, -0.5, 0.0, 0.5, 1.0, 2.0]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pattern=regexes(),
+    seed=st.integers(0, 10_000),
+    max_length=st.integers(0, 3),
+    alpha=st.sampled_from(ALPHAS),
+    n_best=st.integers(1, 3),
+    eos=st.booleans(),
+    zeros=st.sampled_from([0.0, 0.3, 0.6]),
+    search=st.sampled_from(["masked", "anderson"]),
+)
+def test_wide_constrained_searches_equal_exhaustive_search_with_zero_probability_tokens(
+    pattern, seed, max_length, alpha, n_best, eos, zeros, search
+):
+    """Masked beam search and Anderson search with a beam wider than the set of sequences return
+    the true n best matches: every sign of alpha, with and without EOS, and with tokens of
+    probability 0 (an empty list exactly when no match has non-zero probability)."""
+    vocab = small_vocab(["a", "b", "ab"])
+    model = SparseLM(len(vocab), seed, zeros, bos_id=1, eos_id=1 if eos else None, vocab=vocab)
+    if not spellable(model, pattern, max_length):
+        return
+    width = len(vocab) ** max_length  # at least the number of prefixes of any length
+    if search == "masked":
+        hyps = decodekit.beam_search(model, [2], width, max_length, alpha, n_best, constraint=pattern)
+    else:
+        hyps = decodekit.constrained_beam_search(model, [2], pattern, width, max_length, alpha, n_best)
+    assert_n_best(hyps, Oracle(model, [2], max_length, pattern), alpha, n_best)
+
+
+# Finite languages with matches of several token lengths (tokens a, b, ab): without EOS each match
+# ends unfinished, in an accepting state it cannot leave, at its own length.
+SEVERAL_LENGTHS = ["ab", "a|ab", "(ab)?b?", "a(b|ab)?", "(a|b)b?", "aba?", "(ab){1,2}", "b?ab?"]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pattern=st.sampled_from(SEVERAL_LENGTHS),
+    seed=st.integers(0, 10_000),
+    max_length=st.integers(3, 4),
+    alpha=st.sampled_from([-2.0, -1.0, -0.5, -0.25]),
+    n_best=st.integers(1, 2),
+    sharpness=st.sampled_from([1.0, 2.0, 4.0]),
+    search=st.sampled_from(["masked", "anderson"]),
+)
+# Cases the former bound (a completion has at least one more token) got wrong, always run:
+@example(pattern="b?ab?", seed=25, max_length=3, alpha=-1.0, n_best=1, sharpness=2.0, search="masked")
+@example(pattern="(a|b)b?", seed=5, max_length=3, alpha=-1.0, n_best=1, sharpness=2.0, search="anderson")
+@example(pattern="ab", seed=17, max_length=3, alpha=-0.5, n_best=1, sharpness=2.0, search="masked")
+@example(pattern="ab", seed=28, max_length=3, alpha=-0.5, n_best=1, sharpness=2.0, search="anderson")
+def test_negative_length_penalty_without_eos_equals_exhaustive_search(
+    pattern, seed, max_length, alpha, n_best, sharpness, search
+):
+    """The early-stopping bound under alpha < 0 without EOS: a match found early must not end the
+    search while a live hypothesis can still end (at its current length) with a better score."""
+    vocab = small_vocab(["a", "b", "ab"])
+    model = SparseLM(len(vocab), seed, 0.0, bos_id=1, eos_id=None, vocab=vocab, sharpness=sharpness)
+    width = len(vocab) ** max_length
+    if search == "masked":
+        hyps = decodekit.beam_search(model, [2], width, max_length, alpha, n_best, constraint=pattern)
+    else:
+        hyps = decodekit.constrained_beam_search(model, [2], pattern, width, max_length, alpha, n_best)
+    assert_n_best(hyps, Oracle(model, [2], max_length, pattern), alpha, n_best)
+
+
+def stuck_early_model():
+    """No EOS; over a, b, c the pattern c|ab has two matches: "c" (logprob -2.5) and "ab" (-1.0).
+    With alpha = -1 (score = logprob * len) "ab" scores -2.0 and wins, but "c" is complete one
+    step earlier: it ends unfinished at length 1, in an accepting state it cannot leave."""
+    vocab = char_vocab("abc")  # <unk> <eos> a b c
+    p = torch.zeros(5, 5, dtype=torch.float64)
+    p[1, 2], p[1, 4] = math.exp(-0.5), math.exp(-2.5)  # after BOS: a, c
+    p[1, [0, 1, 3]] = (1 - p[1].sum()) / 3
+    p[2, 3] = math.exp(-0.5)  # after a: b
+    p[2, [0, 1, 2, 4]] = (1 - p[2].sum()) / 4
+    p[[0, 3, 4]] = 0.2
+    return TableLM(torch.log(p), bos_id=1, eos_id=None, vocab=vocab)
+
+
+@pytest.mark.parametrize("search", ["masked", "anderson"])
+def test_negative_length_penalty_does_not_stop_before_a_better_longer_match(search):
+    # The early-stopping bound used to assume a live hypothesis ends no sooner than one token
+    # later; without EOS it may end at its current length, so "c" (found at step 2) made the
+    # search stop before "ab" joined the candidates.
+    model = stuck_early_model()
+    if search == "masked":
+        hyps = decodekit.beam_search(model, [], 4, 3, length_penalty=-1.0, constraint="c|ab")
+    else:
+        hyps = decodekit.constrained_beam_search(model, [], "c|ab", 4, 3, length_penalty=-1.0)
+    assert [(model.vocab.decode(h.tokens), h.finished) for h in hyps] == [("ab", False)]
+    assert hyps[0].logprob == pytest.approx(-1.0, abs=1e-5) and hyps[0].score == pytest.approx(-2.0, abs=1e-5)
+
+
+def zero_probability_model(eos: bool):
+    """After "a" (probability .6) the pattern a|ab could go on with "b", which has probability
+    0: "a" is the match (probability .6 * p(EOS | a)), "ab" has probability 0."""
+    vocab = char_vocab("ab")  # <unk> <eos> a b
+    p = torch.tensor(
+        [[0.25] * 4, [0.1, 0.1, 0.6, 0.2], [0.5, 0.5, 0.0, 0.0], [0.25] * 4], dtype=torch.float64
+    )
+    if not eos:
+        p[2] = torch.tensor([1.0, 0.0, 0.0, 0.0], dtype=torch.float64)  # after "a": <unk> only
+    return TableLM(torch.log(p), bos_id=1, eos_id=1 if eos else None, vocab=vocab)
+
+
+@pytest.mark.parametrize("eos", [True, False])
+@pytest.mark.parametrize("search", ["masked", "anderson"])
+def test_a_match_next_to_zero_probability_tokens_is_found(search, eos):
+    model = zero_probability_model(eos)
+    if search == "masked":
+        hyps = decodekit.beam_search(model, [], 2, 4, constraint="a|ab")
+    else:
+        hyps = decodekit.constrained_beam_search(model, [], "a|ab", 2, 4)
+    assert [(h.tokens, h.finished) for h in hyps] == [((2,), eos)]
+    assert hyps[0].logprob == pytest.approx(math.log(0.6 * 0.5 if eos else 0.6), abs=1e-5)
+
+
+def test_zero_probability_dead_end_needs_a_wider_beam():
+    # (a|b)c: "a" (.6) and "b" (.3) reach the same automaton state, but c never follows a. A
+    # beam of one per state keeps only "a" and finds nothing; two keep "b" and find "bc". This
+    # is the documented limit: exact for a wide enough beam, not for every beam.
+    vocab = char_vocab("abc")  # <unk> <eos> a b c
+    p = torch.tensor(
+        [
+            [0.2] * 5,
+            [0.0, 0.0, 0.6, 0.3, 0.1],
+            [0.5, 0.5, 0.0, 0.0, 0.0],
+            [0.0, 0.5, 0.0, 0.0, 0.5],
+            [0, 1, 0, 0, 0],
+        ],
+        dtype=torch.float64,
+    )
+    model = TableLM(torch.log(p), bos_id=1, eos_id=1, vocab=vocab)
+    assert decodekit.constrained_beam_search(model, [], "(a|b)c", 1, 4) == []
+    assert decodekit.greedy(model, [], 4, constraint="(a|b)c") == []
+    for hyps in (
+        decodekit.constrained_beam_search(model, [], "(a|b)c", 2, 4),
+        decodekit.beam_search(model, [], 2, 4, constraint="(a|b)c"),
+    ):
+        assert [(vocab.decode(h.tokens), h.finished) for h in hyps] == [("bc", True)]
+        assert hyps[0].logprob == pytest.approx(math.log(0.3 * 0.5), abs=1e-5)
