@@ -2,6 +2,8 @@
 
 Each keeps -inf for removed tokens; none renormalises (sampling uses softmax afterwards).
 Order applied by :func:`process`: temperature, top-k, top-p, min-p (as transformers does).
+Zero-probability (-inf) tokens are allowed anywhere: they stay -inf, never turn into NaN, and
+each processor keeps at least the most probable token of a row that has a finite entry.
 """
 
 from __future__ import annotations
@@ -57,6 +59,13 @@ def min_p(logprobs: torch.Tensor, p: float) -> torch.Tensor:
     return logprobs.masked_fill(logprobs < threshold, float("-inf"))
 
 
+def log_normalise(weights: torch.Tensor) -> torch.Tensor:
+    """``log_softmax`` over the last axis, except that a row with no finite entry stays all -inf
+    instead of becoming NaN (``-inf - -inf``); rows with some -inf entries are exact."""
+    empty = ~(weights > float("-inf")).any(-1, keepdim=True)  # [N, 1]
+    return torch.where(empty, weights, torch.log_softmax(weights, -1))
+
+
 def process(
     logprobs: torch.Tensor,
     *,
@@ -70,9 +79,9 @@ def process(
     if k is not None:
         out = top_k(out, k)
     if p is not None:
-        out = top_p(torch.log_softmax(out, -1), p)
+        out = top_p(log_normalise(out), p)
     if minp is not None:
-        out = min_p(torch.log_softmax(out, -1), minp)
+        out = min_p(log_normalise(out), minp)
     return out
 
 

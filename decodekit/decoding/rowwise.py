@@ -4,8 +4,12 @@ Both run every row of every prompt through one ``step`` call per time step; rows
 EOS leave the batch (their state rows are dropped with :func:`decodekit.models.state.select`).
 Under a constraint, tokens whose automaton transition is dead or cannot reach acceptance in
 the remaining steps are masked (``TokenAutomaton.allowed``); EOS is allowed only in accepting
-states. The reported ``logprob`` is always the model's own log-probability of the tokens,
-not that of the masked or processed distribution the token was drawn from.
+states. A token of probability 0 (-inf) is never chosen. A constrained row none of whose
+allowed tokens has non-zero probability cannot go on: without EOS, in an accepting state, it
+ends there (a match, ``finished=False``); otherwise it ends unmatched and returns nothing, so
+a prompt may get fewer hypotheses than asked for (greedy: none). The reported ``logprob`` is
+always the model's own log-probability of the tokens, not that of the masked or processed
+distribution the token was drawn from.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ def greedy(
 
     Returns:
         ``[Hypothesis]`` for one prompt, one such list per prompt for a batch. ``score`` = ``logprob``.
+        Under a constraint the list is empty when the row ended unmatched (it reached a point
+        where every allowed token has probability 0; see the module docstring).
     """
     return _decode(model, prompt, max_length, lambda lp: lp.argmax(-1), 1, constraint)
 
@@ -71,6 +77,8 @@ def sample(
     a fixed seed gives the same samples.
 
     Returns ``num_samples`` hypotheses per prompt, in draw order; ``score`` = ``logprob``.
+    Under a constraint, samples that ended unmatched (every allowed token had probability 0)
+    are left out, so a prompt may get fewer.
     """
     processors.validate(temperature, top_k, top_p, min_p)
     check_positive("num_samples", num_samples)
@@ -117,19 +125,24 @@ def _decode(model, prompt, max_length, choose: Chooser, copies: int, constraint)
     lengths = torch.full((rows,), max_length, dtype=torch.long, device=device)
     cum_logprob = torch.zeros(rows, dtype=torch.float64, device=device)
     finished = torch.zeros(rows, dtype=torch.bool, device=device)
+    matched = torch.ones(rows, dtype=torch.bool, device=device)  # False: ended unmatched, no output
     live = _LiveRows(model, state, rows, device, automaton is not None)
     for t in range(max_length):
         masked = logprobs
         if automaton is not None:
             allowed = automaton.allowed(live.dfa, max_length - t)  # [n, V]
-            stuck = ~allowed.any(-1)  # without EOS, an accepting row with no way on ends here
+            masked = logprobs.masked_fill(~allowed, float("-inf"))
+            # A row cannot go on when no allowed token has non-zero probability. Without EOS an
+            # accepting row ends there (a match); any other such row ends unmatched: no output.
+            stuck = ~(masked > float("-inf")).any(-1)  # [n]
             if bool(stuck.any()):
                 lengths[live.index[stuck]] = t
+                failed = stuck if eos is not None else stuck & ~automaton.accepting[live.dfa]
+                matched[live.index[failed]] = False
                 keep = live.drop(stuck)
-                logprobs, allowed = logprobs[keep], allowed[keep]
+                logprobs, masked = logprobs[keep], masked[keep]
                 if live.index.numel() == 0:
                     break
-            masked = logprobs.masked_fill(~allowed, float("-inf"))
         tokens = choose(masked)  # [n]
         chosen = logprobs.gather(1, tokens[:, None])[:, 0].double()
         if live.index.numel() == rows:  # no row has ended yet: plain slices, no index_put
@@ -151,10 +164,12 @@ def _decode(model, prompt, max_length, choose: Chooser, copies: int, constraint)
         logprobs, live.state = model.step(live.state, tokens)
         check_logprobs(logprobs, live.index.numel(), model.vocab_size, t + 1, is_check_step(t + 1))
     history, lengths = history.tolist(), lengths.tolist()
-    cum_logprob, finished = cum_logprob.tolist(), finished.tolist()
+    cum_logprob, finished, matched = cum_logprob.tolist(), finished.tolist(), matched.tolist()
     hyps = [
         Hypothesis(tuple(history[r][: lengths[r]]), cum_logprob[r], cum_logprob[r], finished[r])
+        if matched[r]
+        else None
         for r in range(rows)
     ]
-    out = [hyps[b * copies : (b + 1) * copies] for b in range(len(prompts))]
+    out = [[h for h in hyps[b * copies : (b + 1) * copies] if h is not None] for b in range(len(prompts))]
     return out[0] if single else out

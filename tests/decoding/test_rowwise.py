@@ -2,12 +2,16 @@ import collections
 import math
 
 import pytest
+import regex
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import decodekit
 from decodekit.decoding import processors
-from decodekit.errors import ModelOutputError
-from tests.fakes import HistoryLM, TableLM, all_completions, sequence_logprob
+from decodekit.errors import ConstraintError, ModelOutputError
+from tests.decoding.exhaustive import Oracle, SparseLM, approx, regexes, vocab_of
+from tests.fakes import HistoryLM, TableLM, all_completions, char_vocab, sequence_logprob
 
 
 def argmax_chain(model, prompt, max_length):
@@ -155,3 +159,74 @@ def test_partial_top_p_equals_a_full_sort(vocab, scale, p):
     probs = torch.softmax(sorted_lp, dim=-1)
     remove = torch.zeros_like(lp, dtype=torch.bool).scatter(-1, order, probs.cumsum(-1) - probs >= p)
     assert torch.equal(torch.isfinite(processors.top_p(lp, p, first=64)), ~remove)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pattern=st.none() | regexes(),
+    seed=st.integers(0, 10_000),
+    max_length=st.integers(0, 4),
+    eos=st.booleans(),
+    zeros=st.sampled_from([0.3, 0.6]),
+    temperature=st.sampled_from([0.5, 1.0, 3.0]),
+    top_k=st.sampled_from([None, 1, 2, 4]),
+    top_p=st.sampled_from([None, 0.3, 0.9]),
+    min_p=st.sampled_from([None, 0.0, 0.2]),
+)
+def test_greedy_and_sampling_never_emit_a_zero_probability_or_forbidden_token(
+    pattern, seed, max_length, eos, zeros, temperature, top_k, top_p, min_p
+):
+    """With tokens of probability 0: greedy is the argmax over the allowed tokens of non-zero
+    probability (done by hand), and a row with none ends (unmatched: no output, unless it has
+    matched and the model has no EOS); every sample is a possible output with its true logprob."""
+    vocab = vocab_of(["a", "b", "ab"])
+    model = SparseLM(len(vocab), seed, zeros, bos_id=1, eos_id=1 if eos else None, vocab=vocab)
+    try:
+        oracle = Oracle(model, [2], max_length, pattern)
+        hyps = decodekit.greedy(model, [2], max_length, constraint=pattern)
+    except ConstraintError:  # nothing of at most max_length tokens matches
+        return
+    want = oracle.greedy()
+    assert [(h.tokens, h.finished) for h in hyps] == ([] if want is None else [want[:2]])
+    if hyps:
+        assert hyps[0].logprob == approx(want[2])
+    options = dict(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, generator=seed)
+    samples = decodekit.sample(model, [2], max_length, num_samples=6, constraint=pattern, **options)
+    for h in samples:
+        assert (h.tokens, h.finished) in oracle.outputs, (h, oracle.outputs)
+        assert h.logprob == approx(oracle.outputs[(h.tokens, h.finished)])
+
+
+def dead_end_after_a(eos: bool):
+    """After BOS: a .6, b .4; after a: only <unk> (probability 1); after b: b .5 and EOS .5."""
+    vocab = char_vocab("ab")  # <unk> <eos> a b
+    p = torch.tensor([[0.25] * 4, [0.0, 0.0, 0.6, 0.4], [1.0, 0.0, 0.0, 0.0], [0.0, 0.5, 0.0, 0.5]])
+    return TableLM(torch.log(p), bos_id=1, eos_id=1 if eos else None, vocab=vocab)
+
+
+@pytest.mark.parametrize("eos", [True, False])
+def test_a_row_whose_allowed_tokens_all_have_probability_zero_ends_unmatched(eos):
+    # "ab": after "a" only "b" is allowed and it has probability 0. Greedy used to take the
+    # argmax of the all -inf row (<unk>, forbidden) and sampling raised on the NaN weights.
+    model = dead_end_after_a(eos)
+    assert decodekit.greedy(model, [], 4, constraint="ab") == []
+    assert decodekit.sample(model, [], 4, num_samples=5, generator=0, constraint="ab") == []
+    # "a|ab" without EOS: "a" has matched and cannot go on, so it ends there (a match); with
+    # EOS it would need EOS after "a", which has probability 0: no output.
+    hyps = decodekit.greedy(model, [], 4, constraint="a|ab")
+    assert [(h.tokens, h.finished) for h in hyps] == ([] if eos else [((2,), False)])
+    # sampling mixes matched and unmatched rows: only the matches come back, in draw order
+    samples = decodekit.sample(model, [], 4, num_samples=40, generator=1, constraint="a|ab|bb")
+    texts = [model.vocab.decode(h.tokens) for h in samples]
+    assert texts and all(regex.fullmatch("a|ab|bb", t) for t in texts)
+    assert ("a" in texts) == (not eos) and "bb" in texts and (len(texts) < 40) == eos
+
+
+def test_processors_keep_zero_probability_tokens_at_minus_infinity_without_nan():
+    inf = float("-inf")
+    lp = torch.tensor([[inf, inf, inf, inf], [0.0, inf, inf, inf], [-0.1, -2.5, inf, -3.0]])
+    for kwargs in (dict(t=0.5), dict(k=3), dict(p=0.5), dict(minp=0.0), dict(t=2.0, k=2, p=0.9, minp=0.1)):
+        out = processors.process(lp, **kwargs)
+        assert not out.isnan().any(), kwargs
+        assert (out[0] == inf).all() and out[1, 0] > inf and (out[:, 1:][lp[:, 1:] == inf] == inf).all()
+        assert out[2, 0] > inf  # the most probable token is always kept
