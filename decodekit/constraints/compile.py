@@ -114,7 +114,7 @@ def _build(pattern, token_strings, vocab_key, eos_id, separator, max_states) -> 
     out = None
     if dfa.initial >= 0:
         classes = code_point_classes(dfa.other, dfa.explicit)
-        bytes_dfa = byte_dfa(dfa.table, dfa.accepting, dfa.initial, classes)
+        bytes_dfa = byte_dfa(dfa.table, dfa.accepting, classes)
         out = lift(bytes_dfa, enc, separator.encode("utf-8"), eos_id, max_states)
     if out is None:
         raise ConstraintError(_unspellable(pattern, dfa, enc, separator))

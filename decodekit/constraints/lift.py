@@ -32,6 +32,7 @@ from decodekit.constraints.utf8 import ByteDFA
 from decodekit.errors import ConstraintError
 
 MAX_TABLE_ENTRIES = 2**28  # next_state [S, V] int64: at most 2 GiB
+CHAIN = 256  # a single token's last bytes past this many are stepped one by one (see _run_chain)
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class EncodedVocab:
         by_depth: per depth d = 0 .. L, (token ids [m_d] of length d, their node [m_d]).
         valid: [V] bool (the token has text: not None).
         present: [256] bool, the bytes some valid token contains.
+        high_end: [V] bool, the token's last byte is not ASCII (it may end inside a character).
         chain: (depth d, token t) when from depth d on only the single token t is left (one
             node per depth: stepped byte by byte, see :func:`_run`), else None.
     """
@@ -54,6 +56,7 @@ class EncodedVocab:
     by_depth: tuple[tuple[np.ndarray, np.ndarray], ...]
     valid: np.ndarray
     present: np.ndarray
+    high_end: np.ndarray
     chain: tuple[int, int] | None = None
 
     @property
@@ -91,12 +94,12 @@ def encode_vocab(tokens: Sequence[str | bytes | None]) -> EncodedVocab:
     by_length = np.argsort(-lengths, kind="stable")  # longest first: tokens alive at depth d lead
     sorted_lengths = lengths[by_length]
     node = np.zeros(len(data), dtype=np.int64)  # each token's node at the current depth
-    empty = np.flatnonzero(lengths == 0)
+    empty = np.flatnonzero((lengths == 0) & valid)  # tokens with no text never join the trie
     parents, last, by_depth = [], [], [(empty, np.zeros(len(empty), dtype=np.int64))]
     chain = None
     for d in range(int(lengths.max(initial=0))):
         tok = by_length[: int(np.searchsorted(-sorted_lengths, -d, side="left"))]
-        if len(tok) == 1 and d > 0:  # one (long) token left: the rest of the trie is a chain
+        if len(tok) == 1 and d > 0 and lengths[tok[0]] - d >= CHAIN:  # one long token left
             t = int(tok[0])
             rest = flat[offsets[t] + d : offsets[t] + lengths[t]]
             one, none = np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
@@ -111,7 +114,10 @@ def encode_vocab(tokens: Sequence[str | bytes | None]) -> EncodedVocab:
         last.append(keys & 255)
         ends = tok[lengths[tok] == d + 1]
         by_depth.append((ends, node[ends]))
-    return EncodedVocab(tuple(parents), tuple(last), tuple(by_depth), valid, present, chain)
+    high_end = np.zeros(len(data), dtype=bool)
+    nonempty = lengths > 0
+    high_end[nonempty] = flat[(offsets + lengths - 1)[nonempty]] >= 0x80
+    return EncodedVocab(tuple(parents), tuple(last), tuple(by_depth), valid, present, high_end, chain)
 
 
 def _stepper(dfa: ByteDFA):
@@ -256,7 +262,7 @@ def lift(
         after_sep = flat[after_sep + k]
     candidate_start = np.concatenate([[start], after_sep[:num_byte]])  # [1 + Q] premultiplied
     # round 1: nothing emitted yet and every state between characters; then the states inside
-    # a character that some token ends in, until no new one turns up
+    # a character that some token ends in (its last byte is not ASCII), until none is new
     pending = np.concatenate([[0], 1 + np.flatnonzero(dfa.boundary)])
     done = np.zeros(num_byte + 1, dtype=bool)
     rounds = []
@@ -265,10 +271,13 @@ def lift(
         distinct, row_of = np.unique(candidate_start[pending], return_inverse=True)
         live = distinct != dead
         tokens, ends = _run(distinct[live], enc, lut, flat, dead)
-        keep = np.flatnonzero(usable[tokens])
-        tokens, ends = tokens[keep], np.take(ends, keep, axis=1) // width  # DFA states, Q = dead
-        rounds.append((pending, row_of, live, tokens, ends))
-        reached = np.unique(ends)
+        if not usable[tokens].all():
+            keep = np.flatnonzero(usable[tokens])
+            tokens, ends = tokens[keep], np.take(ends, keep, axis=1)
+        rounds.append((pending, row_of, live, tokens, ends))  # ends premultiplied, dead = Q * B
+        if dfa.boundary.all():
+            break
+        reached = np.unique(ends[:, enc.high_end[tokens]]) // width
         reached = 1 + reached[reached < num_byte]
         pending = reached[~done[reached]]
     candidates = np.flatnonzero(done)  # in order: row 0 first
@@ -277,30 +286,43 @@ def lift(
             f"constraint too large: {len(candidates)} candidate states x {enc.size} tokens exceed "
             f"{MAX_TABLE_ENTRIES} table entries"
         )
-    table, all_tokens = _assemble(rounds, candidates, num_byte)
-    columns, which = distinct_columns(table)  # tokens acting alike on every state share a column
-    accepting = np.concatenate([[dfa.accepting[dfa.initial]], dfa.accepting])[candidates]
-    out = _prune(columns, accepting, max_states)
-    if out is None:
-        return None
-    return Lifted(*out[:3], all_tokens, which, len(candidates), out[3])
-
-
-def _assemble(rounds, candidates: np.ndarray, num_byte: int) -> tuple[np.ndarray, np.ndarray]:
-    """The tokens alive in some round [W] (increasing ids) and [R, W] int32 the next candidate
-    index of each candidate after each of them, -1 = dead."""
-    all_tokens = np.unique(np.concatenate([r[3] for r in rounds]))
+    tokens, ends, start_row = _join_rounds(rounds, candidates, dead)
+    columns, which = distinct_columns(ends)  # tokens acting alike from every start share a column
+    columns = columns // width  # byte-DFA states, Q = dead
     index = np.full(num_byte + 2, -1, dtype=np.int64)  # candidate 1 + q -> its row; dead -> -1
     index[candidates] = np.arange(len(candidates))
-    table = np.full((len(candidates), len(all_tokens)), -1, dtype=np.int32)
-    for pending, row_of, live, tokens, ends in rounds:
-        cols = np.searchsorted(all_tokens, tokens)
-        targets = index[1 + ends].astype(np.int32)  # [distinct live, n]; Q (dead) -> 1 + Q -> -1
-        slot = np.where(live, np.cumsum(live) - 1, -1)[row_of]  # pending row -> its distinct start
-        rows = index[pending]
-        has = slot >= 0
-        table[np.ix_(rows[has], cols)] = targets[slot[has]]
-    return table, all_tokens
+    columns = np.concatenate([index[1 + columns], np.full((1, columns.shape[1]), -1)])
+    table = columns[start_row].astype(np.int32)  # [candidates, U]
+    accepting = np.concatenate([[dfa.accepting[dfa.initial]], dfa.accepting])[candidates]
+    out = _prune(table, accepting, max_states)
+    if out is None:
+        return None
+    return Lifted(*out[:3], tokens, which, len(candidates), out[3])
+
+
+def _join_rounds(rounds, candidates: np.ndarray, dead: int):
+    """One table from the rounds' results.
+
+    Returns (tokens [W], alive in some round, increasing ids; ends [F, W] the (premultiplied)
+    state each distinct live start of each round reaches after each token, ``dead`` if none;
+    start_row [candidates] the row of ``ends`` of each candidate, F (one past the end) if it
+    starts dead)."""
+    position = np.empty(int(candidates.max()) + 1, dtype=np.int64)
+    if len(rounds) == 1:
+        pending, row_of, live, tokens, ends = rounds[0]
+        table, offsets = ends, [0]
+    else:
+        tokens = np.unique(np.concatenate([r[3] for r in rounds]))
+        sizes = [r[4].shape[0] for r in rounds]
+        offsets = np.cumsum([0] + sizes[:-1]).tolist()
+        table = np.full((sum(sizes), len(tokens)), dead, dtype=rounds[0][4].dtype)
+        for (_, _, _, round_tokens, ends), off in zip(rounds, offsets):
+            table[off : off + len(ends), np.searchsorted(tokens, round_tokens)] = ends
+    dead_row = table.shape[0]
+    for (pending, row_of, live, _, _), off in zip(rounds, offsets):
+        slot = np.where(live, np.cumsum(live) - 1 + off, dead_row)  # distinct start -> row
+        position[pending] = slot[row_of]
+    return tokens, table, position[candidates]
 
 
 def _spellable(dfa: ByteDFA, available: np.ndarray) -> bool:

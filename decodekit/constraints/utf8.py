@@ -11,9 +11,12 @@ prefix form a tree of depth at most 4 over bytes; identical subtrees are shared 
 few hundred nodes: code points are grouped by 64 per last continuation byte, and 17,408 such
 blocks have only 294 distinct patterns of ``\\w \\d \\s`` over the whole of Unicode). A byte-DFA
 state is either a character state q or "q, then the bytes of an unfinished character", i.e.
-(q, DAG node); two such pairs are merged when the node is the same and q's transitions agree on
-every class below it, so states are created per distinct behaviour, not per (q, node). The result
-is trimmed and minimised.
+(q, DAG node), and such pairs are numbered by their behaviour: the states their continuation
+bytes lead to, level by level from the last byte of a character up. As the character DFA is
+minimal, two character states differ in what they accept, and so do their encodings; two
+unfinished-character states with the same behaviour are merged, and those with different
+behaviours (over canonical states) differ. The result is therefore minimal once the unreachable
+states are dropped: no partition refinement is needed.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import regex
 
-from decodekit.constraints.graph import distinct_columns, minimize, reverse_distances, unique_rows
+from decodekit.constraints.graph import distinct_columns, reverse_distances, unique_rows
 
 CODE_POINTS = 0x110000
 _BLOCKS = CODE_POINTS // 64  # code points grouped by all but their last 6 bits
@@ -105,16 +108,20 @@ class CodePointClasses:
     Attributes:
         rows: [R, 64] int64 distinct class patterns of a block.
         block: [_BLOCKS] int64 row of each block (``rows[block[cp >> 6], cp & 63]``).
+        beyond_ascii: the classes a code point past U+007F may have (a superset).
     """
 
     rows: np.ndarray
     block: np.ndarray
+    beyond_ascii: np.ndarray
 
 
 def code_point_classes(other: np.ndarray, explicit: dict[str, int]) -> CodePointClasses:
     """Each code point's class: the one the pattern gives it if it names it, else
     ``other[bits]`` by its predicate bits (:class:`CharDFA`). When ``other`` is the same for all
     bits (no ``\\w \\d \\s \\b``), the Unicode tables are not even read."""
+    beyond_ascii = {int(k) for k in other[list(_OCCURRING_BITS)]}
+    beyond_ascii |= {k for c, k in explicit.items() if ord(c) >= 0x80}
     if (other[list(_OCCURRING_BITS)] != other[0]).any():
         bit_rows, block = _bits_blocks()
         rows = other[bit_rows]
@@ -130,13 +137,18 @@ def code_point_classes(other: np.ndarray, explicit: dict[str, int]) -> CodePoint
         block[blocks] = len(rows) + np.arange(len(blocks))
         rows = np.concatenate([rows, own])
     rows, inverse = unique_rows(rows)
-    return CodePointClasses(rows, inverse[block])
+    return CodePointClasses(rows, inverse[block], np.array(sorted(beyond_ascii), dtype=np.int64))
 
 
-def byte_dfa(table: np.ndarray, accepting: np.ndarray, initial: int, classes: CodePointClasses) -> ByteDFA:
-    """The minimal byte DFA of a character DFA (``table`` [Q, C] over classes, -1 dead, every
-    state live) whose code points have the classes ``classes``."""
+def byte_dfa(table: np.ndarray, accepting: np.ndarray, classes: CodePointClasses) -> ByteDFA:
+    """The minimal byte DFA of a minimal character DFA (``table`` [Q, C] over classes, -1 dead,
+    every state live, initial state 0) whose code points have the classes ``classes``."""
     q = table.shape[0]
+    ascii_step = table[:, classes.rows[classes.block[:2]].reshape(-1)]  # [q, 128]
+    if (table[:, classes.beyond_ascii] < 0).all():  # only ASCII is ever read: no lead byte leads on
+        full = np.full((q, 256), -1, dtype=np.int64)
+        full[:, :0x80] = ascii_step
+        return _trim(full, accepting, q)
     two, three, four, lead = _layout()
     block_node = classes.block  # level 1: after all but the last byte, a row of 64 classes
     # level 2: after a 3-byte lead, or a 4-byte lead and one continuation: 64 level-1 nodes
@@ -156,7 +168,7 @@ def byte_dfa(table: np.ndarray, accepting: np.ndarray, initial: int, classes: Co
 
     full = np.full((count[0], 256), -1, dtype=np.int64)
     # character states: ASCII bytes step the character DFA, lead bytes enter a node
-    full[:q, :0x80] = table[:, classes.rows[block_node[:2]].reshape(-1)]
+    full[:q, :0x80] = ascii_step
     leads2 = np.flatnonzero(lead == 2)
     full[:q, leads2] = id1[block_node[two[leads2]]].T
     leads3 = np.flatnonzero(lead == 3)
@@ -166,24 +178,21 @@ def byte_dfa(table: np.ndarray, accepting: np.ndarray, initial: int, classes: Co
     full[q:, 0x80:0xC0] = np.concatenate(made)
     acc = np.zeros(len(full), dtype=bool)
     acc[:q] = accepting
-    return _trim_and_minimise(full, acc, initial, q)
+    return _trim(full, acc, q)
 
 
 def _states(behaviour: np.ndarray, count: list[int], made: list[np.ndarray]) -> np.ndarray:
-    """Number the distinct (node, behaviour) pairs that are not all dead.
+    """Number the distinct behaviours that are not all dead.
 
     ``behaviour`` [N, q, 64]: what each continuation byte leads to from (node n, character state
     q). New states get ids from ``count[0]`` on (advanced) and their rows are appended to
     ``made``. Returns [N, q] the state id of each pair, -1 if all dead."""
     n, q, width = behaviour.shape
-    keys = np.empty((n, q, width + 1), dtype=np.int64)
-    keys[:, :, 0] = np.arange(n)[:, None]
-    keys[:, :, 1:] = behaviour
-    rows, inverse = unique_rows(keys.reshape(n * q, width + 1))
-    alive = (rows[:, 1:] >= 0).any(axis=1)
+    rows, inverse = unique_rows(behaviour.reshape(n * q, width))
+    alive = (rows >= 0).any(axis=1)
     number = np.where(alive, np.cumsum(alive) - 1 + count[0], -1)
     count[0] += int(alive.sum())
-    made.append(rows[alive, 1:])
+    made.append(rows[alive])
     return number[inverse].reshape(n, q)
 
 
@@ -199,26 +208,14 @@ def _gather_ids(ids: np.ndarray, children: np.ndarray) -> np.ndarray:
     return np.where(children[:, None, :] >= 0, out, -1)
 
 
-def _trim_and_minimise(full: np.ndarray, accepting: np.ndarray, initial: int, boundaries: int) -> ByteDFA:
-    """Keep the states reachable from ``initial`` and co-reachable, merge equivalent states and
-    bytes that act alike in every state. States below ``boundaries`` lie between characters."""
+def _trim(full: np.ndarray, accepting: np.ndarray, boundaries: int) -> ByteDFA:
+    """Keep the states reachable from state 0 (the initial one) and merge bytes that act alike
+    in every state. States below ``boundaries`` lie between characters."""
     src, sym = np.nonzero(full >= 0)
-    dst = full[src, sym]
     start = np.zeros(len(full), dtype=bool)
-    start[initial] = True
-    reach = reverse_distances(dst, src, start, len(full)) >= 0
-    dist = reverse_distances(src, dst, accepting, len(full))
-    keep = reach & (dist >= 0)
+    start[0] = True
+    keep = reverse_distances(full[src, sym], src, start, len(full)) >= 0  # forward from state 0
     remap = np.append(np.where(keep, np.cumsum(keep) - 1, -1), -1)
-    table = remap[full[keep]]
-    columns, byte_class = distinct_columns(table)
-    table, acc, reps = minimize(columns, accepting[keep], int(remap[initial]), hint=dist[keep])
-    table, byte_class = _merge_bytes(table, byte_class)
-    boundary = np.flatnonzero(keep)[reps] < boundaries
-    return ByteDFA(table.astype(np.int32), acc, 0, byte_class.astype(np.int64), boundary)
-
-
-def _merge_bytes(table: np.ndarray, byte_class: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """After minimisation, byte classes may act alike again: merge them."""
-    columns, which = distinct_columns(table)
-    return columns, which[byte_class]
+    table, byte_class = distinct_columns(remap[full[keep]])
+    boundary = np.flatnonzero(keep) < boundaries
+    return ByteDFA(table.astype(np.int32), accepting[keep], 0, byte_class.astype(np.int64), boundary)
