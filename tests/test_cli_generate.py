@@ -72,6 +72,9 @@ def test_generate_json_with_constraint_matches(model_dir, strategy):
         (["--constraint", "(?=a)b"], "unsupported"),
         (["--constraint", "zzz", "--max-length", "3"], "no token sequence"),
         (["--device", "cuda:0"] if not torch.cuda.is_available() else ["--device", "nonsense"], "device"),
+        (["--device", "meta"], "--device meta"),
+        (["--length-penalty", "nan"], "length-penalty"),
+        (["--strategy", "beam", "--length-penalty", "-inf"], "finite"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(model_dir, args, msg, capfd):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import warnings
 
@@ -40,6 +41,7 @@ STRATEGY_HELP = "Search strategy. Default: beam with --constraint (Anderson-styl
     type=float,
     default=1.0,
     show_default=True,
+    callback=lambda ctx, param, value: _finite(value),
     help="alpha in score = logprob / len**alpha (0: raw log-probability).",
 )
 @click.option(
@@ -178,6 +180,12 @@ def _batch(model, input_path, output_path, config, resume, batch_size) -> None:
     )
 
 
+def _finite(value: float) -> float:
+    if not math.isfinite(value):
+        raise click.BadParameter(f"must be a finite number, got {value}")
+    return value
+
+
 def _load(model_spec, hf_model, device):
     from decodekit.loading import load_model
 
@@ -203,4 +211,13 @@ def _device(name: str):
         raise UsageError(f"invalid --device {name!r}: {e}") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda was asked for but no CUDA device is available; use --device cpu")
+    if dev.type == "meta":
+        raise UsageError(
+            "--device meta cannot run a model (meta tensors hold no data); use cpu, cuda or auto"
+        )
+    try:  # a backend torch knows by name but cannot use here fails in many ways
+        torch.empty(0, device=dev)
+    except Exception as e:
+        reason = (str(e).strip().splitlines() or [type(e).__name__])[0].split(". ")[0][:160]
+        raise UsageError(f"--device {name!r} is not usable here: {reason}") from None
     return dev
