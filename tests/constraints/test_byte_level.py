@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 import regex
 import torch
@@ -203,7 +204,9 @@ def _strategies(model, prompt, pattern, max_length, anderson: bool = True):
     yield from decodekit.sample(model, prompt, max_length, generator=0, num_samples=4, constraint=pattern)
     yield from decodekit.beam_search(model, prompt, 4, max_length, n_best=4, constraint=pattern)
     if anderson:
-        yield from decodekit.constrained_beam_search(model, prompt, pattern, beam_size=2, max_length=max_length)
+        yield from decodekit.constrained_beam_search(
+            model, prompt, pattern, beam_size=2, max_length=max_length
+        )
 
 
 @pytest.mark.parametrize("pattern", PATTERNS)
@@ -241,3 +244,24 @@ def test_every_strategy_matches_on_a_random_gpt2(bpe, gpt2, pattern):
             text = _text(vocab, h.tokens)
             assert text is not None and regex.fullmatch(pattern, text), (pattern, prompt, h, text)
             assert vocab.decode(h.tokens) == text
+
+
+@SETTINGS
+@given(regexes(LEAVES, max_leaves=5))
+def test_byte_dfa_is_minimal_by_construction(pattern):
+    """The byte DFA is built minimal (no refinement): partition refinement merges nothing."""
+    from decodekit.constraints.chardfa import build_char_dfa
+    from decodekit.constraints.graph import minimize, reverse_distances
+    from decodekit.constraints.pattern import parse
+    from decodekit.constraints.utf8 import byte_dfa, code_point_classes
+
+    ast, boundaries = parse(pattern)
+    chars = build_char_dfa(ast, boundaries, 10_000)
+    if chars.initial < 0:
+        return
+    dfa = byte_dfa(chars.table, chars.accepting, code_point_classes(chars.other, chars.explicit))
+    table, _, _ = minimize(dfa.table, dfa.accepting, 0)
+    assert len(table) == len(dfa.table), pattern
+    src, cls = np.nonzero(dfa.table >= 0)
+    assert (reverse_distances(src, dfa.table[src, cls], dfa.accepting, len(table)) >= 0).all()
+    assert (dfa.table[~dfa.boundary] >= 0).any(axis=1).all()  # inside a character: some byte leads on
