@@ -190,8 +190,11 @@ def as_automaton(constraint, model, *, max_states: int = DEFAULT_MAX_STATES) -> 
                 f"{model.vocab_size}"
             )
         eos = getattr(model, "eos_id", None)
-        if constraint.eos_id is not None and eos is not None and constraint.eos_id != eos:
-            raise ConstraintError(f"the constraint's eos_id {constraint.eos_id} is not the model's {eos}")
+        if constraint.eos_id != eos:  # the automaton allows its EOS column in accepting states only
+            raise ConstraintError(
+                f"the constraint was compiled with eos_id={constraint.eos_id} but the model's eos_id is "
+                f"{eos}: compile it with the model's"
+            )
         return constraint
     if isinstance(constraint, str):
         vocab = getattr(model, "vocab", None)

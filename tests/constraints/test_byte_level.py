@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import decodekit
-from decodekit.constraints import ConstraintError, compile_regex
+from decodekit.constraints import ConstraintError, as_automaton, compile_regex
 from tests.constraints.strategies import regexes
 from tests.fakes import TableLM
 
@@ -265,3 +265,23 @@ def test_byte_dfa_is_minimal_by_construction(pattern):
     src, cls = np.nonzero(dfa.table >= 0)
     assert (reverse_distances(src, dfa.table[src, cls], dfa.accepting, len(table)) >= 0).all()
     assert (dfa.table[~dfa.boundary] >= 0).any(axis=1).all()  # inside a character: some byte leads on
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(regexes(LEAVES, max_leaves=4), st.integers(0, 2**16), st.sampled_from([None, "eos"]))
+def test_random_patterns_every_strategy_matches(bpe, pattern, seed, eos):
+    """Property: for random ASCII / non-ASCII patterns and a random bigram model over the
+    byte-level vocabulary (with zero-probability tokens), every output of every strategy decodes
+    to a text that fully matches."""
+    tok, vocab = bpe
+    table = _random_table(len(vocab), seed)
+    table[torch.rand(table.shape, generator=torch.Generator().manual_seed(seed)) < 0.3] = float("-inf")
+    model = TableLM(table, bos_id=None, eos_id=vocab.eos_id if eos else None, vocab=vocab)
+    try:
+        auto = as_automaton(pattern, model)
+    except ConstraintError:
+        return
+    prompt = tok.encode("a")
+    for h in _strategies(model, prompt, auto, 8, anderson=auto.num_states <= 60):
+        text = _text(vocab, h.tokens)
+        assert text is not None and regex.fullmatch(pattern, text), (pattern, h, text)
