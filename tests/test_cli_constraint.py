@@ -45,6 +45,7 @@ def test_sizes_and_json(model_dir):
     # states: start, "no profit yet" and "profit seen" (accepting); EOS and <unk> never move
     assert info["states"] == 2 and info["accepting_states"] == 1 and info["shortest"] == 1
     assert info["transitions"] == 2 * 7 and info["live_states"] >= info["states"]
+    assert info["byte_states"] >= info["char_states"] >= 2  # \b over Unicode: more bytes states
 
 
 def test_dot(model_dir):

@@ -37,7 +37,9 @@ def constraint(regex: str, model_spec: str | None, dot: bool, as_json: bool, max
     model = load_model(model_spec)
     automaton = as_automaton(regex, model, max_states=max_states)
     if dot:
-        click.echo(to_dot(automaton, model.vocab.surfaces()))
+        vocab = model.vocab
+        tokens = vocab.surface_bytes() if hasattr(vocab, "surface_bytes") else vocab.surfaces()
+        click.echo(to_dot(automaton, tokens))
         return
     info = describe(automaton)
     if as_json:
@@ -46,6 +48,7 @@ def constraint(regex: str, model_spec: str | None, dot: bool, as_json: bool, max
     click.echo(f"pattern            {regex!r}")
     click.echo(f"vocabulary         {info['vocab_size']} tokens, separator {automaton.separator!r}")
     click.echo(f"character DFA      {info['char_states']} states")
+    click.echo(f"byte DFA (UTF-8)   {info['byte_states']} states")
     click.echo(
         f"token automaton    {info['candidate_states']} candidate states, {info['live_states']} live "
         f"(reachable and co-reachable), {info['states']} after merging equivalent states"
@@ -62,6 +65,7 @@ def describe(automaton) -> dict:
         "vocab_size": automaton.vocab_size,
         "separator": automaton.separator,
         "char_states": automaton.stats.get("char_states"),
+        "byte_states": automaton.stats.get("byte_states"),
         "candidate_states": automaton.stats.get("candidate_states"),
         "live_states": automaton.stats.get("live_states"),
         "states": automaton.num_states,
@@ -71,15 +75,26 @@ def describe(automaton) -> dict:
     }
 
 
-def _label(tokens: list[str], count: int) -> str:
-    shown = ", ".join(json.dumps(t, ensure_ascii=False) for t in tokens)
+def _readable(token: str | bytes | None) -> str:
+    """A token for a label: its text, or ``b'\\xe4'`` for bytes that are not text on their own."""
+    if isinstance(token, bytes):
+        try:
+            token = token.decode("utf-8")
+        except UnicodeDecodeError:
+            return repr(token)
+    return json.dumps(token, ensure_ascii=False)
+
+
+def _label(tokens: list, count: int) -> str:
+    shown = ", ".join(_readable(t) for t in tokens)
     more = f", ... ({count} tokens)" if count > len(tokens) else ""
     return (shown + more).replace("\\", "\\\\").replace('"', '\\"')
 
 
 def to_dot(automaton, surfaces, examples: int = 3) -> str:
     """Graphviz source: one edge per (state, next state) pair, labelled with up to ``examples``
-    token strings and the number of tokens; accepting states are double circles."""
+    tokens (``surfaces``: str or bytes per token id) and the number of tokens; accepting states
+    are double circles."""
     import torch
 
     src, tok = torch.nonzero(automaton.next_state >= 0, as_tuple=True)
