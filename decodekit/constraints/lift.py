@@ -31,7 +31,8 @@ from decodekit.constraints.graph import distinct_columns, minimize, reverse_dist
 from decodekit.constraints.utf8 import ByteDFA
 from decodekit.errors import ConstraintError
 
-MAX_TABLE_ENTRIES = 2**28  # next_state [S, V] int64: at most 2 GiB
+MAX_TABLE_ENTRIES = 2**27  # next_state [S, V] int64 and the lift's [states, nodes] arrays: 1 GiB each
+MAX_STEP_ENTRIES = 2**25  # [states, trie nodes] of one depth: 256 MiB per array, ~4 alive at once
 CHAIN = 256  # a single token's last bytes past this many are stepped one by one (see _run_chain)
 
 
@@ -138,6 +139,7 @@ def _run(starts: np.ndarray, enc: EncodedVocab, lut: np.ndarray, flat, dead: int
     single = len(starts) == 1
     pos = None  # node index -> column of `state` at this depth (-1: cut); None: all alive
     ids, ends = [], []
+    found = 0  # entries of the end-state table so far
     for d, (tokens, nodes) in enumerate(enc.by_depth):
         if enc.chain is not None and d == enc.chain[0]:
             return _run_chain(state, pos, enc, lut, flat, dead, probe, ids, ends)
@@ -147,6 +149,12 @@ def _run(starts: np.ndarray, enc: EncodedVocab, lut: np.ndarray, flat, dead: int
                 p = pos[parent]
                 sel = np.flatnonzero(p >= 0)
                 parent, byte = p[sel], byte[sel]
+            if len(starts) * len(parent) > MAX_STEP_ENTRIES:
+                raise ConstraintError(
+                    f"constraint too large: stepping {len(starts)} automaton states through {len(parent)} "
+                    f"token prefixes at once exceeds {MAX_STEP_ENTRIES} entries (a pattern with this "
+                    "many states over this vocabulary: simplify it)"
+                )
             step = flat[np.take(state, parent, axis=1) + lut[byte]]  # np.take: 3x faster than [:, idx]
             # the dead sink has the largest index: a node is alive iff some row is below it
             keep = step[0] < dead if single else step.min(axis=0) < dead
@@ -161,6 +169,12 @@ def _run(starts: np.ndarray, enc: EncodedVocab, lut: np.ndarray, flat, dead: int
                 pos[nodes_alive] = np.arange(len(alive))
             state = step
         if len(tokens):
+            found += len(tokens) * len(starts)
+            if found > MAX_TABLE_ENTRIES:
+                raise ConstraintError(
+                    f"constraint too large: {len(starts)} automaton states x the tokens alive from them "
+                    f"exceed {MAX_TABLE_ENTRIES} table entries (simplify the pattern)"
+                )
             if probe is not None:
                 hit = tokens if pos is None else tokens[pos[nodes] >= 0]
                 if probe[hit].any():

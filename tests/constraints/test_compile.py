@@ -117,8 +117,12 @@ def test_state_guards(monkeypatch):
         compile_regex("(a|b)*a(a|b){12}", ["a", "b"], max_states=2000)
     # the token-level guard also bounds the [S, V] table's size
     monkeypatch.setattr(lift, "MAX_TABLE_ENTRIES", 30)
-    with pytest.raises(ConstraintError, match="constraint too large: 33 candidate states x 2 tokens"):
+    with pytest.raises(ConstraintError, match="constraint too large: 32 automaton states x the tokens"):
         compile_regex("(a|b)*a(a|b){4}", ["a", "b"], max_states=1000)
+    # and the lift's working arrays, before they are allocated
+    monkeypatch.setattr(lift, "MAX_STEP_ENTRIES", 40)
+    with pytest.raises(ConstraintError, match="stepping 32 automaton states through 2 token prefixes"):
+        compile_regex("(a|b)*a(a|b){4}", ["a", "b", "ab", "ba"], max_states=1000)
 
 
 def test_cache_returns_the_same_object():
