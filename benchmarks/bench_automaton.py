@@ -7,6 +7,10 @@ Vocabularies:
   * ``bpe-50k``: 50,000 BPE-like strings built deterministically from PTB and tinyshakespeare
     (printable ASCII, 2-3 digit numbers, frequent words with and without a leading space, and
     frequent word pieces), concatenated (separator "").
+  * ``bpe-bytes``: a real byte-level BPE (``tokenizers.ByteLevelBPETokenizer``, 50,000 tokens
+    with EOS, all 256 single bytes, trained and cached by ``bench_byte_patterns.byte_bpe``); both
+    libraries get each token's bytes (decodekit via ``HFVocab.surface_bytes()``, outlines-core
+    as ``bytes`` keys of its ``Vocabulary``), concatenated.
 
 decodekit is timed cold (automaton cache cleared; the vocabulary's trie, like outlines-core's
 ``Vocabulary`` object, prepared once beforehand; the table also shows one fully cold build
@@ -19,7 +23,7 @@ Over ``--repeats`` runs, alternating between the two, each with the garbage coll
 libraries build on one thread, and on a loaded shared machine CPU time is the steadier measure).
 
     python benchmarks/bench_automaton.py [--data ../shared/data] [--repeats 9] [--threads 1]
-        [--only ptb-words|bpe-50k] [--patterns email date ...] [--list]
+        [--only ptb-words|bpe-50k|bpe-bytes] [--patterns email date ...] [--list] [--cache DIR]
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import collections
 import gc
 import statistics
 import string
+import sys
 import time
 from pathlib import Path
 
@@ -131,10 +136,10 @@ def bench_vocab(name: str, tokens, eos: int, sep: str, repeats: int, patterns: d
     import outlines_core
 
     prefix = " " if sep == " " else ""
-    mapping: dict[str, list[int]] = {}
+    mapping: dict[str | bytes, list[int]] = {}
     for i, t in enumerate(tokens):
         if t is not None and i != eos:
-            mapping.setdefault(prefix + t, []).append(i)
+            mapping.setdefault(t if isinstance(t, bytes) else prefix + t, []).append(i)
     vocabulary = outlines_core.Vocabulary(eos, mapping)
     rows = []
     for key, pattern in patterns.items():
@@ -171,7 +176,8 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=Path("../shared/data"))
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--only", choices=["ptb-words", "bpe-50k"], default=None)
+    ap.add_argument("--only", choices=["ptb-words", "bpe-50k", "bpe-bytes"], default=None)
+    ap.add_argument("--cache", type=Path, default=None, help="bpe-bytes: where its trained tokenizer is kept")
     ap.add_argument(
         "--list",
         action="store_true",
@@ -195,6 +201,12 @@ def main() -> None:
     if args.only in (None, "bpe-50k"):
         tokens = bpe_like(args.data)
         bench_vocab("bpe-50k", container([*tokens, None]), len(tokens), "", args.repeats, patterns)
+    if args.only in (None, "bpe-bytes"):
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from bench_byte_patterns import byte_bpe
+
+        _, _, byte_tokens, eos = byte_bpe(args.data, cache=args.cache, verbose=False)
+        bench_vocab("bpe-bytes (50k)", container(byte_tokens), eos, "", args.repeats, patterns)
 
 
 if __name__ == "__main__":
