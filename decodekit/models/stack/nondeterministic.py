@@ -4,22 +4,30 @@
 The controller emits, from h_t, the weights of a weighted PDA with states Q (q0 = 0) and stack
 alphabet Gamma (bottom symbol = 0), for every (q, x): push (q,x -> r, .y), replace
 (q,x -> r, y) and pop (q,x -> r, eps). NS: log-softmax over the 2|Q||Gamma| + |Q| choices
-(probabilities); RNS: raw logits (log of unnormalised weights). Lang's algorithm (log space):
+(probabilities); RNS: raw logits (log of unnormalised weights). Lang's algorithm (log space),
+DuSell & Chiang (2022), eqs. 2-5, for 0 <= i < t:
 
     gamma[i->t][q,x->r,y] = 1[i=t-1] Delta[t][q,x->r,.y]                                   (push)
         + sum_{s,z} gamma[i->t-1][q,x->s,z] Delta[t][s,z->r,y]                                (replace)
         + sum_{k=i+1}^{t-2} sum_u gamma[i->k][q,x->u,y] gamma'[k][u,y->r]                     (pop)
     gamma'[k][u,y->r] = sum_{s,z} gamma[k->t-1][u,y->s,z] Delta[t][s,z->r,eps]
-    alpha[t][r,y] = sum_{i=t-D}^{t-1} sum_{q,x} alpha[i][q,x] gamma[i->t][q,x->r,y]
-    gamma[-1->0] = 1[q=x=r=y=0],  alpha[-1] = alpha[0] = 1[r=y=0]
+    alpha[0][r,y] = 1[r=q0, y=bottom]
+    alpha[t][r,y] = sum_{i=max(0,t-D)}^{t-1} sum_{q,x} alpha[i][q,x] gamma[i->t][q,x->r,y]
     reading (NS)  r_t[y]   = sum_r alpha[t][r,y] / sum_{r',y'} alpha[t][r',y']
     reading (RNS) r_t[r,y] = alpha[t][r,y] / sum_{r',y'} alpha[t][r',y']
 
+``bottom="frozen"`` (the default) is exactly that definition: the bottom symbol is never
+replaced or popped, the first transition is a push, and a run that brings the bottom level back
+to the top has weight zero. ``bottom="replaceable"`` (decodekit before issue 18) adds a position
+-1 with gamma[-1->0] = 1[q=x=r=y=0] and alpha[-1] = 1[r=y=0], and sums alpha from i = -1: the
+bottom symbol then counts as pushed at -1, runs may replace it and may pop back down to it (only
+popping the bottom itself kills a run); with a window the bottom then falls out of it after D steps.
+
 Memory limit D: only gamma[i->t] with t - i <= D (unlimited: D = infinity). The state keeps the
-last P = min(D, t + 2) positions p_0 < ... < p_{P-1} = t:  G [N, P, P, Q, S, Q, S] with
-G[a, b] = gamma[p_a -> p_b] (-inf unless a < b) and A [N, P, Q, S] with A[a] = alpha[p_a].
-Positions before -1 are padding (all -inf, zero weight), so states of different ages can be
-left-padded and joined. Per step: O(P^2 |Q|^3 |Gamma|^2 + P |Q|^3 |Gamma|^3) time.
+last P = min(D, t + 1) positions (frozen; t + 2 with the -1 position) p_0 < ... < p_{P-1} = t:
+G [N, P, P, Q, S, Q, S] with G[a, b] = gamma[p_a -> p_b] (-inf unless a < b) and A [N, P, Q, S]
+with A[a] = alpha[p_a]. Positions before the first are padding (all -inf, zero weight), so states
+of different ages can be left-padded and joined. Per step: O(P^2 |Q|^3 |Gamma|^2 + P |Q|^3 |Gamma|^3).
 """
 
 from __future__ import annotations
@@ -33,8 +41,11 @@ from decodekit.models.stack.logspace import log_add, log_einsum
 NSState = tuple[torch.Tensor, torch.Tensor]
 """(G [N, P, P, Q, S, Q, S], A [N, P, Q, S]) log-weights."""
 
+BOTTOMS = ("frozen", "replaceable")
+"""``frozen``: DuSell & Chiang's definition (default); ``replaceable``: the extra position -1."""
 
-def check_pda_sizes(num_states: int, num_symbols: int, window: int | None) -> None:
+
+def check_pda_sizes(num_states: int, num_symbols: int, window: int | None, bottom: str = "frozen") -> None:
     if not isinstance(num_states, int) or num_states < 1:
         raise DecodekitError(f"stack_states |Q| must be an integer >= 1, got {num_states!r}")
     if not isinstance(num_symbols, int) or num_symbols < 2:
@@ -44,13 +55,22 @@ def check_pda_sizes(num_states: int, num_symbols: int, window: int | None) -> No
         )
     if window is not None and (not isinstance(window, int) or window < 1):
         raise DecodekitError(f"window D must be an integer >= 1 (or None for unlimited), got {window!r}")
+    if bottom not in BOTTOMS:
+        raise DecodekitError(f"unknown stack bottom {bottom!r}; choose one of {', '.join(BOTTOMS)}")
 
 
 def initial_ns_state(
-    batch_size: int, num_states: int, num_symbols: int, window: int | None, dtype, device
+    batch_size: int,
+    num_states: int,
+    num_symbols: int,
+    window: int | None,
+    dtype,
+    device,
+    bottom: str = "frozen",
 ) -> NSState:
-    """gamma[-1->0] and alpha[-1] = alpha[0] = one at (q0, bottom); with D = 1 only position 0."""
-    p = 2 if window is None or window >= 2 else 1
+    """frozen: position 0 alone, alpha[0] = one at (q0, bottom). replaceable: positions -1 and 0 with
+    gamma[-1->0] and alpha[-1] = alpha[0] = one at (q0, bottom) (with D = 1 only position 0)."""
+    p = 2 if bottom == "replaceable" and (window is None or window >= 2) else 1
     q, s = num_states, num_symbols
     g = torch.full((batch_size, p, p, q, s, q, s), -torch.inf, dtype=dtype, device=device)
     a = torch.full((batch_size, p, q, s), -torch.inf, dtype=dtype, device=device)
@@ -103,7 +123,8 @@ class NondeterministicStack(nn.Module):
     """The NS (``renormalizing=False``) or RNS (``True``) stack with its action layer.
 
     Args: hidden_size H of the controller, num_states |Q| >= 1, num_symbols |Gamma| >= 2,
-    window D >= 1 or None (unlimited, then ``max_length`` bounds the steps; state O(n^2)).
+    window D >= 1 or None (unlimited, then ``max_length`` bounds the steps; state O(n^2)),
+    bottom ``"frozen"`` (DuSell & Chiang's definition) or ``"replaceable"`` (see the module docstring).
     Reading size: |Gamma| (NS) or |Q||Gamma| (RNS)."""
 
     def __init__(
@@ -114,13 +135,15 @@ class NondeterministicStack(nn.Module):
         renormalizing: bool,
         window: int | None = None,
         max_length: int = 512,
+        bottom: str = "frozen",
     ) -> None:
         super().__init__()
-        check_pda_sizes(num_states, num_symbols, window)
+        check_pda_sizes(num_states, num_symbols, window, bottom)
         if window is None and (not isinstance(max_length, int) or max_length < 1):
             raise DecodekitError(f"max_length must be an integer >= 1, got {max_length!r}")
         self.num_states, self.num_symbols = num_states, num_symbols
         self.renormalizing, self.window, self.max_length = renormalizing, window, max_length
+        self.bottom = bottom
         q, s = num_states, num_symbols
         self.num_ops = 2 * q * s + q
         self.actions = nn.Linear(hidden_size, q * s * self.num_ops)
@@ -145,14 +168,14 @@ class NondeterministicStack(nn.Module):
     def initial(self, batch_size: int, like: torch.Tensor) -> tuple[NSState, torch.Tensor]:
         """(s_0, r_0): the bottom symbol alone on the stack, in state q0."""
         st = initial_ns_state(
-            batch_size, self.num_states, self.num_symbols, self.window, like.dtype, like.device
+            batch_size, self.num_states, self.num_symbols, self.window, like.dtype, like.device, self.bottom
         )
         return st, self.reading(st[1][:, -1])
 
     def check_length(self, state: NSState, steps: int) -> None:
         """Raise if an unlimited stack would exceed ``max_length`` steps (shape-based, no sync)."""
         if self.window is None:
-            done = state[0].shape[1] - 2
+            done = state[0].shape[1] - (2 if self.bottom == "replaceable" else 1)
             if done + steps > self.max_length:
                 raise DecodekitError(
                     f"sequence of {done + steps} steps exceeds max_length={self.max_length} of the unlimited "

@@ -37,7 +37,11 @@ class StackLSTMConfig:
     ``max_length`` steps per sequence); ``depth`` (superposition, stratification; None = unbounded);
     ``stack_embed`` m, the pushed-vector size (superposition/stratification); ``push_hidden``:
     superposition pushes h_t (needs m = hidden). Every parameter starts U(-init_range, init_range).
-    ``recompute``: trade compute for training memory (see :meth:`StackLSTM.features`)."""
+    ``recompute``: trade compute for training memory (see :meth:`StackLSTM.features`).
+    ``bottom`` (ns/rns): ``"frozen"``, DuSell & Chiang's definition (the bottom symbol is never
+    replaced or popped, a run that exposes it again has weight zero), or ``"replaceable"``, the
+    definition of decodekit before issue 18 (a position -1 beneath it; see
+    :mod:`decodekit.models.stack.nondeterministic`)."""
 
     kind: ClassVar[str] = "stack-lstm"
     stack: str = "rns"
@@ -52,6 +56,7 @@ class StackLSTMConfig:
     max_length: int = 512
     init_range: float = 0.1
     recompute: bool = False
+    bottom: str = "frozen"
 
 
 def build_stack(config: StackLSTMConfig) -> nn.Module:
@@ -72,6 +77,7 @@ def build_stack(config: StackLSTMConfig) -> nn.Module:
             renormalizing=config.stack == "rns",
             window=config.window,
             max_length=config.max_length,
+            bottom=config.bottom,
         )
     raise DecodekitError(f"unknown stack {config.stack!r}; choose one of {', '.join(STACKS)}")
 
