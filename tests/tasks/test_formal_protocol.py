@@ -1,0 +1,105 @@
+"""benchmarks/formal_languages.py follows DuSell & Chiang's protocol: inputs (w_1 from the zero
+state), initialisation, the sum-over-sequence loss, the plateau schedule and early stopping."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from decodekit.tasks import make_task
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "formal_languages.py"
+
+
+@pytest.fixture(scope="module")
+def fl():
+    spec = importlib.util.spec_from_file_location("formal_languages", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def tiny_args(fl, *extra):
+    return fl.parser().parse_args(["--embed", "4", "--hidden", "5", "--stack-embed", "3", *extra])
+
+
+@pytest.mark.parametrize("kind", ["lstm", "rns", "superposition"])
+def test_paper_inputs_and_init(fl, kind):
+    task = make_task("marked-reversal", max_length=12)
+    args = tiny_args(fl)
+    torch.manual_seed(0)
+    model = fl.build(kind, task, args).double()
+    head = model.head
+    assert torch.equal(head.bias, torch.zeros_like(head.bias))
+    bound = (6 / (head.in_features + head.out_features)) ** 0.5  # Xavier-uniform
+    assert head.weight.abs().max() <= bound and head.weight.abs().max() > 0.1
+    others = [p for name, p in model.named_parameters() if not name.startswith("head.")]
+    assert all(p.abs().max() <= 0.1 for p in others)
+    with torch.no_grad():
+        head.bias.uniform_(-1, 1)  # a trained bias: w_1's prediction is exactly softmax(b_y)
+        w = torch.tensor([[1, 2, 3, 2, 1], [2, 1, 3, 1, 2]])
+        logits = fl.sequence_logits(model, w, "paper")
+        assert logits.shape == (2, 6, len(task.vocab))
+        torch.testing.assert_close(logits[:, 0], head.bias.expand(2, -1))
+        torch.testing.assert_close(logits[:, 1:], model(w)[0])  # reads w_1..w_l, no <eos> input
+        eos = fl.sequence_logits(model, w, "eos")
+        torch.testing.assert_close(eos, model(torch.cat([torch.zeros(2, 1, dtype=torch.long), w], 1))[0])
+
+
+def test_sequence_loss_is_summed_per_sequence(fl, monkeypatch):
+    """One update with --loss sequence equals one with the per-symbol mean scaled by l + 1 (Adam
+    is scale-invariant up to eps, so compare the gradients the optimizer sees)."""
+    task = make_task("marked-reversal", max_length=12)
+    batch = np.array([[0, 2, 0], [1, 2, 1]])
+    grads = {}
+    for loss_kind in ("sequence", "symbol"):
+        args = tiny_args(fl, "--loss", loss_kind)
+        torch.manual_seed(0)
+        model = fl.build("rns", task, args).double()
+        loss, n = fl.nll(model, batch, args)
+        (loss / (batch.shape[0] if loss_kind == "sequence" else n)).backward()
+        grads[loss_kind] = model.head.bias.grad.clone()
+    torch.testing.assert_close(grads["sequence"], grads["symbol"] * 4)  # l + 1 = 4 symbols per sequence
+
+
+def test_plateau_schedule_and_early_stopping(fl, monkeypatch):
+    """Scripted validation values: improve for 2 epochs, then never again. The rate is multiplied
+    by 0.9 after 5 epochs without improvement and training stops after 10 (epoch 12)."""
+    values = iter([3.0, 2.0] + [2.5] * 50)
+    monkeypatch.setattr(fl, "cross_entropy", lambda model, batches, args: next(values))
+    task = make_task("marked-reversal", max_length=12)
+    args = tiny_args(fl)
+    model = fl.build("lstm", task, args)
+    points = []
+    batches = [np.array([[0, 2, 0]])]
+    result = fl.train(model, batches, batches, 0.0, 0.01, args, np.random.default_rng(0), points.append)
+    assert result["stopped_by"] == "early stopping" and result["epochs"] == 12
+    assert result["best_at_epoch"] == 2 and result["best_valid_diff"] == 2.0
+    lrs = [p["lr"] for p in points]
+    assert lrs[:7] == [0.01] * 7 and lrs[7:] == pytest.approx([0.009] * 5)  # decayed after epoch 7
+    assert result["final_lr"] == pytest.approx(0.009)  # epoch 12: the 10th bad epoch stops first
+
+
+def test_budget_caps_a_run_and_logs_the_curve(fl, tmp_path):
+    log, out = tmp_path / "curve.jsonl", tmp_path / "out.jsonl"
+    argv = ["--tasks", "marked-reversal", "--models", "rns", "--embed", "4", "--hidden", "5"]
+    argv += ["--train-strings", "30", "--valid-strings", "6", "--batch", "3", "--train-lengths", "5", "9"]
+    argv += ["--test-lengths", "9", "13", "--test-per-length", "2", "--budget", "0", "--log", str(log)]
+    fl.main([*argv, "--out", str(out)])
+    result = json.loads(out.read_text())
+    assert result["stopped_by"] == "budget" and result["updates"] == 1
+    assert set(result["test_diff_by_length"]) == {"9", "11", "13"}
+    assert json.loads(log.read_text().splitlines()[-1])["updates"] == 1
