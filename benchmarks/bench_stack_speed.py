@@ -34,7 +34,7 @@ def _model(stack: str, window: int | None, max_length: int, args: argparse.Names
     config = StackLSTMConfig(
         stack=stack, recompute=recompute == "recompute", embed=args.hidden, hidden=args.hidden,
         stack_states=args.states, stack_symbols=args.symbols, window=window, stack_embed=args.hidden,
-        max_length=max(max_length, 512),
+        max_length=max(max_length, 512), bottom=args.bottom,
     )  # fmt: skip
     return StackLSTM(config, vocab)
 
@@ -88,6 +88,9 @@ def main() -> None:
     p.add_argument("--states", type=int, default=2)
     p.add_argument("--symbols", type=int, default=3)
     p.add_argument("--hidden", type=int, default=20)
+    p.add_argument(
+        "--bottom", choices=["frozen", "replaceable"], default="frozen", help="NS/RNS stack bottom"
+    )
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--max-seconds", type=float, default=60.0, help="stop repeating after this")
     p.add_argument("--threads", type=int, default=1)
@@ -103,7 +106,8 @@ def main() -> None:
     rows += [(s, None, n) for s in args.others for n in args.lengths]
     rows += [(f"{s}+recompute", None, n) for s in args.stacks for n in args.recompute_lengths]
     print(f"batch {args.batch}, |Q|={args.states}, |Gamma|={args.symbols}, hidden {args.hidden}, "
-          f"{args.threads} thread(s); CPU s, best of {args.reps}; peak MB = RSS growth")  # fmt: skip
+          f"bottom {args.bottom}, {args.threads} thread(s); CPU s, best of {args.reps}; "
+          f"peak MB = RSS growth")  # fmt: skip
     print(f"{'stack':<20}{'D':>5}{'n':>6}{'fwd s':>9}{'bwd s':>9}{'total s':>9}{'peak MB':>10}")
     for stack, window, n in rows:
         r = run(stack, window, [n], argv)
