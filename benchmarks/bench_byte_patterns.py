@@ -622,7 +622,7 @@ def print_row(r: dict) -> None:
     if r["oc_pattern"] != r["pattern"]:
         shown += f" (oc: `{_md(r['oc_pattern'])}`)"
     print(
-        f"| {r['name']} | {shown} | {oc} | {dk} | {1e3 * w:.1f} / {1e3 * c:.1f} "
+        f"| {_md(r['name'])} | {shown} | {oc} | {dk} | {1e3 * w:.1f} / {1e3 * c:.1f} "
         f"| {1e3 * ow:.1f} / {1e3 * occ:.1f} | {ratio} | {checked} | {wrong} |",
         flush=True,
     )
