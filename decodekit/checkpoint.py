@@ -7,15 +7,27 @@ Layout::
                              fingerprint and a sha256 over all tensors (name, dtype, shape, bytes)
     DIR/vocab.txt            the vocabulary (:meth:`decodekit.vocab.Vocab.save`: JSON strings per line)
 
-Every file is written to a temporary name and moved into place with ``os.replace``. Loading
-checks that the three agree; a truncated or edited file, a config of another model kind, or a
+Every file is written to a temporary name and moved into place with ``os.replace``, in the order
+vocab, weights, config. The weights file is the commit point: its header holds the whole
+``config.json`` (key ``info``), so an update of a checkpoint whose vocabulary stays the same (every
+save of a training run) is one atomic rename. A ``config.json`` left behind by a kill between the
+two renames is stale only in its descriptive fields (epoch, validation perplexity): the header's
+copy wins (:func:`read_config`), and ``decodekit train`` rewrites the file when it next starts.
+
+Loading checks that the three agree; a truncated or edited file, a config of another model kind, or a
 vocabulary that does not belong to the weights raises :class:`~decodekit.errors.CheckpointError`.
+Nothing is trusted before it is checked: only regular files of a plausible size are read (a FIFO or
+a link to ``/dev/zero`` is refused), and the config and the vocabulary are checked against the
+tensor shapes in the weights' header before a model is built, so a crafted ``config.json``
+(``hidden=12000``, ``layers=10**6``, a vocabulary of millions of tokens) fails in milliseconds
+without allocating anything.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -25,17 +37,24 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from decodekit.errors import CheckpointError
+from decodekit.files import MiB, check_regular, read_bytes
 from decodekit.models.neural import NeuralLM
 from decodekit.models.registry import config_from_dict, config_to_dict, create_model
 from decodekit.vocab import Vocab
 
 FORMAT, VERSION = "decodekit-checkpoint", 1
 CONFIG, WEIGHTS, VOCAB = "config.json", "model.safetensors", "vocab.txt"
+MAX_CONFIG_BYTES, MAX_VOCAB_BYTES = 1 * MiB, 512 * MiB  # beyond these, a file is not what it claims
+
+
+def temporary_name(path: Path) -> Path:
+    """Where :func:`atomic_write` stages ``path``: ``.NAME.tmpPID`` beside it."""
+    return path.with_name(f".{path.name}.tmp{os.getpid()}")
 
 
 def atomic_write(path: Path, write: Any) -> None:
     """Call ``write(tmp_path)``, then move the temporary file onto ``path`` (``os.replace``)."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp = temporary_name(path)
     try:
         write(tmp)
         with open(tmp, "rb") as f:
@@ -97,23 +116,28 @@ def save_checkpoint(
         "vocab_fingerprint": model.vocab.fingerprint,
         **(extra or {}),
     }
+    meta["info"] = json.dumps(info, sort_keys=True)
     atomic_write(directory / VOCAB, model.vocab.save)
-    atomic_write(directory / WEIGHTS, lambda p: save_file(tensors, str(p), metadata=meta))
-    atomic_write(
-        directory / CONFIG, lambda p: p.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-    )
+    atomic_write(directory / WEIGHTS, lambda p: save_file(tensors, str(p), metadata=meta))  # the commit
+    write_config(directory, info)
     return directory
 
 
-def read_config(directory: str | Path) -> dict:
-    """The parsed config.json of a checkpoint directory (CheckpointError if unreadable)."""
+def write_config(directory: Path, info: dict) -> None:
+    """(Re)write ``config.json`` from ``info`` (atomically)."""
+    text = json.dumps(info, indent=2) + "\n"
+    atomic_write(Path(directory) / CONFIG, lambda p: p.write_text(text, encoding="utf-8"))
+
+
+def _read_config_file(directory: str | Path) -> dict:
     path = Path(directory) / CONFIG
     try:
-        info = json.loads(path.read_text(encoding="utf-8"))
+        data = read_bytes(path, CONFIG, max_bytes=MAX_CONFIG_BYTES, error=CheckpointError)
+        info = json.loads(data.decode("utf-8"))
     except FileNotFoundError:
         raise CheckpointError(f"{directory} is not a checkpoint: {CONFIG} is missing") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"{path}: unreadable ({e})") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise CheckpointError(f"{path}: unreadable ({str(e)[:200]})") from None
     if not isinstance(info, dict) or info.get("format") != FORMAT or not isinstance(info.get("model"), dict):
         raise CheckpointError(f"{path}: not a decodekit checkpoint config")
     if info.get("version") != VERSION:
@@ -123,20 +147,58 @@ def read_config(directory: str | Path) -> dict:
     return info
 
 
-def read_weights(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-    """Tensors and header metadata of a safetensors file, its digest verified."""
+def header_info(meta: dict[str, str]) -> dict | None:
+    """The copy of ``config.json`` a weights header holds (None for checkpoints written before it)."""
     try:
-        from safetensors import safe_open
+        info = json.loads(meta["info"])
+    except (KeyError, TypeError, json.JSONDecodeError):
+        return None
+    return info if isinstance(info, dict) else None
 
+
+def read_config(directory: str | Path) -> dict:
+    """The checkpoint's config (CheckpointError if unreadable): ``config.json``, or the copy in
+    the weights' header when ``config.json`` is stale (a kill between the weights and the config
+    write); the model config itself must agree (that is checked when loading)."""
+    info = _read_config_file(directory)
+    try:
+        _, meta = read_header(Path(directory) / WEIGHTS)
+    except CheckpointError:
+        return info
+    saved = header_info(meta)
+    if saved is not None and saved != info and saved.get("model") == info.get("model"):
+        return saved
+    return info
+
+
+def read_header(path: Path) -> tuple[dict[str, tuple[int, ...]], dict[str, str]]:
+    """Tensor shapes and metadata from a safetensors header, without reading the tensors."""
+    from safetensors import safe_open
+
+    try:
+        check_regular(path, path.name, error=CheckpointError)
+    except FileNotFoundError:
+        raise CheckpointError(f"{path} is missing") from None
+    try:
         with safe_open(str(path), framework="pt") as f:
             meta = f.metadata() or {}
-        tensors = load_file(str(path))
+            shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}  # noqa: SIM118
     except FileNotFoundError:
         raise CheckpointError(f"{path} is missing") from None
     except (SafetensorError, OSError, ValueError, RuntimeError) as e:
         raise CheckpointError(f"{path}: truncated or corrupt safetensors file ({e})") from None
+    return shapes, meta
+
+
+def read_weights(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """Tensors and header metadata of a safetensors file, its digest verified."""
+    _, meta = read_header(path)
     if meta.get("format") != FORMAT or "sha256" not in meta:
         raise CheckpointError(f"{path}: not written by decodekit (no checksum in the header)")
+    try:
+        tensors = load_file(str(path))
+    except (SafetensorError, OSError, ValueError, RuntimeError) as e:
+        raise CheckpointError(f"{path}: truncated or corrupt safetensors file ({e})") from None
     if tensors_digest(tensors) != meta["sha256"]:
         raise CheckpointError(f"{path}: checksum mismatch, the weights were modified or damaged")
     return tensors, meta
@@ -157,19 +219,26 @@ def load_checkpoint(
     info = read_config(directory)
     if kind is not None and info["model"].get("kind") != kind:
         raise CheckpointError(f"{directory} holds a {info['model'].get('kind')!r} model, expected {kind!r}")
-    tensors, meta = read_weights(directory / WEIGHTS)
-    if json.loads(meta.get("model", "null")) != info["model"]:
+    shapes, meta = read_header(directory / WEIGHTS)
+    try:
+        stored = json.loads(meta.get("model", "null"))
+    except json.JSONDecodeError:
+        stored = None
+    if stored != info["model"]:
         raise CheckpointError(f"{directory}: {CONFIG} does not match the config stored with the weights")
     try:
-        vocab = Vocab.load(directory / VOCAB)
-    except ValueError as e:
-        raise CheckpointError(str(e)) from None
+        config = config_from_dict(info["model"])
+    except (ValueError, TypeError) as e:
+        raise CheckpointError(f"{directory}: {CONFIG}: {e}") from None
+    _check_layers(config, shapes, directory)
+    vocab = _load_vocab(directory, shapes)
     if vocab.fingerprint != meta.get("vocab"):
         raise CheckpointError(
             f"{directory}: {VOCAB} ({len(vocab)} tokens) is not the vocabulary the model was trained with"
         )
+    _check_shapes(config, vocab, shapes, directory)  # before anything is allocated
+    tensors, meta = read_weights(directory / WEIGHTS)
     try:
-        config = config_from_dict(info["model"])
         model = create_model(config, vocab)
         missing, unexpected = model.load_state_dict(
             {k: v.to(dtype) if v.is_floating_point() else v for k, v in tensors.items()}, strict=False
@@ -184,3 +253,55 @@ def load_checkpoint(
             f"{directory}: missing weights {sorted(set(missing) - tied)}, unexpected {unexpected}"
         )
     return model.to(device=device).eval()
+
+
+def _check_layers(config: Any, shapes: dict[str, tuple[int, ...]], directory: Path) -> None:
+    """Building a model takes time per layer even without memory: a config claiming more layers
+    than the weights hold tensors is refused before anything is built."""
+    for name in ("layers", "num_layers"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > len(shapes):
+            raise CheckpointError(
+                f"{directory}: {CONFIG} says {name}={value}, but {WEIGHTS} holds only {len(shapes)} "
+                "tensors; the config does not belong to these weights"
+            )
+
+
+def _load_vocab(directory: Path, shapes: dict[str, tuple[int, ...]]) -> Vocab:
+    """``vocab.txt``, its size checked against the weights' shapes before it is parsed: a model
+    over V tokens has a tensor with V rows (the embedding or the output layer)."""
+    dims = {d for shape in shapes.values() for d in shape}
+    try:
+        return Vocab.load(directory / VOCAB, max_bytes=MAX_VOCAB_BYTES, allowed_sizes=dims)
+    except ValueError as e:
+        raise CheckpointError(str(e)) from None
+
+
+def _check_shapes(config: Any, vocab: Vocab, shapes: dict[str, tuple[int, ...]], directory: Path) -> None:
+    """The tensors ``config`` and ``vocab`` describe (built on the meta device: no memory, no
+    initialisation) must be exactly those in the weights' header, tied aliases aside."""
+    kind = getattr(config, "kind", "?")
+    try:
+        with torch.device("meta"):
+            expected = create_model(config, vocab).state_dict(keep_vars=True)
+    except (ValueError, RuntimeError, TypeError) as e:
+        raise CheckpointError(f"{directory}: {CONFIG} is not a valid {kind} config ({e})") from None
+    groups: dict[int, list[str]] = {}
+    for name, t in expected.items():
+        groups.setdefault(id(t), []).append(name)
+    unexpected = sorted(set(shapes) - set(expected))
+    missing = [names[0] for names in groups.values() if not any(n in shapes for n in names)]
+    wrong = [
+        f"{n} {shapes[n]} instead of {tuple(expected[n].shape)}"
+        for n in shapes
+        if n in expected and shapes[n] != tuple(expected[n].shape)
+    ]
+    if unexpected or missing or wrong:
+        parts = [f"shapes {', '.join(wrong[:3])}"] if wrong else []
+        parts += [f"missing {missing[:3]}"] if missing else []
+        parts += [f"unexpected {unexpected[:3]}"] if unexpected else []
+        need = sum(math.prod(expected[names[0]].shape) for names in groups.values()) * 4
+        raise CheckpointError(
+            f"{directory}: the weights do not fit the {kind} config in {CONFIG} ({'; '.join(parts)}; "
+            f"that config would need {need / 2**20:,.1f} MiB of float32 weights)"
+        )

@@ -46,7 +46,7 @@ def load_model(spec: str | Path | None = None, device: Any = None) -> Any:
         path = PRETRAINED_DIR / str(spec)
     if not path.exists():
         raise CheckpointError(f"model not found: {spec} (expected a checkpoint directory)")
-    if path.is_file() and path.suffix == ".arpa":  # an n-gram model from KenLM, SRILM or decodekit
+    if path.suffix == ".arpa" and not path.is_dir():  # an n-gram model (KenLM, SRILM, decodekit)
         from decodekit.models.arpa import read_arpa
 
         return read_arpa(path).to(device or "cpu")

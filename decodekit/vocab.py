@@ -149,20 +149,38 @@ class Vocab:
         Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
     @staticmethod
-    def load(path: str | Path) -> Vocab:
-        """Read a file written by :meth:`save` (JSON strings only: nothing is executed)."""
+    def load(
+        path: str | Path, *, max_bytes: int | None = None, allowed_sizes: Iterable[int] | None = None
+    ) -> Vocab:
+        """Read a file written by :meth:`save` (JSON strings only: nothing is executed).
+
+        Only a regular file is read (not a FIFO or a device), of at most ``max_bytes`` (default
+        512 MiB); with ``allowed_sizes``, a file whose token count is not among them is refused
+        before any line is parsed (a checkpoint's tensor shapes give the sizes it can have)."""
         import json
 
+        from decodekit.files import MiB, read_bytes
+
         try:
-            lines = Path(path).read_text(encoding="utf-8").splitlines()
+            data = read_bytes(path, "the vocabulary file", max_bytes=max_bytes or 512 * MiB, error=ValueError)
+        except OSError as e:
+            raise ValueError(f"cannot read vocabulary file {path}: {e.strerror or e}") from None
+        if allowed_sizes is not None:
+            count = data.count(b"\n") + (not data.endswith(b"\n")) - 1  # lines less the header
+            if count not in set(allowed_sizes):
+                raise ValueError(
+                    f"vocabulary file {path} lists {count:,} tokens, a size no tensor of the model has"
+                )
+        try:
+            lines = data.decode("utf-8").splitlines()
             header = json.loads(lines[0])
             tokens = [json.loads(line) for line in lines[1:]]
             cls = {"word": WordVocab, "char": CharVocab}[header["kind"]]
             if not all(isinstance(t, str) for t in tokens):
                 raise ValueError("non-string token")
             return cls(tokens, eos=header["eos"], unk=header["unk"])
-        except (OSError, IndexError, KeyError, ValueError, TypeError) as e:
-            raise ValueError(f"cannot read vocabulary file {path}: {e}") from e
+        except (IndexError, KeyError, ValueError, TypeError, RecursionError) as e:
+            raise ValueError(f"cannot read vocabulary file {path}: {str(e)[:200]}") from e
 
 
 def _utf8(text: str | None) -> bytes | None:

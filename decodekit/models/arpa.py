@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from decodekit.errors import DecodekitError
+from decodekit.files import read_bytes
 from decodekit.models.ngram import NgramLM
 from decodekit.vocab import EOS as DK_EOS
 from decodekit.vocab import Vocab, WordVocab
@@ -93,7 +94,7 @@ def _parse(path: Path) -> tuple[list[int], list[tuple[int, list[list[str]]]]]:
     """The counts header and, per order, (line of the section header, [line, prob, words.., bo?])."""
     where = str(path)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = read_bytes(path, "the ARPA file", error=ArpaError).decode("utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as e:
         raise ArpaError(f"{where}: cannot read ARPA file: {e}") from None
     i = next((j for j, line in enumerate(lines) if line.strip() == "\\data\\"), None)
@@ -158,6 +159,20 @@ def _floats(rows: list[list[str]], col: int, where: str, default: float | None =
         except ValueError:
             raise ArpaError(f"{where}:{r[0]}: not a number: {r[col]!r}") from None
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _logprobs(rows: list[list[str]], where: str) -> np.ndarray:
+    """The log10 probability column as natural logs; a positive one (a probability above 1,
+    which would make every perplexity computed with the model wrong) names its line."""
+    out = _floats(rows, 1, where)
+    bad = np.nonzero(out > 0)[0]
+    if len(bad):
+        r = rows[int(bad[0])]
+        raise ArpaError(
+            f"{where}:{r[0]}: log10 probability {r[1]} is positive (a probability above 1): "
+            f"{' '.join(r[2:])!r}"
+        )
+    return out
 
 
 def _vocab_of(rows: list[list[str]], vocab: Vocab | None, where: str) -> tuple[Vocab, dict[str, int]]:
@@ -246,7 +261,7 @@ def read_arpa(path: str | Path, vocab: Vocab | None = None) -> NgramLM:
     logp1, logbo1 = np.full(V, -99.0 * LN10), np.zeros(V)
     rows = sections[0][1]
     ids1 = np.array([index[r[2]] for r in rows], np.int64)
-    p, b = _floats(rows, 1, where), _floats(rows, 3, where, 0.0)
+    p, b = _logprobs(rows, where), _floats(rows, 3, where, 0.0)
     is_bos = np.array([r[2] == BOS for r in rows], bool)
     logp1[ids1[~is_bos]] = p[~is_bos]
     plain = ids1 != vocab.eos_id
@@ -256,7 +271,7 @@ def read_arpa(path: str | Path, vocab: Vocab | None = None) -> NgramLM:
     for k in range(2, len(counts) + 1):
         rows = sections[k - 1][1]
         orders.append(
-            (_ids(rows, k, index, where), _floats(rows, 1, where), _floats(rows, k + 2, where, 0.0), rows)
+            (_ids(rows, k, index, where), _logprobs(rows, where), _floats(rows, k + 2, where, 0.0), rows)
         )
     tables = _build(orders, V, vocab, where, added=None)
     if tables is None:  # some n-gram's context is not listed (SRILM pruning does this): fill the gaps

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from decodekit.errors import DecodekitError
+from decodekit.files import check_regular
 from decodekit.vocab import Vocab
 
 __all__ = ["HFState", "HFVocab", "HuggingFaceLM", "load_hf"]
@@ -290,22 +291,49 @@ def _bos_of(tokenizer) -> int | None:
     return tokenizer.bos_token_id if ids and ids[0] == tokenizer.bos_token_id else None
 
 
+PICKLED = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
+
+
+def _check_local_dir(path: Path) -> None:
+    """A local model directory holds regular files only, and safetensors weights: pickled
+    weights (``pytorch_model.bin``) are refused, since loading them would unpickle."""
+    files = sorted(p for p in path.iterdir() if not p.is_dir())
+    for f in files:
+        check_regular(f, f.name)
+    if not any(f.suffix == ".safetensors" for f in files):
+        pickled = [f.name for f in files if f.suffix in PICKLED]
+        if pickled:
+            raise DecodekitError(
+                f"{path} holds only pickled weights ({', '.join(pickled[:3])}); decodekit never unpickles "
+                "files: convert them to safetensors (save_pretrained(..., safe_serialization=True) in a "
+                "trusted environment) and load that directory"
+            )
+
+
 def load_hf(path_or_name: str | Path, device: str | torch.device | None = None) -> HuggingFaceLM:
-    """Load a causal LM and its tokenizer from local files only (no network access).
+    """Load a causal LM and its tokenizer from local files only (no network access), from
+    safetensors weights only (nothing is unpickled).
 
     Raises:
-        DecodekitError: transformers is not installed, or nothing loadable is at ``path_or_name``.
+        DecodekitError: transformers is not installed, or nothing loadable is at ``path_or_name``
+            (a directory with pickled weights only, a FIFO or a device among its files, ...).
     """
     try:
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError as e:
         raise DecodekitError("--hf-model needs transformers: pip install 'decodekit[hf]'") from e
+    if Path(path_or_name).is_dir():
+        _check_local_dir(Path(path_or_name))
     try:
-        model = AutoModelForCausalLM.from_pretrained(str(path_or_name), local_files_only=True)
-    except (OSError, ValueError) as e:
+        model = AutoModelForCausalLM.from_pretrained(
+            str(path_or_name), local_files_only=True, use_safetensors=True
+        )
+    except Exception as e:  # transformers raises many types; the user needs one line, not 48
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
         raise DecodekitError(
-            f"cannot load a transformers causal LM from {path_or_name!r} (local files only: a directory "
-            f"written by save_pretrained, or a model already in the local cache): {str(e).splitlines()[0]}"
+            f"cannot load a transformers causal LM from {path_or_name!r} (local files only, safetensors "
+            "weights: a directory written by save_pretrained, or a model already in the local cache): "
+            f"{first}"
         ) from None
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(path_or_name), local_files_only=True)

@@ -1,0 +1,79 @@
+"""Reading files that may not be what their names claim.
+
+A FIFO named ``model.safetensors`` blocks ``open`` forever, and a ``vocab.txt`` linked to
+``/dev/zero`` is read until memory runs out. Every model, vocabulary, checkpoint and n-gram file
+decodekit reads goes through :func:`check_regular` first: it must be a regular file (symlinks are
+followed) of at most ``max_bytes``. Text is then read through an already opened descriptor
+(:func:`read_bytes`), so the size checked is the size read.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from decodekit.errors import DecodekitError
+
+KiB, MiB, GiB = 2**10, 2**20, 2**30
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def _check(st: os.stat_result, path: Path, what: str, max_bytes: int | None, error: type) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        raise error(f"{path}: {what} is {_kind(st.st_mode)}, not a regular file; refusing to read it")
+    if max_bytes is not None and st.st_size > max_bytes:
+        raise error(
+            f"{path}: {what} is {_size(st.st_size)}, more than the {_size(max_bytes)} such a file can "
+            "plausibly need; refusing to read it"
+        )
+
+
+def check_regular(
+    path: str | Path, what: str, *, max_bytes: int | None = None, error: type = DecodekitError
+) -> os.stat_result:
+    """Raise ``error`` unless ``path`` is a regular file of at most ``max_bytes`` bytes.
+
+    A missing file raises ``FileNotFoundError`` (callers word that case themselves)."""
+    path = Path(path)
+    st = os.stat(path)
+    _check(st, path, what, max_bytes, error)
+    return st
+
+
+def read_bytes(
+    path: str | Path, what: str, *, max_bytes: int | None = None, error: type = DecodekitError
+) -> bytes:
+    """The contents of a regular file of at most ``max_bytes``; the check is made on the opened
+    descriptor (``O_NONBLOCK``: opening a FIFO does not wait for a writer)."""
+    path = Path(path)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        _check(st, path, what, max_bytes, error)
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read() if max_bytes is None else f.read(max_bytes + 1)
+    finally:
+        os.close(fd)
+    if max_bytes is not None and len(data) > max_bytes:  # it grew after the check
+        raise error(f"{path}: {what} is larger than {_size(max_bytes)}; refusing to read it")
+    return data
