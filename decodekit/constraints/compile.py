@@ -113,9 +113,11 @@ def _build(pattern, token_strings, vocab_key, eos_id, separator, max_states) -> 
     enc = _prepared_vocab(token_strings, vocab_key)
     out = None
     if dfa.initial >= 0:
-        classes = code_point_classes(dfa.other, dfa.explicit)
-        bytes_dfa = byte_dfa(dfa.table, dfa.accepting, classes)
-        out = lift(bytes_dfa, enc, separator.encode("utf-8"), eos_id, max_states)
+        sep = separator.encode("utf-8")
+        available = enc.present.copy()
+        available[list(sep)] = True
+        bytes_dfa = byte_dfa(dfa.table, dfa.accepting, code_point_classes(dfa.other, dfa.explicit), available)
+        out = lift(bytes_dfa, enc, sep, eos_id, max_states)
     if out is None:
         raise ConstraintError(_unspellable(pattern, dfa, enc, separator))
     next_state = np.full((len(out.table), len(token_strings)), -1, dtype=np.int64)

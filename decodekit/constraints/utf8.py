@@ -140,15 +140,23 @@ def code_point_classes(other: np.ndarray, explicit: dict[str, int]) -> CodePoint
     return CodePointClasses(rows, inverse[block], np.array(sorted(beyond_ascii), dtype=np.int64))
 
 
-def byte_dfa(table: np.ndarray, accepting: np.ndarray, classes: CodePointClasses) -> ByteDFA:
+def byte_dfa(
+    table: np.ndarray, accepting: np.ndarray, classes: CodePointClasses, available: np.ndarray | None = None
+) -> ByteDFA:
     """The minimal byte DFA of a minimal character DFA (``table`` [Q, C] over classes, -1 dead,
-    every state live, initial state 0) whose code points have the classes ``classes``."""
+    every state live, initial state 0) whose code points have the classes ``classes``.
+
+    ``available`` [256] bool: the bytes that can occur at all (a vocabulary's, with its
+    separator); transitions on the others are dropped, and the states left without a way to
+    acceptance with them (the result is then trim, not necessarily minimal). An ASCII-only
+    vocabulary thus never pays for the UTF-8 layout."""
     q = table.shape[0]
     ascii_step = table[:, classes.rows[classes.block[:2]].reshape(-1)]  # [q, 128]
-    if (table[:, classes.beyond_ascii] < 0).all():  # only ASCII is ever read: no lead byte leads on
+    ascii_only = (table[:, classes.beyond_ascii] < 0).all()  # no character past U+007F leads on
+    if ascii_only or (available is not None and not available[0x80:].any()):
         full = np.full((q, 256), -1, dtype=np.int64)
         full[:, :0x80] = ascii_step
-        return _trim(full, accepting, q)
+        return _trim(full, accepting, q, available)
     two, three, four, lead = _layout()
     block_node = classes.block  # level 1: after all but the last byte, a row of 64 classes
     # level 2: after a 3-byte lead, or a 4-byte lead and one continuation: 64 level-1 nodes
@@ -178,7 +186,7 @@ def byte_dfa(table: np.ndarray, accepting: np.ndarray, classes: CodePointClasses
     full[q:, 0x80:0xC0] = np.concatenate(made)
     acc = np.zeros(len(full), dtype=bool)
     acc[:q] = accepting
-    return _trim(full, acc, q)
+    return _trim(full, acc, q, available)
 
 
 def _states(behaviour: np.ndarray, count: list[int], made: list[np.ndarray]) -> np.ndarray:
@@ -208,13 +216,23 @@ def _gather_ids(ids: np.ndarray, children: np.ndarray) -> np.ndarray:
     return np.where(children[:, None, :] >= 0, out, -1)
 
 
-def _trim(full: np.ndarray, accepting: np.ndarray, boundaries: int) -> ByteDFA:
-    """Keep the states reachable from state 0 (the initial one) and merge bytes that act alike
-    in every state. States below ``boundaries`` lie between characters."""
+def _trim(full: np.ndarray, accepting: np.ndarray, boundaries: int, available: np.ndarray | None) -> ByteDFA:
+    """Drop the transitions on bytes not ``available``, keep the states reachable from state 0
+    (the initial one) that can still accept, and merge bytes that act alike in every state.
+    States below ``boundaries`` lie between characters."""
+    if available is not None:
+        full[:, ~available] = -1
     src, sym = np.nonzero(full >= 0)
+    dst = full[src, sym]
     start = np.zeros(len(full), dtype=bool)
     start[0] = True
-    keep = reverse_distances(full[src, sym], src, start, len(full)) >= 0  # forward from state 0
+    keep = reverse_distances(dst, src, start, len(full)) >= 0  # forward from state 0
+    keep &= reverse_distances(src, dst, accepting, len(full)) >= 0
+    if not keep[0]:  # nothing is accepted with these bytes: a single dead start state
+        return ByteDFA(
+            np.full((1, 1), -1, dtype=np.int32), np.zeros(1, dtype=bool), 0,
+            np.zeros(256, dtype=np.int64), np.ones(1, dtype=bool),
+        )  # fmt: skip
     remap = np.append(np.where(keep, np.cumsum(keep) - 1, -1), -1)
     table, byte_class = distinct_columns(remap[full[keep]])
     boundary = np.flatnonzero(keep) < boundaries
