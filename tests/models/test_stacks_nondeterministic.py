@@ -330,3 +330,26 @@ def test_gradcheck_vector_stacks(kind):
         return total
 
     assert torch.autograd.gradcheck(f, (hs,))
+
+
+def test_frozen_equals_replaceable_with_zero_alpha_minus_one():
+    """Issue 18 matched the authors' code by zeroing alpha[-1] of the replaceable stack; the frozen
+    stack (no position -1 at all) gives the same alphas and gradients."""
+    n = 5
+    weights = [w.log() for w in random_weights(n, 2, 3, seed=5)]
+    results = []
+    for bottom in ("frozen", "replaceable"):
+        push, repl, pop = (w.clone().requires_grad_() for w in weights)
+        g, a = initial_ns_state(1, 2, 3, None, torch.float64, "cpu", bottom)
+        if bottom == "replaceable":
+            a = a.clone()
+            a[:, 0] = -torch.inf  # alpha[-1] = 0
+        state, out = (g, a), []
+        for t in range(n):
+            state, alpha = ns_update(state, push[t : t + 1], repl[t : t + 1], pop[t : t + 1], None)
+            out.append(alpha)
+        out = torch.stack(out)
+        torch.softmax(out.flatten(1), -1)[:, 1].sum().backward()
+        results.append((out.detach(), push.grad, repl.grad, pop.grad))
+    for x, y in zip(*results):
+        torch.testing.assert_close(x, y, rtol=1e-13, atol=1e-15)
