@@ -23,6 +23,9 @@ CONFIGS = {
     "ns": dict(stack="ns", stack_states=2, stack_symbols=2),
     "rns": dict(stack="rns", stack_states=2, stack_symbols=3),
     "rns-window3": dict(stack="rns", stack_states=2, stack_symbols=2, window=3),
+    "ns-replaceable-window3": dict(
+        stack="ns", stack_states=2, stack_symbols=2, window=3, bottom="replaceable"
+    ),
 }
 
 
@@ -141,6 +144,7 @@ def test_stratification_matches_loop_reference():
         (dict(stack="superposition", depth=0), "depth"),
         (dict(stack="stratification", depth=0), "depth"),
         (dict(stack="queue"), "unknown stack"),
+        (dict(stack="rns", bottom="none"), "bottom"),
         (dict(stack="rns", hidden=0), "hidden"),
     ],
 )
@@ -171,6 +175,10 @@ def test_registered_in_model_registry():
     assert config_from_dict(config_to_dict(config)) == config
     model = create_model(config, VOCAB)
     assert isinstance(model, StackLSTM) and model.stack.window == 35 and model.stack.num_states == 3
+    assert config.bottom == "frozen" and model.stack.bottom == "frozen"  # DuSell & Chiang's definition
+    legacy = make_config("stack-lstm", stack="ns", window=35, bottom="replaceable")
+    assert config_from_dict(config_to_dict(legacy)) == legacy
+    assert create_model(legacy, VOCAB).stack.bottom == "replaceable"
 
 
 @pytest.mark.parametrize("name", ["stratification", "rns", "rns-window3"])
