@@ -80,7 +80,7 @@ def test_resume_continues_and_refuses_overwrite(corpus, tmp_path, capsys):
     code, _, _ = run_main([*TRAIN, "--data", str(corpus), "--out", out], capsys)
     assert code == 0
     code, _, err = run_main([*TRAIN, "--data", str(corpus), "--out", out], capsys)
-    assert code == 2 and "already holds a training run; pass --resume" in err
+    assert code == 2 and "already holds a training run (" in err and "pass --resume" in err
     code, stdout, _ = run_main(
         [*TRAIN[:5], "--epochs", "3", *TRAIN[7:], "--data", str(corpus), "--out", out, "--resume"], capsys
     )

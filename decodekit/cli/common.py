@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 
 import click
+
+ARGV: list[str] | None = None  # the arguments of this invocation (set by run_main)
 
 
 class UsageError(click.ClickException):
@@ -17,6 +20,8 @@ def run_main(group: click.Group, argv: list[str] | None) -> None:
     """Run the click group, turning library ``ValueError``s into one-line errors (exit 2)."""
     from decodekit.errors import DecodekitError
 
+    global ARGV
+    ARGV = list(sys.argv[1:] if argv is None else argv)
     try:
         group.main(args=argv, prog_name="decodekit", standalone_mode=False)
     except click.exceptions.Abort:
@@ -34,3 +39,11 @@ def run_main(group: click.Group, argv: list[str] | None) -> None:
         sys.exit(2)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
+
+
+def rerun_command(add: str, drop: tuple[str, ...] = ()) -> str:
+    """This invocation as a shell command, with the flag ``add`` and without the flags ``drop``."""
+    if ARGV is None:
+        return f"the same command with {add}"
+    args = [a for a in ARGV if a not in drop and a != add]
+    return shlex.join(["decodekit", *args, add])

@@ -220,20 +220,74 @@ def _load_embeddings(model, path: str, freeze: bool) -> None:
     "--save-every", type=int, default=0, show_default=True, help="Also save resume state every N updates."
 )
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output checkpoint directory.")
-@click.option("--resume", is_flag=True, help="Continue the run in --out exactly where it stopped.")
+@click.option(
+    "--resume", is_flag=True, help="Continue the run in --out exactly where it stopped (or start it)."
+)
+@click.option("--overwrite", is_flag=True, help="Delete an earlier run's files in --out and start again.")
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
-def train_command(data: str, kind: str, out: str, resume: bool, **opts) -> None:
+def train_command(data: str, kind: str, out: str, resume: bool, overwrite: bool, **opts) -> None:
     """Train a language model with truncated BPTT; write the best checkpoint to --out.
 
     After training, the best model (by validation perplexity) is evaluated on the test split and a
-    JSON summary is printed. Ctrl-C saves the state; rerun the same command with --resume.
+    JSON summary is printed. --out is locked while the run lasts. Ctrl-C saves the state and prints
+    the command that continues the run (the same one with --resume).
     """
+    import contextlib
+
+    if resume and overwrite:
+        raise UsageError("--resume and --overwrite are exclusive")
+    with contextlib.ExitStack() as stack:
+        _train(stack, data, kind, out, resume, overwrite, opts)
+
+
+def _take_out(stack, out: str, resume: bool, overwrite: bool, parallel) -> bool:
+    """Lock --out (rank 0; every rank learns whether that worked) and decide what to do with what
+    it holds. Returns ``resume``, False when --resume finds nothing to resume."""
+    from decodekit.locking import LockedError, exclusive
+    from decodekit.training.resume import RESUME
+    from decodekit.training.rundir import reconcile, run_files
+
+    error, is_main = None, parallel is None or parallel.is_main
+    if is_main:
+        try:
+            Path(out).mkdir(parents=True, exist_ok=True)
+            stack.enter_context(exclusive(out, "--out"))
+            reconcile(Path(out))  # temporary files and a stale config.json left by a kill
+            existing = run_files(Path(out))
+            if existing and not resume and not overwrite:
+                error = (
+                    f"{out} already holds a training run ({', '.join(existing)}); pass --resume to "
+                    "continue it, --overwrite to start again, or pick another --out"
+                )
+            elif resume and existing and RESUME not in existing:
+                error = f"{out} holds {', '.join(existing)} but no {RESUME} to resume; pass --overwrite"
+            elif resume and not existing:
+                click.echo(f"nothing to resume in {out}: starting a new run", err=True)
+                resume = False
+        except (LockedError, OSError) as e:
+            error = str(e)
+    if parallel is not None:  # rank 0's outcome for all: -1 (error) or whether to resume
+        outcome = parallel.broadcast(-1.0 if error is not None else float(resume))
+        if outcome < 0:
+            parallel.close()
+            if not is_main:
+                raise SystemExit(2)  # rank 0 says why
+        resume = outcome > 0
+    if error is not None:
+        raise UsageError(error)
+    return resume
+
+
+def _train(stack, data: str, kind: str, out: str, resume: bool, overwrite: bool, opts: dict) -> None:
     import torch
 
     from decodekit.checkpoint import load_checkpoint
+    from decodekit.cli.common import rerun_command
     from decodekit.data import load_data
     from decodekit.models.registry import create_model
     from decodekit.training import TrainConfig, evaluate, train
+    from decodekit.training.loop import TrainingInterrupted
+    from decodekit.training.rundir import write_metrics
 
     if opts["threads"]:
         torch.set_num_threads(opts["threads"])
@@ -266,11 +320,8 @@ def train_command(data: str, kind: str, out: str, resume: bool, **opts) -> None:
         psi=opts["psi"],
         amp=opts["amp"],
     )
-    if Path(out, "resume.safetensors").exists() and not resume:
-        raise UsageError(
-            f"{out} already holds a training run; pass --resume to continue it or pick another --out"
-        )
     parallel, device = _parallel(_device(opts["device"]), train_config.batch_size)
+    resume = _take_out(stack, out, resume, overwrite, parallel)
     corpus = load_data(data, min_count=opts["min_count"], max_size=opts["max_vocab"], chars=opts["chars"])
     torch.manual_seed(train_config.seed)
     model = create_model(config, corpus.vocab).to(device)
@@ -278,9 +329,19 @@ def train_command(data: str, kind: str, out: str, resume: bool, **opts) -> None:
         _load_embeddings(model, opts["embeddings"], opts["freeze_embeddings"])
     elif opts["freeze_embeddings"]:
         raise UsageError("--freeze-embeddings needs --embeddings FILE")
-    result = train(
-        model, corpus, train_config, out=out, resume=resume, progress=opts["progress"], parallel=parallel
-    )
+    try:
+        result = train(
+            model, corpus, train_config, out=out, resume=resume, overwrite=overwrite,
+            progress=opts["progress"], parallel=parallel,
+        )  # fmt: skip
+    except TrainingInterrupted as e:
+        if parallel is None or parallel.is_main:
+            click.echo(
+                f"Interrupted: the training state after update {e.update} (epoch {e.epoch}) is saved in "
+                f"{e.path}; continue with: {rerun_command('--resume', drop=('--overwrite',))}",
+                err=True,
+            )
+        raise SystemExit(130) from None
     if parallel is not None:
         parallel.close()
         if not parallel.is_main:
@@ -295,6 +356,5 @@ def train_command(data: str, kind: str, out: str, resume: bool, **opts) -> None:
         "stopped": result["stopped"],
         "epochs": len(result["epochs"]),
     }
-    with open(Path(out) / "metrics.jsonl", "a", encoding="utf-8") as f:
-        f.write(json.dumps(summary) + "\n")
+    write_metrics(Path(out), result["epochs"], test=summary)  # every epoch and the test line, once
     click.echo(json.dumps(summary))

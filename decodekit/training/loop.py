@@ -4,12 +4,15 @@ Each update runs the model over one chunk ``x [B, T]`` from the carried state, t
 against ``y [B, T]`` (inputs shifted by one), clips the global gradient norm and steps the
 optimiser; the final state is detached (the lecture notes' truncated BPTT: gradients stop at
 the chunk boundary, the state flows on). After every epoch: validation perplexity, the
-schedule, a JSON line in ``metrics.jsonl``, the best model as a checkpoint in ``out`` and the
-resume state in ``out/resume.safetensors``.
+schedule, the best model as a checkpoint in ``out``, the resume state in
+``out/resume.safetensors`` and then ``metrics.jsonl`` rewritten from the history that state holds
+(:mod:`.rundir`), so a kill between any two writes loses nothing and repeats nothing. The
+directory is locked for the whole run (:mod:`decodekit.locking`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import signal
@@ -25,6 +28,7 @@ from tqdm import tqdm
 from decodekit.checkpoint import save_checkpoint
 from decodekit.data import Corpus, batchify, bptt_batches, num_bptt_batches
 from decodekit.errors import CheckpointError
+from decodekit.locking import LockedError, exclusive
 from decodekit.models.neural import NeuralLM
 from decodekit.models.registry import config_to_dict
 from decodekit.models.state import detach
@@ -33,6 +37,7 @@ from decodekit.training.config import TrainConfig
 from decodekit.training.ddp import SingleProcess, autocast
 from decodekit.training.evaluate import evaluate
 from decodekit.training.resume import RESUME, load_training_state, save_training_state
+from decodekit.training.rundir import reconcile, remove_run_files, run_files, write_metrics
 from decodekit.training.sampled import load_loss_state, loss_state, make_loss
 from decodekit.training.schedules import make_schedule
 
@@ -80,10 +85,13 @@ def _check_sizes(model: NeuralLM, config: TrainConfig, corpus: Corpus) -> None:
         )
 
 
-def _log(out: Path | None, record: dict) -> None:
-    if out is not None:
-        with open(out / "metrics.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped training after the state was saved: ``epoch``, ``update`` and ``path`` (the
+    resume state, None without an output directory) say where."""
+
+    def __init__(self, epoch: int, update: int, path: Path | None) -> None:
+        super().__init__(f"interrupted in epoch {epoch} after update {update}")
+        self.epoch, self.update, self.path = epoch, update, path
 
 
 class _Run:
@@ -152,6 +160,7 @@ class _Run:
         self.loop = meta["loop"]
 
     def save(self) -> None:
+        """Write the resume state (collective: every rank calls it; rank 0 writes)."""
         if self.out is not None:
             hidden = self.par.full_state(self.hidden, self.model)  # collective: all ranks call save()
         if self.out is not None and self.par.is_main:
@@ -227,7 +236,8 @@ class _Run:
                 bar.close()
                 self.save()
                 if interrupt.requested:
-                    raise KeyboardInterrupt
+                    path = self.out / RESUME if self.out is not None else None
+                    raise TrainingInterrupted(epoch, loop["update"], path)
                 return False
             if self.config.save_every and loop["update"] % self.config.save_every == 0:
                 self.save()
@@ -246,11 +256,14 @@ def train(
     progress: bool = True,
     stop_after_updates: int | None = None,
     parallel: SingleProcess | None = None,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Train ``model`` on ``corpus.train``, validating on ``corpus.valid`` after each epoch.
 
     Args:
-        out: directory for the best checkpoint, ``metrics.jsonl`` and ``resume.safetensors``.
+        out: directory for the best checkpoint, ``metrics.jsonl`` and ``resume.safetensors``;
+            locked for the run (a second writer gets :class:`decodekit.locking.LockedError`).
+            A fresh run refuses a directory that holds another run's files unless ``overwrite``.
         resume: continue from ``out/resume.safetensors`` (model, optimiser, schedule, RNG, position).
         loss_fn: per-token training loss (see :mod:`.losses`); default: ``config.loss`` built by
             :func:`.sampled.make_loss` (softmax, NCE, sampled softmax). Validation always uses
@@ -260,14 +273,45 @@ def train(
             DDP gradients; only rank 0 writes and shows progress); default: one process.
 
     Returns: ``{"epochs": [...per-epoch records...], "best_valid_ppl": ..., "stopped": reason}``.
-    Raises KeyboardInterrupt after saving the resume state if Ctrl-C arrives.
+    Raises :class:`TrainingInterrupted` (a KeyboardInterrupt) after saving the resume state if
+    Ctrl-C arrives.
     """
     _check_sizes(model, config, corpus)
     if model.device.type == "cpu":
         reuse_freed_memory()  # no page faults for the same large buffers at every update
     out = Path(out) if out is not None else None
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as stack:
+        if out is not None:
+            _take_directory(stack, out, parallel or SingleProcess(), resume, overwrite)
+        return _train(model, corpus, config, out, resume, loss_fn, progress, stop_after_updates, parallel)
+
+
+def _take_directory(
+    stack: contextlib.ExitStack, out: Path, par: SingleProcess, resume: bool, overwrite: bool
+) -> None:
+    """Rank 0 locks ``out``, puts it right after a kill and checks it may be written; all ranks
+    learn the outcome (so that none waits in a collective for a rank that gave up)."""
+    error: Exception | None = None
+    if par.is_main:
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            stack.enter_context(exclusive(out, "--out directory"))
+            reconcile(out)
+            existing = run_files(out)
+            if not resume and existing:
+                if not overwrite:
+                    raise ValueError(
+                        f"{out} already holds a training run ({', '.join(existing)}); resume it, "
+                        "overwrite it, or use another directory"
+                    )
+                remove_run_files(out)
+        except (ValueError, OSError) as e:
+            error = e
+    if par.broadcast(0.0 if error is None else 1.0):
+        raise error or LockedError(f"rank 0 could not take {out} (see its error)")
+
+
+def _train(model, corpus, config, out, resume, loss_fn, progress, stop_after_updates, parallel):
     torch.manual_seed(config.seed)
     model.train()
     if loss_fn is None:
@@ -285,8 +329,13 @@ def train(
         loss_fn.init_model(model)  # e.g. NCE's output biases -log V
     run = _Run(model, corpus, config, out, loss_fn, parallel)
     progress = progress and run.par.is_main
+    main_out = out if run.par.is_main else None
     if resume:
         run.restore()
+        if main_out is not None:
+            write_metrics(main_out, run.loop["history"])  # a kill may have cut the last rewrite short
+    else:
+        run.save()  # from the first moment on, a directory with run files holds a resume state
     loop, stopped = run.loop, "epochs"
     with _DeferInterrupt() as interrupt:
         while loop["epoch"] <= config.epochs:
@@ -297,10 +346,11 @@ def train(
             if not run.epoch(loss_fn, progress, interrupt, stop_after_updates):
                 stopped = "updates"
                 break
-            main_out = out if run.par.is_main else None
             record = _end_epoch(model, corpus, config, loop, run.schedule, lr, main_out, loss_fn, run.par)
             run.hidden = None
             run.save()
+            if main_out is not None:
+                write_metrics(main_out, loop["history"])  # after the state that holds the history
             if progress:
                 tqdm.write(json.dumps(record))
             if config.early_stop and loop["bad_epochs"] >= config.early_stop:
@@ -351,6 +401,5 @@ def _end_epoch(
     else:
         loop["bad_epochs"] += 1
     loop["history"].append(record)
-    _log(out, record)
     loop.update(epoch=loop["epoch"] + 1, position=0, run_nll=0.0, run_tokens=0, run_seconds=0.0)
     return record

@@ -66,7 +66,7 @@ def load_training_state(
 ) -> tuple[dict[str, Any], Any]:
     """Restore model, optimiser and RNG states in place. Returns (meta, hidden or None).
     ``hidden_template``: an initial state of the right structure (for rebuilding ``hidden``)."""
-    if not path.is_file():
+    if not path.exists():
         raise CheckpointError(f"cannot resume: {path} not found")
     tensors, header = read_weights(path)
     try:

@@ -1,0 +1,78 @@
+"""The bookkeeping of a training directory: which files belong to a run, the metrics log, and
+putting things right after a kill.
+
+``metrics.jsonl`` is never appended to: it is rewritten (atomically) from the epoch history kept
+in the resume state, after that state is saved, and once more with the test line at the end. A
+kill at any moment therefore loses no line and leaves no line twice: on the next start the file
+is rewritten from the state again (:func:`reconcile`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from pathlib import Path
+
+from decodekit.checkpoint import (
+    CONFIG,
+    VOCAB,
+    WEIGHTS,
+    atomic_write,
+    header_info,
+    read_header,
+    write_config,
+)
+from decodekit.errors import CheckpointError
+from decodekit.training.resume import RESUME
+
+METRICS = "metrics.jsonl"
+RUN_FILES = (CONFIG, WEIGHTS, VOCAB, RESUME, METRICS)
+
+
+def run_files(out: Path) -> list[str]:
+    """The files of a training run present in ``out``."""
+    return [name for name in RUN_FILES if (Path(out) / name).exists()]
+
+
+def remove_run_files(out: Path) -> None:
+    """Delete a previous run's files (``--overwrite``); the caller holds the directory's lock."""
+    for name in RUN_FILES:
+        (Path(out) / name).unlink(missing_ok=True)
+
+
+def clean_temporaries(out: Path) -> list[str]:
+    """Remove the ``.NAME.tmpPID`` files a killed writer left (the caller holds the lock, so no
+    live decodekit process is writing them). Returns the names removed."""
+    pattern = re.compile(r"^\.(" + "|".join(re.escape(n) for n in RUN_FILES) + r")\.tmp\d+$")
+    removed = []
+    for path in Path(out).iterdir():
+        if pattern.match(path.name):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+                removed.append(path.name)
+    return removed
+
+
+def write_metrics(out: Path, history: list[dict], test: dict | None = None) -> None:
+    """Rewrite ``metrics.jsonl``: one line per epoch of ``history``, then ``test`` if given."""
+    lines = [json.dumps(record) for record in history] + ([json.dumps(test)] if test is not None else [])
+    text = "".join(line + "\n" for line in lines)
+    atomic_write(Path(out) / METRICS, lambda p: p.write_text(text, encoding="utf-8"))
+
+
+def reconcile(out: Path) -> None:
+    """After a kill: remove temporary files, and rewrite ``config.json`` from the copy in the
+    weights' header when the kill fell between the weights and the config write."""
+    out = Path(out)
+    clean_temporaries(out)
+    if not (out / WEIGHTS).exists():
+        return
+    try:
+        _, meta = read_header(out / WEIGHTS)
+        info = header_info(meta)
+        current = json.loads((out / CONFIG).read_text(encoding="utf-8")) if (out / CONFIG).exists() else None
+    except (CheckpointError, OSError, ValueError):
+        return  # a damaged checkpoint is reported when it is loaded, not repaired here
+    if info is not None and info != current:
+        write_config(out, info)
