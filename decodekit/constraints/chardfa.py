@@ -1,4 +1,4 @@
-"""Character-level DFA from an ``interegular`` AST: Thompson NFA, bounded subset construction.
+"""Character-level DFA from a parsed pattern: Thompson NFA, bounded subset construction.
 
 Characters are grouped into *classes*: two characters share a class iff every character set of
 the pattern treats them alike (and, when the pattern has ``\\b``/``\\B``, iff both are word
@@ -21,24 +21,14 @@ from dataclasses import dataclass
 
 import numpy as np
 import regex
-from interegular.patterns import _DOT, REFlags, _Repeated
 
 from decodekit.constraints.graph import minimize, reverse_distances
-from decodekit.constraints.pattern import (
-    END,
-    NOT_WORD_BOUNDARY,
-    PREDICATES,
-    START,
-    WORD_BOUNDARY,
-    node_kind,
-)
+from decodekit.constraints.pattern import NOT_WORD_BOUNDARY, WORD_BOUNDARY
 from decodekit.errors import ConstraintError
 
 BITS = {"w": 4, "d": 2, "s": 1}
 _PRED_RE = {name: regex.compile(f"\\{name}") for name in BITS}
 _POSSIBLE = (0, 4, 6, 1)  # (w, d, s) combinations that occur: none, \w only, \w and \d, \s
-_SINGLE_LINE = REFlags.SINGLE_LINE.value  # flags as ints: enum operations are slow
-_CASE_INSENSITIVE = REFlags.CASE_INSENSITIVE.value
 
 
 @functools.lru_cache(maxsize=65536)
@@ -48,8 +38,23 @@ def _bits(c: str) -> int:
 
 def char_bits(chars) -> np.ndarray:
     """[n] int64 predicate bits of each character: 4 if ``\\w``, 2 if ``\\d``, 1 if ``\\s``
-    (Python ``regex``'s Unicode definitions; memoised per character)."""
+    (Python ``regex``'s Unicode definitions; memoised per character, or read from a table of all
+    code points for many characters)."""
+    if len(chars) > 4096:
+        codes = np.fromiter(map(ord, chars), dtype=np.int64, count=len(chars))
+        return _all_bits()[codes].astype(np.int64)
     return np.array([_bits(c) for c in chars], dtype=np.int64)
+
+
+@functools.lru_cache(maxsize=1)
+def _all_bits() -> np.ndarray:
+    """[0x110000] uint8 :func:`char_bits` of every code point (regex over all of them, ~0.1 s)."""
+    text = np.arange(0x110000, dtype=np.uint32).tobytes().decode("utf-32-le", "surrogatepass")
+    bits = np.zeros(0x110000, dtype=np.uint8)
+    for name, bit in BITS.items():
+        for m in regex.finditer(f"\\{name}+", text):
+            bits[m.start() : m.end()] |= bit
+    return bits
 
 
 @dataclass(frozen=True)
@@ -82,98 +87,220 @@ class CharDFA:
         return out
 
 
+_NO_EDGES: list[int] = []  # shared by the NFA states without eps edges (never mutated)
+
+
+class _Sparse(dict):
+    """\\b / \\B edges: few states have any, the others share one empty list."""
+
+    def __missing__(self, q: int) -> list[int]:
+        return _NO_EDGES
+
+
+class _Metered(list):
+    """The NFA's character edges, metering the subset construction (whose cost the number of DFA
+    states alone does not bound: each may hold many NFA states, and each row has one cell per
+    character class). Each read of ``char[q]`` (once per DFA state holding q) costs ``1 +`` the
+    classes q's edges accept (``weights``, set by :func:`_partition`); each DFA state's row costs
+    its cells (:class:`_Final`). Past either budget it stops with ConstraintError."""
+
+    def __init__(self, items, visits: int, cells: int) -> None:
+        super().__init__(items)
+        self.visits, self.cells = visits, cells
+        self.visits_left, self.cells_left = visits, cells
+        self.weights: list[int] | None = None
+        self.row_cells = 1
+
+    def __getitem__(self, q):
+        self.visits_left -= 1 if self.weights is None else self.weights[q]
+        if self.visits_left < 0:
+            raise ConstraintError(
+                f"regex too expensive: building its character automaton would visit more than "
+                f"{self.visits:,} (NFA state, class) pairs (patterns like (?:a?){{3000}} make every DFA "
+                "state hold many NFA states)"
+            )
+        return list.__getitem__(self, q)
+
+    def row(self) -> None:
+        self.cells_left -= self.row_cells
+        if self.cells_left < 0:
+            raise ConstraintError(
+                f"regex too large: its character automaton would need more than {self.cells:,} cells "
+                f"(DFA states x {self.row_cells:,} character classes; a long text of many distinct "
+                "characters does this)"
+            )
+
+
+class _Final(int):
+    """The NFA's final state. ``build_char_dfa`` asks ``final in closed`` once per DFA state: the
+    hash charges that state's row to the meter."""
+
+    meter: _Metered | None = None
+
+    def __hash__(self) -> int:
+        if self.meter is not None:
+            self.meter.row()
+        return int.__hash__(self)
+
+
+class _SetList(list):
+    """The NFA's character sets; carries the meter to :func:`_partition`."""
+
+    meter: _Metered | None = None
+
+
+SUBSET_VISITS = 5  # x the NFA limit (5,000,000 by default): about 3 s and 300 MB
+SUBSET_CELLS = 20  # x the NFA limit (20,000,000 by default): 320 MB of rows while building
+MEMBER_CELLS = 50_000_000  # sets x classes of the membership matrix (bools)
+MEMBER_PAIRS = 5_000_000  # (set, class) pairs accepted, listed while building
+
+
 class _NFA:
-    """Thompson NFA: eps / \\b / \\B edges and character edges labelled with a set id."""
+    """Thompson NFA of a parsed pattern (:class:`decodekit.constraints.pattern.Node`): eps / \\b /
+    \\B edges and character edges labelled with a set id. Its size is known before it is built
+    (``Node.size``); past ``limit`` states it is refused without allocating anything. Built
+    iteratively (no recursion over the nesting)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.eps: list[list[int]] = []
-        self.wb: list[list[int]] = []
-        self.nwb: list[list[int]] = []
-        self.char: list[list[tuple[int, int]]] = []
-        self.sets: list[tuple[frozenset[str], tuple[tuple[str, bool], ...], bool]] = []
-        self._set_ids: dict[tuple[frozenset[str], bool], int] = {}
+        self.wb: dict[int, list[int]] = _Sparse()
+        self.nwb: dict[int, list[int]] = _Sparse()
+        self.char: list = []
+        self.sets: list[tuple[frozenset[str], tuple[tuple[str, bool], ...], bool]] = _SetList()
+        self._set_ids: dict[tuple, int] = {}
 
-    def new(self) -> int:
-        n = len(self.eps)
-        if n >= self.limit:
-            raise ConstraintError(f"regex too large: its NFA exceeds {self.limit} states")
-        self.eps.append([])
-        self.wb.append([])
-        self.nwb.append([])
-        self.char.append([])
-        return n
+    def build(self, node, flags: int = 0) -> tuple[int, int]:
+        """Add the pattern ``node`` (flags are already applied by the parser; ``flags`` is
+        ignored); returns its (entry, exit) states."""
+        if node.size > self.limit:
+            raise ConstraintError(
+                f"regex too large: its NFA needs {node.size:,} states (limit {self.limit:,}; "
+                "repetition counts multiply)"
+            )
+        base = len(self.eps)
+        self.eps.extend([_NO_EDGES] * node.size)
+        self.char.extend([()] * node.size)
+        self.count = base
+        entry, exit_ = self._instantiate(node)
+        assert self.count == base + node.size, (self.count, base, node.size)
+        meter = _Metered(self.char, SUBSET_VISITS * self.limit, SUBSET_CELLS * self.limit)
+        self.char = self.sets.meter = meter
+        final = _Final(exit_)
+        final.meter = meter
+        return entry, final
 
-    def build(self, node, flags: int) -> tuple[int, int]:
-        """Add ``node`` under ``flags`` (``REFlags`` as an int: enum operations are slow);
-        returns its (entry, exit) states."""
-        kind = node_kind(node)
-        if kind == "pattern":
-            flags = (flags | node.added_flags.value) & ~node.removed_flags.value
-            s, e = self.new(), self.new()
-            for option in node.options:
-                a, b = self.build(option, flags)
-                self.eps[s].append(a)
-                self.eps[b].append(e)
-            return s, e
-        if kind == "concat":
-            s = e = self.new()
-            for part in node.parts:
-                a, b = self.build(part, flags)
-                self.eps[e].append(a)
-                e = b
-            return s, e
-        if kind == "repeat":
-            return self._repeat(node, flags)
-        s, e = self.new(), self.new()
-        if node is _DOT or type(node) is type(_DOT):
-            newline = frozenset() if flags & _SINGLE_LINE else frozenset("\n")
-            self.char[s].append((self._set(newline, True), e))
-        elif kind == "chars":
-            if node.chars == frozenset({START}) or node.chars == frozenset({END}):
-                self.eps[s].append(e)  # anchors were checked to be trivial: no-ops
-            elif node.chars == frozenset({WORD_BOUNDARY}):
-                self.wb[s].append(e)
-            elif node.chars == frozenset({NOT_WORD_BOUNDARY}):
-                self.nwb[s].append(e)
-            else:
-                chars = node.chars
-                if flags & _CASE_INSENSITIVE:
-                    chars = frozenset(x for c in chars for x in (c, c.lower(), c.upper()) if len(x) == 1)
-                self.char[s].append((self._set(chars, node.negated), e))
-        else:  # the empty pattern
-            self.eps[s].append(e)
-        return s, e
+    def _new(self, k: int) -> int:
+        q = self.count
+        self.count += k
+        return q
 
-    def _repeat(self, node: _Repeated, flags: int) -> tuple[int, int]:
-        s = e = self.new()
-        for _ in range(node.min):
-            a, b = self.build(node.base, flags)
-            self.eps[e].append(a)
-            e = b
-        if node.max is None:
-            a, b = self.build(node.base, flags)
-            self.eps[e].append(a)
-            self.eps[b].append(e)
-            return s, e
-        end = self.new()
-        for _ in range(node.max - node.min):
-            a, b = self.build(node.base, flags)
-            self.eps[e].append(a)
-            self.eps[e].append(end)
-            e = b
-        self.eps[e].append(end)
-        return s, end
+    def _link(self, a: int, b: int) -> None:
+        edges = self.eps[a]
+        if edges is _NO_EDGES:
+            self.eps[a] = [b]
+        else:
+            edges.append(b)
 
-    def _set(self, chars: frozenset[str], negated: bool) -> int:
-        """Register a character set: explicit characters plus predicate markers (\\w ...). A set
-        met again (a repeated group) keeps its id."""
-        known = self._set_ids.get((chars, negated))
+    def _instantiate(self, root) -> tuple[int, int]:
+        """A fresh copy of ``root``'s fragment: post-order over an explicit stack of frames
+        [node, next child, entry, current exit, end]."""
+        link = self._link
+        ids: dict[int, int] = {}  # id(set node) -> set id (the nodes outlive this call)
+        ret = (-1, -1)
+        stack = [[root, 0, -1, -1, -1]]
+        while stack:
+            fr = stack[-1]
+            node = fr[0]
+            kind = node.kind
+            if kind == "set":
+                s = self._new(2)
+                g = ids.get(id(node))
+                if g is None:
+                    g = ids[id(node)] = self._set(node.cset)
+                self.char[s] = ((g, s + 1),)
+                ret = (s, s + 1)
+                stack.pop()
+                continue
+            if kind == "assert":
+                s = self._new(2)
+                if node.lo == WORD_BOUNDARY:
+                    self.wb[s] = [s + 1]
+                elif node.lo == NOT_WORD_BOUNDARY:
+                    self.nwb[s] = [s + 1]
+                else:  # anchors were checked to be trivial: no-ops
+                    link(s, s + 1)
+                ret = (s, s + 1)
+                stack.pop()
+                continue
+            i = fr[1]
+            items = node.items
+            if kind == "seq":
+                if i == 0 and not items:
+                    s = self._new(1)
+                    ret = (s, s)
+                    stack.pop()
+                    continue
+                if i > 0:
+                    a, b = ret
+                    if i == 1:
+                        fr[2] = a
+                    else:
+                        link(fr[3], a)
+                    fr[3] = b
+                if i < len(items):
+                    fr[1] = i + 1
+                    stack.append([items[i], 0, -1, -1, -1])
+                    continue
+                ret = (fr[2], fr[3])
+            elif kind == "alt":
+                if i == 0:
+                    fr[2] = self._new(2)
+                    fr[3] = fr[2] + 1
+                else:
+                    a, b = ret
+                    link(fr[2], a)
+                    link(b, fr[3])
+                if i < len(items):
+                    fr[1] = i + 1
+                    stack.append([items[i], 0, -1, -1, -1])
+                    continue
+                ret = (fr[2], fr[3])
+            else:  # rep: lo chained copies, then a loop (unbounded) or hi - lo optional copies
+                lo, hi = node.lo, node.hi
+                if i == 0:
+                    fr[2] = fr[3] = self._new(1)
+                    if hi is not None:
+                        fr[4] = self._new(1)
+                else:
+                    a, b = ret
+                    link(fr[3], a)
+                    if i > lo and hi is None:
+                        link(b, fr[3])
+                    else:
+                        if i > lo:
+                            link(fr[3], fr[4])
+                        fr[3] = b
+                if i < (lo + 1 if hi is None else hi):
+                    fr[1] = i + 1
+                    stack.append([items[0], 0, -1, -1, -1])
+                    continue
+                if hi is None:
+                    ret = (fr[2], fr[3])
+                else:
+                    link(fr[3], fr[4])
+                    ret = (fr[2], fr[4])
+            stack.pop()
+        return ret
+
+    def _set(self, cset) -> int:
+        """Register a character set (a :class:`~decodekit.constraints.pattern.CharSet`:
+        explicit characters, predicates, negated). A set met again keeps its id."""
+        known = self._set_ids.get(cset)
         if known is not None:
             return known
-        self._set_ids[chars, negated] = len(self.sets)
-        preds = tuple(sorted(PREDICATES[c] for c in chars if c in PREDICATES))
-        self.sets.append((frozenset(c for c in chars if c not in PREDICATES), preds, negated))
+        self._set_ids[cset] = len(self.sets)
+        self.sets.append((cset.chars, cset.preds, cset.negated))
         return len(self.sets) - 1
 
 
@@ -204,6 +331,11 @@ def _partition(sets, split_words: bool):
     for b in _POSSIBLE:
         example = next((c for c in spare[b] if c not in sig), spare[b][0])
         other[b] = key_id(((), b & used), example)
+    if len(sets) * len(keys) > MEMBER_CELLS:
+        raise ConstraintError(
+            f"regex too large: {len(sets):,} distinct character sets over {len(keys):,} character classes "
+            f"(at most {MEMBER_CELLS:,} pairs; a long text of many distinct characters does this)"
+        )
     member = np.zeros((len(sets), len(keys)), dtype=bool)
     class_bits = np.array([b for _, b in keys], dtype=np.int64)
     for (groups, _), k in keys.items():
@@ -213,6 +345,17 @@ def _partition(sets, split_words: bool):
             member[g] |= ((class_bits & BITS[p]) > 0) != neg
         member[g] ^= negated
     word = (class_bits & BITS["w"]) > 0
+    accepted = member.sum(axis=1)
+    if accepted.sum() > MEMBER_PAIRS:
+        raise ConstraintError(
+            f"regex too large: its {len(sets):,} character sets accept {int(accepted.sum()):,} (set, class) "
+            f"pairs (at most {MEMBER_PAIRS:,}): fewer distinct negated classes or distinct characters"
+        )
+    meter = getattr(sets, "meter", None)
+    if meter is not None:  # the subset construction's cost per NFA state, and per DFA row
+        counts = accepted.tolist()
+        meter.weights = [1 + sum(counts[g] for g, _ in edges) for edges in list.__iter__(meter)]
+        meter.row_cells = len(keys)
     return explicit, other, member, word, tuple(examples)
 
 
