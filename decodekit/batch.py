@@ -1,90 +1,139 @@
-"""Batch generation from JSON lines: resumable, one output record per input record.
+"""Batch generation from JSON lines: every input line gets exactly one record, resumably.
 
-Input: one JSON object per line, ``{"id": ..., "prompt": "text" | [token ids], ...}``, plus
-optional per-line ``constraint`` and any :class:`GenerationConfig` option (``strategy``,
-``max_length``, ``beam_size``, ...), which override the defaults given to the run.
+Input: one JSON object per line (UTF-8), ``{"id": ..., "prompt": "text" | [token ids], ...}``,
+plus optional per-line ``constraint`` and any :class:`GenerationConfig` option (``strategy``,
+``max_length``, ``beam_size``, ``seed``, ...), which override the run's defaults. Blank lines are
+ignored. The format, the output and the guarantees are documented in docs/decoding.md ("Batch
+generation").
 
-Output: one JSON object per input line, in input order within each batch:
-``{"id": ..., "hypotheses": [{"text", "tokens", "logprob", "score", "finished"}, ...]}``,
-``"matched": false`` when a constrained search found nothing, or, for a malformed or
-failing line, ``{"id": ... or null, "line": N, "error": "..."}``. Records with the same
-options are decoded together, ``batch_size`` prompts per model call; the output is flushed
-after every batch, so with ``resume=True`` an interrupted run skips the ids already written
-and repeats nothing (a partial last line left by a crash is dropped first).
+Output: per line, ``{"id": ..., "hypotheses": [{"text", "tokens", "logprob", "score",
+"finished"}, ...]}`` (plus ``"matched": false`` when a constrained search found nothing), or an
+error record ``{"id": ... or null, "line": N, "error": "..."}``. A bad line (invalid UTF-8 or
+JSON, nesting too deep, a bad option, an unknown or out-of-vocabulary token id, a lone surrogate,
+a search too large for the memory, a duplicate id, a model failure) gets its own error record and
+the other lines go on. With ``resume=True`` the ids with a result are skipped and error records
+are dropped and retried (:mod:`decodekit.results`), so no record is ever written twice.
+
+Sampling with a seed draws each record from its own generator seeded by (seed, id)
+(:func:`record_seed`): a record's samples do not depend on the batch size, on the other lines or on
+resumption. Records with the same options are decoded together, ``batch_size`` prompts per call
+(fewer when the memory estimate says a batch would not fit); seeded sampling decodes one record
+(all its samples) per call.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-import os
+import warnings
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from decodekit import results
+from decodekit.errors import DecodekitError
 from decodekit.generation import GenerationConfig, generate
+from decodekit.locking import exclusive
+from decodekit.memory import check as check_memory
 from decodekit.models.base import LanguageModel
 
 PROMPT_KEYS = {"id", "prompt"}
+
+
+class LineError(DecodekitError):
+    """A line that cannot be decoded; ``id`` is the line's id when it could be read."""
+
+    def __init__(self, message: str, id: object = None) -> None:
+        super().__init__(message)
+        self.id = id
 
 
 @dataclass
 class _Record:
     line: int
     id: object
-    prompt: list[int] = field(default_factory=list)
-    config: GenerationConfig | None = None
+    key: str
+    prompt: list[int]
+    config: GenerationConfig
 
 
-def read_done_ids(path: Path) -> set:
-    """Ids already in an output file; drops a trailing partial line (an interrupted write)."""
-    if not path.exists():
-        return set()
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        cut = data.rfind(b"\n") + 1
-        with open(path, "r+b") as f:
-            f.truncate(cut)
-        data = data[:cut]
-    done = set()
-    for raw in data.splitlines():
+def record_seed(seed: int, key: str) -> int:
+    """The seed of one record: 63 bits of sha256(seed, canonical id)."""
+    digest = hashlib.sha256(f"{seed}\0{key}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
+
+
+def _no_constants(name: str) -> None:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _load(text: str | bytes) -> object:
+    if isinstance(text, bytes):
         try:
-            record = json.loads(raw)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict) and "id" in record and record["id"] is not None:
-            done.add(json.dumps(record["id"], sort_keys=True))
-    return done
-
-
-def parse_line(model: LanguageModel, number: int, text: str, defaults: GenerationConfig) -> _Record:
-    """One input line -> a record (raises ValueError with a message for the error record)."""
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise LineError(f"not valid UTF-8 (byte 0x{text[e.start]:02x} at column {e.start + 1})") from None
     try:
-        obj = json.loads(text)
+        obj = json.loads(text, parse_constant=_no_constants)
     except json.JSONDecodeError as e:
-        raise ValueError(f"invalid JSON: {e.msg} at column {e.colno}") from None
+        raise LineError(f"invalid JSON: {e.msg} at column {e.colno}") from None
+    except ValueError as e:
+        raise LineError(f"invalid JSON: {e}") from None
+    except RecursionError:
+        raise LineError("invalid JSON: nested too deeply") from None
+    try:
+        json.dumps(obj, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as e:
+        bad = e.object[e.start : e.end].encode("unicode_escape").decode()
+        raise LineError(f"contains a lone surrogate ({bad}), which is not valid Unicode") from None
+    return obj
+
+
+def parse_line(model: LanguageModel, number: int, text: str | bytes, defaults: GenerationConfig) -> _Record:
+    """One input line -> a record. Raises :class:`LineError` with the message of its error record."""
+    obj = _load(text)
     if not isinstance(obj, dict):
-        raise ValueError("each line must be a JSON object with 'id' and 'prompt'")
-    record = _Record(number, obj.get("id"))
-    if "id" not in obj or obj["id"] is None:
-        raise ValueError("missing 'id'")
-    prompt = obj.get("prompt")
+        raise LineError("each line must be a JSON object with 'id' and 'prompt'")
+    rid = obj.get("id")
+    if rid is None:
+        raise LineError("missing 'id'")
+    try:
+        config = defaults.replace(**{k: v for k, v in obj.items() if k not in PROMPT_KEYS})
+        prompt = _prompt(model, obj.get("prompt"))
+    except ValueError as e:
+        raise LineError(str(e), rid) from None
+    return _Record(number, rid, results.id_key(rid), prompt, config)
+
+
+def _prompt(model: LanguageModel, prompt: object) -> list[int]:
     if isinstance(prompt, str):
         vocab = getattr(model, "vocab", None)
         if vocab is None:
             raise ValueError("text prompts need a model with a vocabulary; give token ids")
-        record.prompt = vocab.encode(prompt, warn_unknown=False)
+        ids = vocab.encode(prompt, warn_unknown=False)
     elif isinstance(prompt, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in prompt):
-        record.prompt = prompt
+        bad = [x for x in prompt if not 0 <= x < model.vocab_size]
+        if bad:
+            raise ValueError(f"token id(s) {bad[:5]} outside the vocabulary [0, {model.vocab_size})")
+        ids = prompt
     else:
         raise ValueError("'prompt' must be a string or a list of token ids")
-    record.config = defaults.replace(**{k: v for k, v in obj.items() if k not in PROMPT_KEYS})
-    record.config.resolved_strategy  # noqa: B018 -- validates the strategy name now
-    return record
+    if not ids and model.bos_id is None:
+        raise ValueError("the prompt is empty and the model has no bos_id to start from")
+    return ids
+
+
+def _peek_id(text: str | bytes) -> object:
+    try:
+        obj = _load(text)
+    except LineError:
+        return None
+    return obj.get("id") if isinstance(obj, dict) else None
 
 
 def generate_jsonl(
     model: LanguageModel,
-    lines: Iterable[str],
+    lines: Iterable[str | bytes],
     output: str | Path,
     defaults: GenerationConfig | None = None,
     *,
@@ -93,111 +142,151 @@ def generate_jsonl(
     progress: Callable[[int], None] | None = None,
     keep: Callable[[int], bool] | None = None,
     skip_ids: set | None = None,
-) -> dict[str, int]:
-    """Decode every JSON line of ``lines`` into ``output`` (see the module docstring).
+    max_memory: int | str | None = None,
+) -> dict:
+    """Decode every JSON line of ``lines`` (str or bytes) into ``output`` (see the module docstring).
 
     Args:
         keep: ``keep(line_number)`` selects this process's share of the lines (distributed runs).
-        skip_ids: further ids (as ``json.dumps(id, sort_keys=True)``) to treat as done.
-        progress: called with the number of records finished after each batch.
+        skip_ids: further ids (as :func:`decodekit.results.id_key`) to treat as done.
+        progress: called with the number of records finished after each write.
+        max_memory: the memory a search may use (see :mod:`decodekit.memory`).
 
-    Returns counts: ``{"written": ..., "skipped": ..., "errors": ...}``."""
+    ``output`` is locked while the run lasts (:mod:`decodekit.locking`). Returns counts
+    ``{"written", "skipped", "errors", "duplicates"}`` and ``first_error`` ("line N: ...", or None).
+    """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     defaults = defaults or GenerationConfig()
     output = Path(output)
-    done = (read_done_ids(output) if resume else set()) | (skip_ids or set())
-    if not resume and output.exists():
-        output.unlink()
-    vocab = getattr(model, "vocab", None)
-    counts = {"written": 0, "skipped": 0, "errors": 0}
-    pending: dict[GenerationConfig, list[_Record]] = {}
-    with open(output, "a", encoding="utf-8") as out:
+    with exclusive(output, "--output"):
+        done = results.prepare(output, resume=resume) | (skip_ids or set())
+        with open(output, "ab") as handle:
+            run = _Run(model, handle, batch_size, progress, max_memory)
+            run.read(lines, defaults, done, keep)
+    if run.counts["duplicates"]:
+        warnings.warn(
+            f"{run.counts['duplicates']} line(s) repeat an earlier line's id ({run.first_duplicate}); "
+            "each got an error record",
+            stacklevel=2,
+        )
+    return run.counts | {"first_error": run.first_error}
 
-        def emit(records: list[dict]) -> None:
-            for r in records:
-                out.write(json.dumps(r, ensure_ascii=False) + "\n")
-            out.flush()
-            os.fsync(out.fileno())
-            if progress is not None:
-                progress(len(records))
 
-        def flush(config: GenerationConfig) -> None:
-            batch = pending.pop(config)
-            try:
-                results = generate(model, [r.prompt for r in batch], config)
-            except ValueError as e:  # bad options or constraint: report on every line of the batch
-                emit([{"id": r.id, "line": r.line, "error": str(e)} for r in batch])
-                counts["errors"] += len(batch)
-                return
-            emit([_result_record(r, hyps, vocab) for r, hyps in zip(batch, results)])
-            counts["written"] += len(batch)
+class _Run:
+    """One pass over the input: parsing, grouping by options, decoding, writing."""
 
+    def __init__(self, model, handle, batch_size: int, progress, max_memory) -> None:
+        self.model, self.handle, self.batch_size = model, handle, batch_size
+        self.progress, self.max_memory = progress, max_memory
+        self.vocab = getattr(model, "vocab", None)
+        self.counts = {"written": 0, "skipped": 0, "errors": 0, "duplicates": 0}
+        self.first_error: str | None = None
+        self.first_duplicate = ""
+        self.pending: dict[GenerationConfig, list[_Record]] = {}
+
+    def read(self, lines, defaults: GenerationConfig, done: set[str], keep) -> None:
+        seen: dict[str, int] = {}  # id -> the line that used it first
         for number, text in enumerate(lines, start=1):
             if not text.strip() or (keep is not None and not keep(number)):
                 continue
             try:
-                record = parse_line(model, number, text, defaults)
-            except ValueError as e:
-                rid = _peek_id(text)
-                if rid is not None and json.dumps(rid, sort_keys=True) in done:
+                record = parse_line(self.model, number, text, defaults)
+            except LineError as e:
+                rid = e.id if e.id is not None else _peek_id(text)
+                if rid is not None and self._repeated(rid, number, seen, done):
                     continue
-                emit([{"id": rid, "line": number, "error": str(e)}])
-                counts["errors"] += 1
+                self.error(number, rid, str(e))
                 continue
-            if json.dumps(record.id, sort_keys=True) in done:
-                counts["skipped"] += 1
+            if self._repeated(record.id, number, seen, done):
                 continue
-            pending.setdefault(record.config, []).append(record)
-            if len(pending[record.config]) >= batch_size:
-                flush(record.config)
-        for config in list(pending):
-            flush(config)
-    return counts
+            try:  # a search that cannot fit even alone is this line's error, not the batch's
+                check_memory(self.model, [record.prompt], record.config, limit=self.max_memory)
+            except ValueError as e:
+                self.error(number, record.id, str(e))
+                continue
+            batch = self.pending.setdefault(record.config, [])
+            batch.append(record)
+            if len(batch) >= self.batch_size:
+                self.flush(record.config)
+        for config in list(self.pending):
+            self.flush(config)
+
+    def _repeated(self, rid: object, number: int, seen: dict[str, int], done: set[str]) -> bool:
+        """True if the line is handled already: its id repeats an earlier line's (an error
+        record is written) or has a result (skipped)."""
+        key = results.id_key(rid)
+        if key in seen:
+            self.counts["duplicates"] += 1
+            self.first_duplicate = self.first_duplicate or f"id {key} on lines {seen[key]} and {number}"
+            self.error(number, rid, f"duplicate id: line {seen[key]} has the same id")
+            return True
+        seen[key] = number
+        if key in done:
+            self.counts["skipped"] += 1
+            return True
+        return False
+
+    def error(self, number: int, rid: object, message: str) -> None:
+        self.counts["errors"] += 1
+        self.first_error = self.first_error or f"line {number}: {message}"
+        self.emit([{"id": rid, "line": number, "error": message}])
+
+    def emit(self, records: list[dict]) -> None:
+        results.append(self.handle, records)
+        if self.progress is not None:
+            self.progress(len(records))
+
+    def flush(self, config: GenerationConfig) -> None:
+        batch = self.pending.pop(config)
+        if config.resolved_strategy == "sample" and config.seed is not None:
+            for r in batch:  # one generator per record: results independent of batching
+                self.decode([r], config.replace(seed=record_seed(config.seed, r.key)))
+            return
+        while batch:
+            size = self._fitting(batch, config)
+            self.decode(batch[:size], config)
+            batch = batch[size:]
+
+    def _fitting(self, batch: list[_Record], config: GenerationConfig) -> int:
+        """The longest prefix of ``batch`` whose search fits in memory (at least 1)."""
+        low, high = 1, len(batch)
+        while low < high:
+            mid = (low + high + 1) // 2
+            try:
+                check_memory(self.model, [r.prompt for r in batch[:mid]], config, limit=self.max_memory)
+                low = mid
+            except ValueError:
+                high = mid - 1
+        return low
+
+    def decode(self, batch: list[_Record], config: GenerationConfig) -> None:
+        try:
+            hyps = generate(self.model, [r.prompt for r in batch], config, max_memory=self.max_memory)
+        except (ValueError, RuntimeError, MemoryError) as e:
+            if len(batch) > 1:  # find the line(s) at fault: each alone
+                for r in batch:
+                    self.decode([r], config)
+                return
+            self.error(batch[0].line, batch[0].id, _message(e))
+            return
+        out = []
+        for r, h in zip(batch, hyps):
+            record = {"id": r.id, "hypotheses": [x.to_dict(self.vocab) for x in h]}
+            if config.constraint is not None and not h:
+                record["matched"] = False
+            out.append(record)
+        self.counts["written"] += len(out)
+        self.emit(out)
 
 
-def merge_parts(output: str | Path, parts: list[Path], *, resume: bool) -> None:
-    """Join per-rank part files into ``output`` (kept records first when resuming), dropping
-    duplicate ids, atomically (temp file + rename); the parts are removed afterwards."""
-    output = Path(output)
-    seen: set = set()
-    merged: list[str] = []
-    sources = ([output] if resume and output.exists() else []) + parts
-    for path in sources:
-        if not path.exists():
-            continue
-        read_done_ids(path)  # drops a partial last line
-        for raw in path.read_text(encoding="utf-8").splitlines():
-            record = json.loads(raw)
-            key = json.dumps(record.get("id"), sort_keys=True) if record.get("id") is not None else None
-            if key is not None and key in seen:
-                continue
-            if key is not None:
-                seen.add(key)
-            merged.append(raw)
-    tmp = output.with_name(output.name + ".tmp")
-    tmp.write_text("".join(line + "\n" for line in merged), encoding="utf-8")
-    os.replace(tmp, output)
-    for path in parts:
-        path.unlink(missing_ok=True)
+def _message(e: BaseException) -> str:
+    lines = str(e).strip().splitlines() or [type(e).__name__]
+    prefix = "" if isinstance(e, ValueError) else f"{type(e).__name__}: "
+    return prefix + lines[0][:500]
 
 
 def part_path(output: str | Path, rank: int) -> Path:
     """Where rank ``rank`` writes its share of a distributed run."""
     output = Path(output)
     return output.with_name(f"{output.name}.rank{rank}")
-
-
-def _result_record(record: _Record, hyps, vocab) -> dict:
-    out = {"id": record.id, "hypotheses": [h.to_dict(vocab) for h in hyps]}
-    if record.config.constraint is not None and not hyps:
-        out["matched"] = False
-    return out
-
-
-def _peek_id(text: str):
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError:
-        return None
-    return obj.get("id") if isinstance(obj, dict) else None

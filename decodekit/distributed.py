@@ -34,3 +34,17 @@ def barrier() -> None:
 def shutdown() -> None:
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+
+
+def _scalar(value: int) -> torch.Tensor:
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else None
+    return torch.tensor([value], dtype=torch.long, device=device)
+
+
+def broadcast_int(value: int) -> int:
+    """Rank 0's ``value`` on every rank (the identity outside a process group)."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return value
+    t = _scalar(value)
+    dist.broadcast(t, src=0)
+    return int(t.item())

@@ -4,6 +4,7 @@ import pytest
 import regex
 
 import decodekit
+import decodekit.memory
 from decodekit.batch import generate_jsonl
 from decodekit.generation import GenerationConfig, generate
 from tests.fakes import HistoryLM, word_vocab
@@ -46,7 +47,10 @@ def test_jsonl_results_errors_and_per_line_options(model, tmp_path):
         json.dumps({"id": "d", "prompt": "the", "strategy": "sample", "seed": 1, "num_samples": 2}),
     ]
     counts = generate_jsonl(model, lines, out, GenerationConfig(max_length=4), batch_size=2)
-    assert counts == {"written": 3, "skipped": 0, "errors": 3}
+    assert counts | {"first_error": None} == {
+        "written": 3, "skipped": 0, "errors": 3, "duplicates": 0, "first_error": None,
+    }  # fmt: skip
+    assert counts["first_error"].startswith("line 2: invalid JSON")
     records = {json.dumps(r["id"]): r for r in read(out)}
     assert regex.fullmatch(r".*\bprofit\b.*", records['"b"']["hypotheses"][0]["text"])
     assert len(records['"d"']["hypotheses"]) == 2
@@ -71,7 +75,9 @@ def test_resume_skips_done_ids_and_drops_a_partial_line(model, tmp_path):
 
 
 def test_batches_share_one_step_per_time_step(model, tmp_path):
-    model.calls, model.eos_id = 0, None  # no EOS: every prompt runs all steps
+    model.eos_id = None  # no EOS: every prompt runs all steps
+    decodekit.memory.state_profile(model)  # the memory estimate measures the state once per model
+    model.calls = 0
     generate_jsonl(model, lines_for(4), tmp_path / "o.jsonl", GenerationConfig(max_length=3), batch_size=4)
     assert model.calls == 3 + 2  # prefill of BOS + 2 prompt words, then 2 steps, for all 4 prompts at once
 
@@ -108,7 +114,7 @@ def test_torchrun_two_ranks_equal_one_process(tmp_path):
         text=True,
         timeout=120,
     )
-    assert one.returncode == 0, one.stderr[-2000:]
+    assert one.returncode == 1 and "1 line(s) failed (first: line 10: invalid JSON" in one.stderr, one.stderr
     two = subprocess.run(
         [
             sys.executable,
@@ -127,7 +133,7 @@ def test_torchrun_two_ranks_equal_one_process(tmp_path):
         text=True,
         timeout=180,
     )
-    assert two.returncode == 0, two.stderr[-3000:]
+    assert two.returncode == 1 and "1 line(s) failed" in two.stderr, two.stderr[-3000:]
     key = lambda r: json.dumps(r.get("id"))  # noqa: E731
     assert sorted(read(tmp_path / "one.jsonl"), key=key) == sorted(read(tmp_path / "two.jsonl"), key=key)
-    assert not list(tmp_path.glob("two.jsonl.rank*"))
+    assert not list(tmp_path.glob("two.jsonl.rank*")) and not list(tmp_path.glob(".*"))  # nor locks

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -79,8 +80,23 @@ STRATEGY_HELP = "Search strategy. Default: beam with --constraint (Anderson-styl
     show_default=True,
     help="Prompts decoded together (--input).",
 )
+@click.option(
+    "--max-memory",
+    metavar="SIZE",
+    help="Memory a search may use, e.g. 8G (default: $DECODEKIT_MAX_MEMORY, else 90% of the free memory).",
+)
 def generate(
-    prompt, model_spec, hf_model, device, as_json, input_path, output_path, resume, batch_size, **options
+    prompt,
+    model_spec,
+    hf_model,
+    device,
+    as_json,
+    input_path,
+    output_path,
+    resume,
+    batch_size,
+    max_memory,
+    **options,
 ):
     """Generate a continuation of PROMPT (text, tokenised by the model's vocabulary).
 
@@ -98,10 +114,17 @@ def generate(
         raise UsageError("give either a PROMPT or --input FILE")
     if input_path is not None and output_path is None:
         raise UsageError("--input needs --output FILE")
+    if max_memory is not None:
+        from decodekit.memory import parse_size
+
+        try:
+            max_memory = parse_size(max_memory)
+        except ValueError as e:
+            raise UsageError(f"--max-memory: {e}") from None
     config = GenerationConfig(**options)  # the remaining options are GenerationConfig's fields
     model = _load(model_spec, hf_model, device)
     if input_path is not None:
-        _batch(model, input_path, output_path, config, resume, batch_size)
+        _batch(model, input_path, output_path, config, resume, batch_size, max_memory)
         return
     vocab = getattr(model, "vocab", None)
     if vocab is None:
@@ -111,7 +134,11 @@ def generate(
         ids = vocab.encode(prompt)
     for w in caught:
         click.echo(f"Warning: {w.message}", err=True)
-    hyps = run(model, [ids], config)[0]
+    try:
+        hyps = run(model, [ids], config, max_memory=max_memory)[0]
+    except RuntimeError as e:  # the model itself failed (e.g. a backend limit): one line, not a traceback
+        reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+        raise UsageError(f"the model failed on this input: {reason}") from None
     if not hyps:
         click.echo(
             f"Error: no continuation matching {config.constraint!r} was found within "
@@ -123,61 +150,91 @@ def generate(
         click.echo(json.dumps(h.to_dict(vocab), ensure_ascii=False) if as_json else h.text(vocab))
 
 
-def _batch(model, input_path, output_path, config, resume, batch_size) -> None:
-    """Decode a JSON-lines file; under torchrun each rank takes every world-th line, writes
-    its own part file, and rank 0 merges the parts into --output at the end."""
-    from tqdm import tqdm
-
-    from decodekit import distributed
-    from decodekit.batch import generate_jsonl, merge_parts, part_path, read_done_ids
+def _read_input(input_path: str) -> list[bytes]:
+    """The lines of --input as bytes (each is decoded on its own: one bad byte fails one line).
+    A regular file or a pipe (``<(...)``); devices and directories are refused."""
+    import stat
 
     try:
-        with open(input_path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
+        st = os.stat(input_path)
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
+            raise UsageError(f"--input {input_path} is not a regular file or a pipe")
+        with open(input_path, "rb") as f:
+            return f.read().split(b"\n")
     except OSError as e:
         raise UsageError(f"cannot read --input {input_path}: {e.strerror}") from None
-    except UnicodeDecodeError as e:
-        raise UsageError(f"--input {input_path} is not valid UTF-8 (byte {e.start})") from None
+
+
+def _batch(model, input_path, output_path, config, resume, batch_size, max_memory) -> None:
+    """Decode a JSON-lines file; under torchrun each rank takes every world-th line, writes
+    its own part file, and rank 0 merges the parts into --output at the end. Exit status 1 when
+    some line got an error record."""
+    from tqdm import tqdm
+
+    from decodekit import distributed, results
+    from decodekit.batch import generate_jsonl, part_path
+    from decodekit.locking import LockedError, exclusive
+
+    lines = _read_input(input_path)
     rank, size = distributed.init(getattr(model, "device", None))
     target, keep, skip = output_path, None, None
-    if size > 1:
-        from pathlib import Path
+    with contextlib.ExitStack() as stack:
+        if size > 1:
+            parts = [part_path(output_path, r) for r in range(size)]
+            error = None
+            if rank == 0:  # rank 0 holds --output's lock for the whole run
+                try:
+                    stack.enter_context(exclusive(output_path, "--output"))
+                    results.prepare(output_path, resume=resume, parts=parts)
+                except (LockedError, OSError) as e:
+                    error = str(e)
+            if distributed.broadcast_int(error is not None):
+                distributed.shutdown()
+                if error is None:
+                    raise SystemExit(2)  # rank 0 says why
+                raise UsageError(error)
+            target, skip = parts[rank], results.done_ids(output_path)
 
-        target = part_path(output_path, rank)
-        skip = read_done_ids(Path(output_path)) if resume else set()
+            def keep(n: int) -> bool:
+                return (n - 1) % size == rank
 
-        def keep(n: int) -> bool:
-            return (n - 1) % size == rank
-
-    total = sum(1 for n, x in enumerate(lines, 1) if x.strip() and (keep is None or keep(n)))
-    with tqdm(
-        total=total,
-        unit="prompt",
-        desc=f"generate[{rank}]" if size > 1 else "generate",
-        disable=None if rank == 0 else True,
-    ) as bar:
-        counts = generate_jsonl(
-            model,
-            lines,
-            target,
-            config,
-            batch_size=batch_size,
-            resume=resume,
-            progress=bar.update,
-            keep=keep,
-            skip_ids=skip,
-        )
-    if size > 1:
-        distributed.barrier()
-        if rank == 0:
-            merge_parts(output_path, [part_path(output_path, r) for r in range(size)], resume=resume)
-        distributed.barrier()
-        distributed.shutdown()
+        total = sum(1 for n, x in enumerate(lines, 1) if x.strip() and (keep is None or keep(n)))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with tqdm(
+                total=total,
+                unit="prompt",
+                desc=f"generate[{rank}]" if size > 1 else "generate",
+                disable=None if rank == 0 else True,
+            ) as bar:
+                counts = generate_jsonl(
+                    model, lines, target, config, batch_size=batch_size, resume=resume and size == 1,
+                    progress=bar.update, keep=keep, skip_ids=skip, max_memory=max_memory,
+                )  # fmt: skip
+        for w in caught:
+            click.echo(f"Warning: {w.message}", err=True)
+        if size > 1:
+            distributed.barrier()
+            if rank == 0:
+                counts |= results.merge(output_path, parts)  # the totals of all ranks
+            counts["errors"] = distributed.broadcast_int(counts["errors"])
+            distributed.shutdown()
+            if rank != 0:
+                raise SystemExit(1 if counts["errors"] else 0)
+    errors = counts["errors"]
     click.echo(
         f"{counts['written']} written, {counts['skipped']} skipped (already done), "
-        f"{counts['errors']} errors -> {target}",
+        f"{errors} errors -> {output_path}",
         err=True,
     )
+    if errors:
+        first = f" (first: {counts['first_error']})" if counts.get("first_error") else ""
+        click.echo(
+            f"Error: {errors} line(s) failed{first}; their error records are in {output_path} "
+            "and --resume retries them",
+            err=True,
+        )
+        raise SystemExit(1)
 
 
 def _finite(value: float) -> float:

@@ -32,6 +32,7 @@ class NeuralLM(nn.Module):
     bos_id: int | None
     eos_id: int | None
     head: nn.Linear
+    prefill_chunk: int = 4096  # prompt tokens encoded per features() call
 
     def features(self, state: State, tokens: torch.Tensor) -> tuple[torch.Tensor, State]:
         """Args: state (batch-first, N rows), tokens [N, T] long.
@@ -60,6 +61,11 @@ class NeuralLM(nn.Module):
 
     @torch.no_grad()
     def prefill(self, state: State, tokens: torch.Tensor) -> tuple[torch.Tensor, State]:
-        """Args: tokens [N, T], T >= 1. Returns (logprobs [N, V] after the last token, state)."""
-        hidden, state = self.features(state, tokens)
+        """Args: tokens [N, T], T >= 1. Returns (logprobs [N, V] after the last token, state).
+
+        Long prompts are encoded ``prefill_chunk`` tokens at a time, the state carried (the same
+        result as one call): activations stay bounded, so a prompt of a million tokens needs
+        megabytes, not gigabytes (and stays within what a fused cuDNN/oneDNN call accepts)."""
+        for start in range(0, tokens.shape[1], self.prefill_chunk):
+            hidden, state = self.features(state, tokens[:, start : start + self.prefill_chunk])
         return torch.log_softmax(self.head(hidden[:, -1]).float(), dim=-1), state
