@@ -690,13 +690,17 @@ class _Parser:
         if not scoped and not self.match(")"):
             raise _Refusal("syntax", "unknown extension", self.pos)
         if (on | off) & _ENCODINGS:
-            if scoped or not leading or off & _ENCODINGS:
+            # (?u) is the default for a str pattern: a no-op unless (?a) is in play; (?a) counts
+            # only at the very start (regex applies it to the whole pattern, even before it)
+            harmless = on == on & ~_A and not off & _ENCODINGS and not self.ascii
+            if not harmless and (scoped or not leading or off & _ENCODINGS):
                 raise _Refusal(
                     "unsupported",
-                    f"the ASCII/UNICODE flags (?a) (?u) other than at the very start, at position {open_pos} "
-                    "(regex applies them to the whole pattern, even before them)",
+                    f"the ASCII flag (?a) (or (?u) after it) other than at the very start, at position "
+                    f"{open_pos} (regex applies it to the whole pattern, even before it)",
                 )
-            self.ascii = bool(on & _A)
+            if not harmless:
+                self.ascii = bool(on & _A)
         if scoped:
             frame = _Frame(self.flags, True, open_pos)
             self.flags = (self.flags | on) & ~off
