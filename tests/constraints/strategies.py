@@ -5,6 +5,28 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 LEAVES = ["a", "b", " ", ".", "[ab]", "[^a]", "[a ]", "(?:)"]
+# the same alphabet written with the constructs the front end reads exactly (test_syntax.py)
+SYNTAX_LEAVES = [
+    "[]a]",
+    "[^]a]",
+    "(?i:a)",
+    "(?i:[^A])",
+    "(?i)B",
+    "\\x61",
+    "\\u0062",
+    "\\N{SPACE}",
+    "\\141",
+    "[[:alpha:]]",
+    "[[:space:]]",
+    "\\p{Ll}",
+    "\\P{Lu}",
+    "a(?#note)",
+    "(?x: a \\  )",
+    "b{,1}",
+    "[\\x20b]",
+    "(?|a|B)",
+    "]",
+]
 
 
 def regexes(leaves=LEAVES, max_leaves: int = 6):

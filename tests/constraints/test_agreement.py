@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from decodekit.constraints import ConstraintError, compile_regex
-from tests.constraints.strategies import regexes, vocabularies
+from tests.constraints.strategies import SYNTAX_LEAVES, regexes, vocabularies
 
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -24,6 +24,18 @@ def _all_sequences(vocab_size: int, max_len: int):
 def test_automaton_agrees_with_fullmatch(pattern, tokens, separator, data):
     """Every token sequence up to length 3 (and random longer ones) is accepted iff its text
     fully matches; an unspellable pattern matches none of them."""
+    _agrees(pattern, tokens, separator, data)
+
+
+@SETTINGS
+@given(regexes(SYNTAX_LEAVES), vocabularies("abAB ]"), st.sampled_from(["", " "]), st.data())
+def test_syntax_constructs_agree_over_multicharacter_tokens(pattern, tokens, separator, data):
+    """The same, for patterns written with escapes, POSIX and property classes, ']' first,
+    inline and scoped (?i), comments and verbose groups, over tokens of several characters."""
+    _agrees(pattern, tokens, separator, data)
+
+
+def _agrees(pattern, tokens, separator, data):
     compiled = regex.compile(pattern)
     try:
         auto = compile_regex(pattern, tokens, separator=separator)
