@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -71,6 +72,10 @@ def prepare(output: str | Path, *, resume: bool, parts: Iterable[Path] = ()) -> 
     ``parts``: part files of an interrupted distributed run; with resume their results are
     kept too. They are removed either way."""
     output, parts = Path(output), [p for p in parts if p.exists()]
+    stale = re.compile(rf"^\.{re.escape(output.name)}\.tmp\d+$")  # left by a kill inside a rewrite
+    for path in output.parent.iterdir():
+        if stale.match(path.name):
+            path.unlink(missing_ok=True)
     done: set[str] = set()
     if resume:
         lines, done = _kept([output, *parts])

@@ -198,3 +198,40 @@ def test_generation_config_checks_every_field(changes, message):
     with pytest.raises(DecodekitError) as e:
         GenerationConfig(**changes)
     assert message in str(e.value) and len(str(e.value)) < 200
+
+
+@pytest.mark.parametrize("kill_at", [(2, "half"), (3, "before"), (5, "after")])
+def test_killed_generation_resumes_with_every_record_once(model, tmp_path, kill_at):
+    """SIGKILL inside the n-th write of records (half of it written, or just before/after it)."""
+    import signal
+
+    from decodekit import results
+
+    lines = [good(i) for i in range(12)] + ['{"prompt": "no id"}', "oops"]
+    config = GenerationConfig(strategy="sample", seed=1, max_length=4)
+    generate_jsonl(model, lines, tmp_path / "ref", config, batch_size=3)
+    pid = os.fork()
+    if pid == 0:
+        calls, real = [0], results.append
+
+        def append(handle, records):
+            calls[0] += 1
+            if calls[0] == kill_at[0]:
+                if kill_at[1] == "half":
+                    data = b"".join(results.dumps(r) for r in records)
+                    handle.write(data[: len(data) // 2])
+                    handle.flush()
+                if kill_at[1] != "after":
+                    os.kill(os.getpid(), signal.SIGKILL)
+            real(handle, records)
+            if calls[0] == kill_at[0]:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        results.append = append
+        generate_jsonl(model, lines, tmp_path / "out", config, batch_size=3)
+        os._exit(0)
+    assert os.WIFSIGNALED(os.waitpid(pid, 0)[1])
+    generate_jsonl(model, lines, tmp_path / "out", config, batch_size=3, resume=True)
+    got, ref = read(tmp_path / "out"), read(tmp_path / "ref")
+    assert sorted(map(json.dumps, got)) == sorted(map(json.dumps, ref))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "ref"]
