@@ -367,10 +367,11 @@ class _Parser:
         if node is None:
             self.named += len(cset.chars)
             if self.named > MAX_CLASS_CHARS:
+                shown = repr(self.s[:60]) + ("..." if len(self.s) > 60 else "")
                 raise _Refusal(
                     "budget",
-                    _size_message("names in its character classes", self.named, MAX_CLASS_CHARS, self.s)
-                    + " characters: use \\w \\d \\s, '.', or a negated class of the characters to exclude",
+                    f"regex too large: {shown} names {self.named:,} characters in its classes "
+                    f"({MAX_CLASS_CHARS:,} allowed): use \\w \\d \\s, '.', or negated classes",
                 )
             node = self.sets[cset] = Node("set", cset=cset)
         return node

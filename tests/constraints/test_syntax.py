@@ -263,7 +263,7 @@ REFUSED: list[tuple[str, str]] = [
     (r"a\Gb", "anchor"),
     ("(?:^a)*", "anchor"),
     ("[\\x00-\\U0007ffff]", "names 524,288 characters and excludes 589,824"),
-    ("[[:alpha:]]|[[:^alpha:]]|\\p{Ll}|[^\\p{Ll}]|\\p{Lo}", "characters: use"),
+    ("[[:alpha:]]|[[:^alpha:]]|\\p{Ll}|[^\\p{Ll}]|\\p{Lo}", "characters in its classes"),
     ("\\p{Any}\\P{Any}", "matches no text"),
     ("(" * 101 + "a" + ")" * 101, "nests groups more than 100"),
     ("a(b", "invalid regex 'a\\(b': missing \\) at position 3"),
