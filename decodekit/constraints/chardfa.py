@@ -23,7 +23,7 @@ import numpy as np
 import regex
 
 from decodekit.constraints.graph import minimize, reverse_distances
-from decodekit.constraints.pattern import NOT_WORD_BOUNDARY, WORD_BOUNDARY
+from decodekit.constraints.pattern import NOT_WORD_BOUNDARY, WORD_BOUNDARY, predicate_bits
 from decodekit.errors import ConstraintError
 
 BITS = {"w": 4, "d": 2, "s": 1}
@@ -42,19 +42,8 @@ def char_bits(chars) -> np.ndarray:
     code points for many characters)."""
     if len(chars) > 4096:
         codes = np.fromiter(map(ord, chars), dtype=np.int64, count=len(chars))
-        return _all_bits()[codes].astype(np.int64)
+        return predicate_bits()[codes].astype(np.int64)
     return np.array([_bits(c) for c in chars], dtype=np.int64)
-
-
-@functools.lru_cache(maxsize=1)
-def _all_bits() -> np.ndarray:
-    """[0x110000] uint8 :func:`char_bits` of every code point (regex over all of them, ~0.1 s)."""
-    text = np.arange(0x110000, dtype=np.uint32).tobytes().decode("utf-32-le", "surrogatepass")
-    bits = np.zeros(0x110000, dtype=np.uint8)
-    for name, bit in BITS.items():
-        for m in regex.finditer(f"\\{name}+", text):
-            bits[m.start() : m.end()] |= bit
-    return bits
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ SYNTAX_LEAVES = [
     "\\141",
     "[[:alpha:]]",
     "[[:space:]]",
-    "\\p{Ll}",
-    "\\P{Lu}",
+    "\\p{Latin}",  # case-closed: fine under (?i) (\\p{Ll} would be refused there)
+    "\\P{Han}",
     "a(?#note)",
     "(?x: a \\  )",
     "b{,1}",
