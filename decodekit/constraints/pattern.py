@@ -92,6 +92,12 @@ _CHARACTER_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t"
 _PREDICATE_ESCAPES = {"w": ("w", False), "W": ("w", True), "d": ("d", False), "D": ("d", True)}
 _PREDICATE_ESCAPES |= {"s": ("s", False), "S": ("s", True)}
 _HEX_LENGTHS = {"x": 2, "u": 4, "U": 8}
+_HINTS = {
+    "K": "the whole text must match: remove it",
+    "m": "start of a word: write \\b",
+    "M": "end of a word: write \\b",
+}
+_BACKREF = "(a finite automaton cannot remember text: repeat the group's pattern instead)"
 
 # assertion codes of "assert" nodes
 START, END, WORD_BOUNDARY, NOT_WORD_BOUNDARY = "start", "end", "wb", "nwb"
@@ -522,7 +528,10 @@ class _Parser:
         here = self.pos
         suffix = self.get()
         if suffix == "+":
-            raise _Refusal("unsupported", f"possessive quantifier at position {here}")
+            raise _Refusal(
+                "unsupported",
+                f"possessive quantifier at position {here} (drop the '+' if giving back does not matter)",
+            )
         if suffix != "?":  # '?': lazy, which accepts the same full matches
             self.pos = here
         seq.append(element if (lo, hi) == (1, 1) else self._rep(element, lo, hi))
@@ -630,13 +639,17 @@ class _Parser:
                 saved_pos_3 = self.pos
                 ch = self.get()
                 if ch in ("=", "!") and ch:
-                    raise _Refusal("unsupported", f"look-around at position {open_pos}")
+                    raise _Refusal(
+                        "unsupported", f"look-around at position {open_pos} (spell the text out instead)"
+                    )
                 self.pos = saved_pos_3
                 self._name()
                 self.expect(">")
                 return _Frame(self.flags, True, open_pos)
             if ch in ("=", "!") and ch:
-                raise _Refusal("unsupported", f"look-around at position {open_pos}")
+                raise _Refusal(
+                    "unsupported", f"look-around at position {open_pos} (spell the text out instead)"
+                )
             if ch == "P":
                 saved = self.pos
                 ch = self.get()
@@ -645,9 +658,12 @@ class _Parser:
                     self.expect(">")
                     return _Frame(self.flags, True, open_pos)
                 if ch == "=":
-                    raise _Refusal("unsupported", f"back-references at position {open_pos}")
+                    raise _Refusal("unsupported", f"back-references at position {open_pos} " + _BACKREF)
                 if ch in (">", "&") and ch:
-                    raise _Refusal("unsupported", f"group calls at position {open_pos}")
+                    raise _Refusal(
+                        "unsupported",
+                        f"group calls at position {open_pos} (repeat the group's pattern instead)",
+                    )
                 raise _Refusal("syntax", "unknown extension", saved)
             if ch == "#":
                 while True:
@@ -661,7 +677,9 @@ class _Parser:
                 self.expect(")")
                 return None
             if ch == "(":
-                raise _Refusal("unsupported", f"conditional groups at position {open_pos}")
+                raise _Refusal(
+                    "unsupported", f"conditional groups at position {open_pos} (write an alternation)"
+                )
             if ch == ">":
                 raise _Refusal(
                     "unsupported",
@@ -673,13 +691,18 @@ class _Parser:
                 return _Frame(self.flags, False, open_pos)
             calls = ch == "R" or ch == "&" or ch and ch in _DIGITS
             if calls or ch and ch in "+-" and self.peek() in _DIGITS:
-                raise _Refusal("unsupported", f"group calls / recursion at position {open_pos}")
+                raise _Refusal(
+                    "unsupported",
+                    f"group calls / recursion at position {open_pos} (repeat the pattern; no recursion)",
+                )
             self.pos = saved_pos_2
             return self._flags(leading, open_pos)
         if ch == "*":
             word = self.get_until(set(")>"))
             if word[:1].isalpha():
-                raise _Refusal("unsupported", f"backtracking verbs like (*{word}) at position {open_pos}")
+                raise _Refusal(
+                    "unsupported", f"backtracking verbs like (*{word}) at position {open_pos} (remove them)"
+                )
         self.pos = saved_pos
         return _Frame(self.flags, True, open_pos)
 
@@ -767,11 +790,13 @@ class _Parser:
             except _Refusal:
                 self.pos = saved
                 return ("char", ord("g"))
-            raise _Refusal("unsupported", f"back-references at position {at}")
+            raise _Refusal("unsupported", f"back-references at position {at} " + _BACKREF)
         if ch == "G" and not in_set:
             return ("assert", START)  # the search anchor: position 0 of a full match
         if ch == "L" and not in_set:
-            raise _Refusal("unsupported", f"named lists \\L<...> at position {at}")
+            raise _Refusal(
+                "unsupported", f"named lists \\L<...> at position {at} (write the alternation out)"
+            )
         if ch == "N":
             saved = self.pos
             if self.match("{"):
@@ -791,7 +816,7 @@ class _Parser:
                 f"\\R at position {at} (it is an atomic group)",
             )
         if ch == "X" and not in_set:
-            raise _Refusal("unsupported", f"grapheme clusters \\X at position {at}")
+            raise _Refusal("unsupported", f"grapheme clusters \\X at position {at} (use . or a class)")
         if ch in _ALPHA:
             if not in_set:
                 if ch == "A":
@@ -800,10 +825,13 @@ class _Parser:
                     return ("assert", END)
                 if ch in "bB":
                     if self.ascii:
-                        raise _Refusal("unsupported", "\\b and \\B with the ASCII flag (?a)")
+                        raise _Refusal(
+                            "unsupported",
+                            "\\b and \\B with the ASCII flag (?a) (drop (?a), or spell ASCII classes out)",
+                        )
                     return ("assert", WORD_BOUNDARY if ch == "b" else NOT_WORD_BOUNDARY)
                 if ch in "KmM":
-                    raise _Refusal("unsupported", f"\\{ch} at position {at}")
+                    raise _Refusal("unsupported", f"\\{ch} at position {at} ({_HINTS[ch]})")
             if ch in _PREDICATE_ESCAPES:
                 if self.ascii:  # ASCII \w \d \s: the characters themselves
                     return ("scan", f"\\{ch}")
@@ -854,7 +882,7 @@ class _Parser:
                 mask = 0xFF if self.flags & (_A | _L) else 0x1FF
                 return ("char", int(digits + c, 8) & mask)
         self.pos = saved
-        raise _Refusal("unsupported", f"back-references at position {at}")
+        raise _Refusal("unsupported", f"back-references at position {at} " + _BACKREF)
 
     def _property(self, positive: bool, in_set: bool):
         saved = self.pos
