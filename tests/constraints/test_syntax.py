@@ -401,7 +401,7 @@ def constructs(draw, depth: int = 0):
     return "".join(parts)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.sampled_from(["", "(?i)", "(?a)", "(?ai)", "(?x)"]),
     constructs(),
