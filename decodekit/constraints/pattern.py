@@ -136,19 +136,14 @@ class Node:
 
 
 class Parsed(NamedTuple):
-    """The result of :func:`parse_tree`: the AST and whether it has ``\\b``/``\\B``."""
+    """What the parser returns: the AST and whether it has ``\\b``/``\\B``."""
 
     root: Node
     boundaries: bool
 
 
-def node_kind(node: Node) -> str:
-    """The kind of an AST node (``set seq alt rep assert``)."""
-    return node.kind
-
-
 class _Refusal(Exception):
-    """Internal: the pattern is refused. ``kind``: syntax / unsupported / budget."""
+    """Internal: the pattern is refused. ``kind``: syntax / unsupported / budget / anchor."""
 
     def __init__(self, kind: str, message: str, pos: int | None = None):
         super().__init__(message)
