@@ -306,6 +306,9 @@ class _Parser:
         self.boundaries = False
         self.sets: dict[CharSet, Node] = {}
         self.named = 0  # characters named by distinct classes
+        # an inline (?i) anywhere: regex may apply it to properties that stand before it in the
+        # same group ((?:\P{Ll}|(?i)a) rejects "I"), so those are checked as if under (?i)
+        self.inline_fold = bool(re.search(r"\(\?[a-zA-Z^]*i", pattern))
 
     # ----- regex's Source, with verbose whitespace and comments -----------------------------
     def _skip(self, pos: int) -> int:
@@ -997,13 +1000,14 @@ class _Parser:
                     raise _Refusal("syntax", e.msg, self.pos) from None
                 if chars is None:
                     raise self._too_many(matched, x[1])
-                if fold and not _case_closed(is_excluded, chars, self.ascii):
+                if (fold or self.inline_fold) and not _case_closed(is_excluded, chars, self.ascii):
                     # regex's (?i)\p{Lu} matches U+0138 at the start of a pattern but not after
                     # (?:a)*: no single meaning to compile
                     raise _Refusal(
                         "unsupported",
-                        f"{x[1]} with (?i): it does not contain every case of its letters, and regex's "
-                        "result then depends on where it stands (use (?-i:...) or list the cases)",
+                        f"{x[1]} with (?i) in the pattern: it does not contain every case of its letters, "
+                        "and regex's result then depends on where it and the flag stand (list the cases "
+                        "instead)",
                     )
                 (excluded if is_excluded else positive).append(chars)
         if not excluded:
