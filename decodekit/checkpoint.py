@@ -227,7 +227,7 @@ def load_checkpoint(
     if stored != info["model"]:
         raise CheckpointError(f"{directory}: {CONFIG} does not match the config stored with the weights")
     try:
-        config = config_from_dict(info["model"])
+        config = config_from_dict(_with_recorded_defaults(info["model"]))
     except (ValueError, TypeError) as e:
         raise CheckpointError(f"{directory}: {CONFIG}: {e}") from None
     _check_layers(config, shapes, directory)
@@ -305,3 +305,12 @@ def _check_shapes(config: Any, vocab: Vocab, shapes: dict[str, tuple[int, ...]],
             f"{directory}: the weights do not fit the {kind} config in {CONFIG} ({'; '.join(parts)}; "
             f"that config would need {need / 2**20:,.1f} MiB of float32 weights)"
         )
+
+
+def _with_recorded_defaults(model: dict) -> dict:
+    """A saved model config with the defaults it was trained under, where a default changed
+    since: NS/RNS stack checkpoints written before the ``bottom`` field existed used the
+    replaceable bottom (the paper's frozen bottom is the default only for new models)."""
+    if model.get("kind") == "stack-lstm" and model.get("stack") in ("ns", "rns") and "bottom" not in model:
+        return {**model, "bottom": "replaceable"}
+    return model

@@ -222,3 +222,44 @@ def test_recompute_gives_same_outputs_and_gradients(name):
     torch.testing.assert_close(results[0][0], results[1][0], rtol=1e-12, atol=1e-12)
     for a, b in zip(results[0][1], results[1][1]):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_checkpoints_without_a_bottom_field_load_with_the_bottom_they_were_trained_with(tmp_path):
+    """NS/RNS checkpoints written before ``bottom`` existed used the replaceable bottom: they load
+    with it (and reproduce their outputs); new checkpoints record the bottom they use."""
+    import json
+
+    from safetensors.torch import load_file, save_file
+
+    from decodekit.checkpoint import load_checkpoint, save_checkpoint
+
+    torch.manual_seed(0)
+    model = StackLSTM(StackLSTMConfig(**CONFIGS["ns"], bottom="replaceable"), VOCAB).eval()
+    save_checkpoint(model, tmp_path / "new")
+    assert load_checkpoint(tmp_path / "new").config.bottom == "replaceable"
+    assert (
+        load_checkpoint(
+            save_checkpoint(StackLSTM(StackLSTMConfig(**CONFIGS["rns"]), VOCAB), tmp_path / "f")
+        ).config.bottom
+        == "frozen"
+    )
+    # the same checkpoint as an older decodekit wrote it: no "bottom" anywhere
+    legacy = save_checkpoint(model, tmp_path / "legacy")
+    info = json.loads((legacy / "config.json").read_text())
+    del info["model"]["bottom"]
+    (legacy / "config.json").write_text(json.dumps(info))
+    from safetensors import safe_open
+
+    with safe_open(str(legacy / "model.safetensors"), "pt") as f:
+        meta = dict(f.metadata())
+    tensors = load_file(str(legacy / "model.safetensors"))
+    meta["model"] = json.dumps(info["model"], sort_keys=True)
+    meta["info"] = json.dumps(info, sort_keys=True)
+    save_file(tensors, str(legacy / "model.safetensors"), metadata=meta)
+    loaded = load_checkpoint(legacy)
+    assert loaded.config.bottom == "replaceable"
+    tokens = torch.tensor([[1, 2, 1, 3]])
+    state = model.initial_state(1)
+    expected, _ = model.prefill(state, tokens)
+    got, _ = loaded.prefill(loaded.initial_state(1), tokens)
+    assert torch.allclose(got, expected, atol=1e-6)
