@@ -7,7 +7,14 @@ Public API::
 
 from decodekit.constraints import TokenAutomaton, compile_for_vocab, compile_regex
 from decodekit.decoding import beam_search, constrained_beam_search, greedy, sample
-from decodekit.errors import CheckpointError, ConstraintError, DecodekitError, ModelOutputError
+from decodekit.errors import (
+    CheckpointError,
+    ConstraintError,
+    DecodekitError,
+    LockedError,
+    ModelOutputError,
+    ResourceError,
+)
 from decodekit.generation import GenerationConfig, generate
 from decodekit.models.base import LanguageModel
 from decodekit.outputs import Hypothesis
@@ -23,7 +30,9 @@ __all__ = [
     "GenerationConfig",
     "Hypothesis",
     "LanguageModel",
+    "LockedError",
     "ModelOutputError",
+    "ResourceError",
     "TokenAutomaton",
     "Vocab",
     "WordVocab",

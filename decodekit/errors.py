@@ -16,3 +16,11 @@ class ConstraintError(DecodekitError):
 
 class CheckpointError(DecodekitError):
     """A checkpoint is missing, truncated, tampered with, or belongs to another model kind."""
+
+
+class ResourceError(DecodekitError):
+    """A search would need more memory than it may use (see :mod:`decodekit.memory`)."""
+
+
+class LockedError(DecodekitError):
+    """Another process is writing to the same output (see :mod:`decodekit.locking`)."""

@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from decodekit.errors import DecodekitError
+from decodekit.errors import LockedError
 
 try:
     import fcntl
@@ -30,10 +30,6 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
 _HELD: dict[tuple[int, str], int] = {}  # (pid, lock file) -> nesting depth; a forked child holds nothing
-
-
-class LockedError(DecodekitError):
-    """Another process is writing to the same output."""
 
 
 def lock_path(path: str | Path) -> Path:

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from decodekit.errors import DecodekitError
+from decodekit.errors import ResourceError
 from decodekit.models.base import model_device
 
 FLOAT = 4  # bytes per log-probability (every strategy works in float32)
@@ -33,10 +33,6 @@ TRACE_STEP = 800  # Python and allocator overhead of the two small tensors a bea
 PY_TOKEN = 52  # a token in the final Python lists: list slots, an int object, the Hypothesis tuple
 PROMPT_TOKEN = 60  # a prompt token: the Python list and the [B, T] id tensor
 SAFETY = 0.9  # use at most this fraction of the free memory
-
-
-class ResourceError(DecodekitError):
-    """A search would need more memory than is available."""
 
 
 @dataclass(frozen=True)

@@ -142,10 +142,12 @@ def test_a_second_writer_is_refused(model_dir, tmp_path, capfd):
     done_r, done_w = os.pipe()
     pid = os.fork()
     if pid == 0:
-        with exclusive(out):
-            os.write(ready_w, b"x")
-            os.read(done_r, 1)
-        os._exit(0)
+        try:
+            with exclusive(out):
+                os.write(ready_w, b"x")
+                os.read(done_r, 1)
+        finally:
+            os._exit(0)
     try:
         os.read(ready_r, 1)
         code, err = cli(
@@ -200,8 +202,17 @@ def test_generation_config_checks_every_field(changes, message):
     assert message in str(e.value) and len(str(e.value)) < 200
 
 
+@pytest.fixture
+def one_thread():
+    """A forked child must not use an OpenMP pool its parent started (it would wait forever)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 @pytest.mark.parametrize("kill_at", [(2, "half"), (3, "before"), (5, "after")])
-def test_killed_generation_resumes_with_every_record_once(model, tmp_path, kill_at):
+def test_killed_generation_resumes_with_every_record_once(model, tmp_path, kill_at, one_thread):
     """SIGKILL inside the n-th write of records (half of it written, or just before/after it)."""
     import signal
 
@@ -227,9 +238,11 @@ def test_killed_generation_resumes_with_every_record_once(model, tmp_path, kill_
             if calls[0] == kill_at[0]:
                 os.kill(os.getpid(), signal.SIGKILL)
 
-        results.append = append
-        generate_jsonl(model, lines, tmp_path / "out", config, batch_size=3)
-        os._exit(0)
+        try:
+            results.append = append
+            generate_jsonl(model, lines, tmp_path / "out", config, batch_size=3)
+        finally:
+            os._exit(0)
     assert os.WIFSIGNALED(os.waitpid(pid, 0)[1])
     generate_jsonl(model, lines, tmp_path / "out", config, batch_size=3, resume=True)
     got, ref = read(tmp_path / "out"), read(tmp_path / "ref")

@@ -182,10 +182,12 @@ def test_a_second_writer_is_refused_naming_the_first(corpus, tmp_path, capsys):
     done_r, done_w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the first writer: holds the lock until told to stop
-        with exclusive(out):
-            os.write(ready_w, b"x")
-            os.read(done_r, 1)
-        os._exit(0)
+        try:
+            with exclusive(out):
+                os.write(ready_w, b"x")
+                os.read(done_r, 1)
+        finally:
+            os._exit(0)
     try:
         os.read(ready_r, 1)
         with pytest.raises(SystemExit) as e:
