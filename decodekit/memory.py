@@ -37,8 +37,9 @@ SAFETY = 0.9  # use at most this fraction of the free memory
 
 @dataclass(frozen=True)
 class Estimate:
-    """Bytes a search needs: ``device`` (where the model runs) and ``host`` (Python lists of the
-    results; the same memory as ``device`` on CPU); ``parts`` by cause; ``rows`` N."""
+    """Bytes a search needs: ``device`` (tensors where the model runs) and ``host`` (the Python
+    lists of the results, plus everything else for a model on the CPU); ``parts`` by cause;
+    ``rows`` N."""
 
     device: int
     host: int
@@ -248,14 +249,14 @@ def check(model: Any, prompts: list[list[int]], config: Any, *, limit: int | str
     if _fits(est, budget, device):
         return est
     _, what, _ = _rows(model, config, len(lengths))
-    host = device.type != "cpu" and est.device <= budget[0]
+    host = device.type == "cpu" or est.device <= budget[0]  # what does not fit: host or device memory
     need, have = (est.host, budget[1]) if host else (est.device, budget[0])
     source = (
         "the given limit"
         if limit is not None
         else "DECODEKIT_MAX_MEMORY"
         if os.environ.get("DECODEKIT_MAX_MEMORY")
-        else f"{int(SAFETY * 100)} % of the free {'host ' if host else ''}memory"
+        else f"{int(SAFETY * 100)} % of the free {'host ' if host and device.type != 'cpu' else ''}memory"
     )
     raise ResourceError(
         f"this {what} needs about {human(need)} ({_count(est.rows)} rows x {model.vocab_size:,} tokens, "
@@ -269,7 +270,10 @@ def _count(n: int) -> str:
 
 
 def _fits(est: Estimate, budget: tuple[int, int], device: torch.device) -> bool:
-    return est.device <= budget[0] and (device.type == "cpu" or est.host <= budget[1])
+    """On the CPU ``host`` holds everything; elsewhere the device and the host each must fit."""
+    if device.type == "cpu":
+        return est.host <= budget[1]
+    return est.device <= budget[0] and est.host <= budget[1]
 
 
 def _largest(low: int, high: int, ok) -> int | None:

@@ -46,8 +46,8 @@ def test_refused_with_what_would_fit(model, prompts, changes, limit, advice):
     if value is not None:  # the setting named first fits, one more does not
         key = first.split("at most ")[1].split("=")[0]
         fits = config.replace(**{key: value})
-        assert estimate(model, [2] * prompts, fits).device <= parse_size(limit)
-        assert estimate(model, [2] * prompts, config.replace(**{key: value + 1})).device > parse_size(limit)
+        assert estimate(model, [2] * prompts, fits).host <= parse_size(limit)  # on the CPU: everything
+        assert estimate(model, [2] * prompts, config.replace(**{key: value + 1})).host > parse_size(limit)
 
 
 def test_long_prompt_is_encoded_in_chunks(model, monkeypatch):
@@ -56,14 +56,14 @@ def test_long_prompt_is_encoded_in_chunks(model, monkeypatch):
     monkeypatch.setattr(type(model), "prefill_chunk", 700)
     assert generate(model, [prompt], GenerationConfig(max_length=4)) == whole
     big = estimate(model, [1_000_000], GenerationConfig())
-    assert big.device < 100 * 2**20  # a million-token prompt: tens of MB, not gigabytes
+    assert big.host < 100 * 2**20  # a million-token prompt: tens of MB, not gigabytes
     with pytest.raises(ResourceError, match="prompts of at most [0-9,]+ tokens fit"):
         generate(model, [[2] * 1_000_000], GenerationConfig(), max_memory="10M")
 
 
 def test_batches_are_split_to_fit(model, tmp_path, monkeypatch):
     config = GenerationConfig(strategy="beam", beam_size=2000, max_length=3)
-    one = estimate(model, [2], config).device
+    one = estimate(model, [2], config).host
     calls = []
     real = memory.check
 
