@@ -3,7 +3,7 @@
 from decodekit.training.config import TrainConfig
 from decodekit.training.embeddings import load_embeddings
 from decodekit.training.evaluate import EvalResult, evaluate
-from decodekit.training.loop import train
+from decodekit.training.loop import TrainingInterrupted, train
 from decodekit.training.losses import softmax_cross_entropy
 from decodekit.training.noise import NoiseDistribution
 from decodekit.training.sampled import NCELoss, SampledSoftmaxLoss, make_loss
@@ -31,6 +31,7 @@ __all__ = [
     "Schedule",
     "SearchThenConverge",
     "TrainConfig",
+    "TrainingInterrupted",
     "evaluate",
     "load_embeddings",
     "make_loss",

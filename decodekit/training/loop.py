@@ -28,7 +28,6 @@ from tqdm import tqdm
 from decodekit.checkpoint import save_checkpoint
 from decodekit.data import Corpus, batchify, bptt_batches, num_bptt_batches
 from decodekit.errors import CheckpointError
-from decodekit.locking import LockedError, exclusive
 from decodekit.models.neural import NeuralLM
 from decodekit.models.registry import config_to_dict
 from decodekit.models.state import detach
@@ -37,7 +36,7 @@ from decodekit.training.config import TrainConfig
 from decodekit.training.ddp import SingleProcess, autocast
 from decodekit.training.evaluate import evaluate
 from decodekit.training.resume import RESUME, load_training_state, save_training_state
-from decodekit.training.rundir import reconcile, remove_run_files, run_files, write_metrics
+from decodekit.training.rundir import take_directory, write_metrics
 from decodekit.training.sampled import load_loss_state, loss_state, make_loss
 from decodekit.training.schedules import make_schedule
 
@@ -282,33 +281,8 @@ def train(
     out = Path(out) if out is not None else None
     with contextlib.ExitStack() as stack:
         if out is not None:
-            _take_directory(stack, out, parallel or SingleProcess(), resume, overwrite)
+            take_directory(stack, out, parallel or SingleProcess(), resume, overwrite)
         return _train(model, corpus, config, out, resume, loss_fn, progress, stop_after_updates, parallel)
-
-
-def _take_directory(
-    stack: contextlib.ExitStack, out: Path, par: SingleProcess, resume: bool, overwrite: bool
-) -> None:
-    """Rank 0 locks ``out``, puts it right after a kill and checks it may be written; all ranks
-    learn the outcome (so that none waits in a collective for a rank that gave up)."""
-    error: Exception | None = None
-    if par.is_main:
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-            stack.enter_context(exclusive(out, "--out directory"))
-            reconcile(out)
-            existing = run_files(out)
-            if not resume and existing:
-                if not overwrite:
-                    raise ValueError(
-                        f"{out} already holds a training run ({', '.join(existing)}); resume it, "
-                        "overwrite it, or use another directory"
-                    )
-                remove_run_files(out)
-        except (ValueError, OSError) as e:
-            error = e
-    if par.broadcast(0.0 if error is None else 1.0):
-        raise error or LockedError(f"rank 0 could not take {out} (see its error)")
 
 
 def _train(model, corpus, config, out, resume, loss_fn, progress, stop_after_updates, parallel):

@@ -13,9 +13,11 @@ import contextlib
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 from decodekit.checkpoint import (
     CONFIG,
+    MAX_CONFIG_BYTES,
     VOCAB,
     WEIGHTS,
     atomic_write,
@@ -23,7 +25,9 @@ from decodekit.checkpoint import (
     read_header,
     write_config,
 )
-from decodekit.errors import CheckpointError
+from decodekit.errors import CheckpointError, LockedError
+from decodekit.files import read_bytes
+from decodekit.locking import exclusive
 from decodekit.training.resume import RESUME
 
 METRICS = "metrics.jsonl"
@@ -71,8 +75,35 @@ def reconcile(out: Path) -> None:
     try:
         _, meta = read_header(out / WEIGHTS)
         info = header_info(meta)
-        current = json.loads((out / CONFIG).read_text(encoding="utf-8")) if (out / CONFIG).exists() else None
+        current = None
+        if (out / CONFIG).exists():
+            current = json.loads(
+                read_bytes(out / CONFIG, CONFIG, max_bytes=MAX_CONFIG_BYTES, error=CheckpointError)
+            )
     except (CheckpointError, OSError, ValueError):
         return  # a damaged checkpoint is reported when it is loaded, not repaired here
     if info is not None and info != current:
         write_config(out, info)
+
+
+def take_directory(stack: contextlib.ExitStack, out: Path, par: Any, resume: bool, overwrite: bool) -> None:
+    """Rank 0 locks ``out``, puts it right after a kill and checks it may be written; all ranks
+    learn the outcome (so that none waits in a collective for a rank that gave up)."""
+    error: Exception | None = None
+    if par.is_main:
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            stack.enter_context(exclusive(out, "--out directory"))
+            reconcile(out)
+            existing = run_files(out)
+            if not resume and existing:
+                if not overwrite:
+                    raise ValueError(
+                        f"{out} already holds a training run ({', '.join(existing)}); resume it, "
+                        "overwrite it, or use another directory"
+                    )
+                remove_run_files(out)
+        except (ValueError, OSError) as e:
+            error = e
+    if par.broadcast(0.0 if error is None else 1.0):
+        raise error or LockedError(f"rank 0 could not take {out} (see its error)")
