@@ -277,12 +277,27 @@ def _load_vocab(directory: Path, shapes: dict[str, tuple[int, ...]]) -> Vocab:
         raise CheckpointError(str(e)) from None
 
 
+class _SkipRandomInit(torch.overrides.TorchFunctionMode):
+    """Random fills do nothing (shapes are all that is wanted): the first ``normal_`` on a meta
+    tensor would otherwise import torch's compiler stack, a second per process."""
+
+    SKIPPED = frozenset({"normal_", "uniform_", "erfinv_", "bernoulli_", "exponential_", "random_"})
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if getattr(func, "__name__", None) in self.SKIPPED:
+            target = args[0] if args else kwargs.get("tensor", kwargs.get("self"))
+            if isinstance(target, torch.Tensor):
+                return target
+        return func(*args, **kwargs)
+
+
 def _check_shapes(config: Any, vocab: Vocab, shapes: dict[str, tuple[int, ...]], directory: Path) -> None:
     """The tensors ``config`` and ``vocab`` describe (built on the meta device: no memory, no
     initialisation) must be exactly those in the weights' header, tied aliases aside."""
     kind = getattr(config, "kind", "?")
     try:
-        with torch.device("meta"):
+        with torch.device("meta"), _SkipRandomInit():
             expected = create_model(config, vocab).state_dict(keep_vars=True)
     except (ValueError, RuntimeError, TypeError) as e:
         raise CheckpointError(f"{directory}: {CONFIG} is not a valid {kind} config ({e})") from None
