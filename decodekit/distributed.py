@@ -48,3 +48,12 @@ def broadcast_int(value: int) -> int:
     t = _scalar(value)
     dist.broadcast(t, src=0)
     return int(t.item())
+
+
+def all_sum(value: int) -> int:
+    """The sum of ``value`` over all ranks (the identity outside a process group)."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return value
+    t = _scalar(value)
+    dist.all_reduce(t)
+    return int(t.item())

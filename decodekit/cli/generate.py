@@ -214,7 +214,7 @@ def _batch(model, input_path, output_path, config, resume, batch_size, max_memor
         for w in caught:
             click.echo(f"Warning: {w.message}", err=True)
         if size > 1:
-            distributed.barrier()
+            counts["skipped"] = distributed.all_sum(counts["skipped"])  # also a barrier
             if rank == 0:
                 counts |= results.merge(output_path, parts)  # the totals of all ranks
             counts["errors"] = distributed.broadcast_int(counts["errors"])
