@@ -248,3 +248,30 @@ def test_killed_generation_resumes_with_every_record_once(model, tmp_path, kill_
     got, ref = read(tmp_path / "out"), read(tmp_path / "ref")
     assert sorted(map(json.dumps, got)) == sorted(map(json.dumps, ref))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "ref"]
+
+
+class Flaky:
+    """The tiny LSTM, except that encoding a prompt with token 7 raises IndexError (a model bug)."""
+
+    def __init__(self, model):
+        self.model, self.vocab_size, self.vocab = model, model.vocab_size, model.vocab
+        self.bos_id, self.eos_id = model.bos_id, model.eos_id
+
+    def initial_state(self, n):
+        return self.model.initial_state(n)
+
+    def step(self, state, tokens):
+        return self.model.step(state, tokens)
+
+    def prefill(self, state, tokens):
+        if bool((tokens == 7).any()):
+            raise IndexError("index out of range in self")
+        return self.model.prefill(state, tokens)
+
+
+def test_a_model_failure_is_one_lines_error(model, tmp_path):
+    lines = [json.dumps({"id": i, "prompt": [2 + i]}) for i in range(8)]  # id 5 has token 7
+    counts = generate_jsonl(Flaky(model), lines, tmp_path / "o", GenerationConfig(max_length=3), batch_size=8)
+    assert counts["written"] == 7 and counts["errors"] == 1
+    errors = [r for r in read(tmp_path / "o") if "error" in r]
+    assert errors == [{"id": 5, "line": 6, "error": "IndexError: index out of range in self"}]

@@ -136,9 +136,11 @@ def generate(
         click.echo(f"Warning: {w.message}", err=True)
     try:
         hyps = run(model, [ids], config, max_memory=max_memory)[0]
-    except RuntimeError as e:  # the model itself failed (e.g. a backend limit): one line, not a traceback
-        reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
-        raise UsageError(f"the model failed on this input: {reason}") from None
+    except ValueError:
+        raise  # decodekit's own errors: printed as they are
+    except (RuntimeError, IndexError, MemoryError) as e:  # the model failed (a backend limit, ...)
+        reason = (str(e).strip().splitlines() or [""])[0][:300]
+        raise UsageError(f"the model failed on this input: {type(e).__name__}: {reason}") from None
     if not hyps:
         click.echo(
             f"Error: no continuation matching {config.constraint!r} was found within "
