@@ -25,13 +25,12 @@ import functools
 from dataclasses import dataclass
 
 import numpy as np
-import regex
 
 from decodekit.constraints.graph import distinct_columns, reverse_distances, unique_rows
+from decodekit.constraints.pattern import predicate_bits
 
 CODE_POINTS = 0x110000
 _BLOCKS = CODE_POINTS // 64  # code points grouped by all but their last 6 bits
-_PRED_BITS = (("w", 4), ("d", 2), ("s", 1))  # as chardfa.BITS
 _OCCURRING_BITS = (0, 4, 6, 1)  # the combinations that occur: none, \w, \w and \d, \s
 
 
@@ -55,24 +54,10 @@ class ByteDFA:
 
 
 @functools.lru_cache(maxsize=1)
-def code_point_bits() -> np.ndarray:
-    """[0x110000] uint8 predicate bits of every code point (4 ``\\w``, 2 ``\\d``, 1 ``\\s``, by
-    Python ``regex``'s Unicode definitions; surrogates 0). About 10 ms, once per process."""
-    cps = np.r_[0:0xD800, 0xE000:CODE_POINTS].astype(np.uint32)
-    text = cps.tobytes().decode("utf-32-le")
-    bits = np.zeros(CODE_POINTS, dtype=np.uint8)
-    for name, bit in _PRED_BITS:
-        for m in regex.finditer(rf"\{name}+", text):
-            a, b = m.span()
-            bits[cps[a:b]] |= bit
-    return bits
-
-
-@functools.lru_cache(maxsize=1)
 def _bits_blocks() -> tuple[np.ndarray, np.ndarray]:
     """The distinct 64-code-point blocks of predicate bits: (rows [G, 64] uint8, block -> row
     [_BLOCKS])."""
-    return unique_rows(code_point_bits().reshape(_BLOCKS, 64))
+    return unique_rows(predicate_bits().reshape(_BLOCKS, 64))
 
 
 @functools.lru_cache(maxsize=1)
