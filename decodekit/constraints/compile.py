@@ -114,9 +114,8 @@ def _build(pattern, token_strings, vocab_key, eos_id, separator, max_states) -> 
     out = None
     if dfa.initial >= 0:
         sep = separator.encode("utf-8")
-        available = enc.present.copy()
-        available[list(sep)] = True
-        bytes_dfa = byte_dfa(dfa.table, dfa.accepting, code_point_classes(dfa.other, dfa.explicit), available)
+        classes = code_point_classes(dfa.other, dfa.explicit)
+        bytes_dfa = byte_dfa(dfa.table, dfa.accepting, classes, enc.available(sep))
         out = lift(bytes_dfa, enc, sep, eos_id, max_states)
     if out is None:
         raise ConstraintError(_unspellable(pattern, dfa, enc, separator))
@@ -225,8 +224,7 @@ def _unspellable(pattern: str, dfa: CharDFA, enc: EncodedVocab, separator: str) 
     head = (
         f"no token sequence of this vocabulary ({size} tokens, separator {separator!r}) matches {pattern!r}"
     )
-    available = enc.present.copy()
-    available[list(separator.encode("utf-8"))] = True
+    available = enc.available(separator.encode("utf-8"))
     present = {int(k) for k in dfa.other[[0, 1, 4, 6]]}  # not only named characters: assume present
     for c, k in dfa.explicit.items():
         if available[list(c.encode("utf-8", "surrogatepass"))].all():

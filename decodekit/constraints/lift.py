@@ -64,6 +64,12 @@ class EncodedVocab:
     def size(self) -> int:
         return len(self.valid)
 
+    def available(self, separator: bytes) -> np.ndarray:
+        """[256] bool, the bytes a text of these tokens joined by ``separator`` can contain."""
+        out = self.present.copy()
+        out[np.frombuffer(separator, dtype=np.uint8)] = True
+        return out
+
 
 def as_bytes(token: str | bytes | None) -> bytes | None:
     """A token's bytes: ``bytes`` as they are, ``str`` UTF-8 encoded (None if it holds a lone
@@ -260,9 +266,7 @@ def lift(
     num_byte = dfa.table.shape[0]
     lut = dfa.byte_class.astype(flat.dtype)
     sep_classes = lut[np.frombuffer(separator, dtype=np.uint8)]
-    available = enc.present.copy()
-    available[np.frombuffer(separator, dtype=np.uint8)] = True
-    if not _spellable(dfa, available):
+    if not _spellable(dfa, enc.available(separator)):
         return None
     usable = enc.valid.copy()
     if eos_id is not None:
