@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
+import os
 
 import torch
 
@@ -108,3 +110,27 @@ def char_vocab(chars: str) -> Vocab:
 
 
 __all__ = ["TableLM", "HistoryLM", "all_completions", "sequence_logprob", "score", "math"]
+
+
+@contextlib.contextmanager
+def held_by_another_process(path):
+    """A forked child holds decodekit's exclusive lock on ``path`` for the duration of the block
+    (a second writer's view of a running job). Yields the child's pid."""
+    from decodekit.locking import exclusive
+
+    ready_r, ready_w = os.pipe()
+    done_r, done_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the first writer: holds the lock until told to stop
+        try:
+            with exclusive(path):
+                os.write(ready_w, b"x")
+                os.read(done_r, 1)
+        finally:
+            os._exit(0)
+    try:
+        os.read(ready_r, 1)
+        yield pid
+    finally:
+        os.write(done_w, b"x")
+        os.waitpid(pid, 0)

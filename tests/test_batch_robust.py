@@ -13,9 +13,9 @@ from decodekit.checkpoint import save_checkpoint
 from decodekit.cli import main
 from decodekit.errors import DecodekitError
 from decodekit.generation import GenerationConfig
-from decodekit.locking import exclusive
 from decodekit.models.lstm import LSTMLM, LSTMConfig
 from decodekit.vocab import WordVocab
+from tests.fakes import held_by_another_process
 
 WORDS = ["the", "company", "said", "profit", "rose", "market", "fell", "shares"]
 
@@ -138,18 +138,7 @@ def test_seeded_samples_depend_on_seed_and_id_only(model, tmp_path):
 def test_a_second_writer_is_refused(model_dir, tmp_path, capfd):
     out = tmp_path / "out.jsonl"
     (tmp_path / "in.jsonl").write_text(good(1) + "\n")
-    ready_r, ready_w = os.pipe()
-    done_r, done_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            with exclusive(out):
-                os.write(ready_w, b"x")
-                os.read(done_r, 1)
-        finally:
-            os._exit(0)
-    try:
-        os.read(ready_r, 1)
+    with held_by_another_process(out) as pid:
         code, err = cli(
             capfd,
             "generate",
@@ -163,9 +152,6 @@ def test_a_second_writer_is_refused(model_dir, tmp_path, capfd):
         assert code == 2 and len(err) == 1
         assert err[0].startswith(f"Error: {out} is in use by another decodekit process (pid {pid} on ")
         assert not out.exists()
-    finally:
-        os.write(done_w, b"x")
-        os.waitpid(pid, 0)
     code, _ = cli(
         capfd, "generate", "--model", model_dir, "--input", str(tmp_path / "in.jsonl"), "--output", str(out)
     )

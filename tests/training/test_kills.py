@@ -23,8 +23,9 @@ from safetensors.torch import load_file
 from decodekit import checkpoint
 from decodekit.checkpoint import load_checkpoint, read_config, temporary_name
 from decodekit.cli import main
-from decodekit.locking import LockedError, exclusive
+from decodekit.locking import LockedError
 from decodekit.training import loop, resume, rundir
+from tests.fakes import held_by_another_process
 
 
 @pytest.fixture(autouse=True)
@@ -178,18 +179,7 @@ def test_ctrl_c_says_what_was_saved_and_how_to_continue(corpus, reference, tmp_p
 def test_a_second_writer_is_refused_naming_the_first(corpus, tmp_path, capsys):
     out = tmp_path / "run"
     out.mkdir()
-    ready_r, ready_w = os.pipe()
-    done_r, done_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the first writer: holds the lock until told to stop
-        try:
-            with exclusive(out):
-                os.write(ready_w, b"x")
-                os.read(done_r, 1)
-        finally:
-            os._exit(0)
-    try:
-        os.read(ready_r, 1)
+    with held_by_another_process(out) as pid:
         with pytest.raises(SystemExit) as e:
             main(argv(corpus, out))
         err = capsys.readouterr().err.strip().splitlines()
@@ -199,9 +189,6 @@ def test_a_second_writer_is_refused_naming_the_first(corpus, tmp_path, capsys):
         with pytest.raises(LockedError, match=f"pid {pid}"):
             train_library(corpus, out)
         assert not list(out.iterdir())[1:]  # nothing but the lock file was written
-    finally:
-        os.write(done_w, b"x")
-        os.waitpid(pid, 0)
     assert not (out / ".lock").exists()
     main(argv(corpus, out))  # free again
     assert [r.get("epoch") for r in metrics(out)] == [1, 2, None]
