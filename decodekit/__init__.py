@@ -3,24 +3,56 @@
 Public API::
 
     from decodekit import greedy, sample, beam_search, constrained_beam_search, compile_regex
+
+Every name is imported on first use (PEP 562), so ``import decodekit`` and ``decodekit --help``
+do not import torch. ``results`` and ``distributed`` are public modules: the JSON-lines result
+files of batch generation, and the torchrun helpers.
 """
 
-from decodekit.constraints import TokenAutomaton, compile_for_vocab, compile_regex
-from decodekit.decoding import beam_search, constrained_beam_search, greedy, sample
-from decodekit.errors import (
-    CheckpointError,
-    ConstraintError,
-    DecodekitError,
-    LockedError,
-    ModelOutputError,
-    ResourceError,
-)
-from decodekit.generation import GenerationConfig, generate
-from decodekit.models.base import LanguageModel
-from decodekit.outputs import Hypothesis
-from decodekit.vocab import CharVocab, Vocab, WordVocab
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+# public name -> (module, attribute in it; None: the module itself)
+_LAZY: dict[str, tuple[str, str | None]] = {
+    "CharVocab": ("decodekit.vocab", "CharVocab"),
+    "CheckpointError": ("decodekit.errors", "CheckpointError"),
+    "ConstraintError": ("decodekit.errors", "ConstraintError"),
+    "DecodekitError": ("decodekit.errors", "DecodekitError"),
+    "GenerationConfig": ("decodekit.generation", "GenerationConfig"),
+    "Hypothesis": ("decodekit.outputs", "Hypothesis"),
+    "LanguageModel": ("decodekit.models.base", "LanguageModel"),
+    "LockedError": ("decodekit.errors", "LockedError"),
+    "ModelOutputError": ("decodekit.errors", "ModelOutputError"),
+    "ResourceError": ("decodekit.errors", "ResourceError"),
+    "TokenAutomaton": ("decodekit.constraints", "TokenAutomaton"),
+    "Vocab": ("decodekit.vocab", "Vocab"),
+    "WordVocab": ("decodekit.vocab", "WordVocab"),
+    "beam_search": ("decodekit.decoding", "beam_search"),
+    "compile_for_vocab": ("decodekit.constraints", "compile_for_vocab"),
+    "compile_regex": ("decodekit.constraints", "compile_regex"),
+    "constrained_beam_search": ("decodekit.decoding", "constrained_beam_search"),
+    "create_model": ("decodekit.models.registry", "create_model"),
+    "distributed": ("decodekit.distributed", None),
+    "encode_tokens": ("decodekit.data", "encode_tokens"),
+    "eval_tokens": ("decodekit.data", "eval_tokens"),
+    "exclusive": ("decodekit.locking", "exclusive"),
+    "generate": ("decodekit.generation", "generate"),
+    "generate_jsonl": ("decodekit.batch", "generate_jsonl"),
+    "greedy": ("decodekit.decoding", "greedy"),
+    "load_checkpoint": ("decodekit.checkpoint", "load_checkpoint"),
+    "load_data": ("decodekit.data", "load_data"),
+    "load_hf": ("decodekit.models.hf", "load_hf"),
+    "load_model": ("decodekit.loading", "load_model"),
+    "model_config": ("decodekit.models.registry", "make_config"),
+    "parse_size": ("decodekit.memory", "parse_size"),
+    "part_path": ("decodekit.batch", "part_path"),
+    "results": ("decodekit.results", None),
+    "sample": ("decodekit.decoding", "sample"),
+}
 
 __all__ = [
     "CharVocab",
@@ -40,7 +72,63 @@ __all__ = [
     "compile_for_vocab",
     "compile_regex",
     "constrained_beam_search",
+    "create_model",
+    "distributed",
+    "encode_tokens",
+    "eval_tokens",
+    "exclusive",
     "generate",
+    "generate_jsonl",
     "greedy",
+    "load_checkpoint",
+    "load_data",
+    "load_hf",
+    "load_model",
+    "model_config",
+    "parse_size",
+    "part_path",
+    "results",
     "sample",
 ]
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ imports on demand
+    from decodekit import distributed, results
+    from decodekit.batch import generate_jsonl, part_path
+    from decodekit.checkpoint import load_checkpoint
+    from decodekit.constraints import TokenAutomaton, compile_for_vocab, compile_regex
+    from decodekit.data import encode_tokens, eval_tokens, load_data
+    from decodekit.decoding import beam_search, constrained_beam_search, greedy, sample
+    from decodekit.errors import (
+        CheckpointError,
+        ConstraintError,
+        DecodekitError,
+        LockedError,
+        ModelOutputError,
+        ResourceError,
+    )
+    from decodekit.generation import GenerationConfig, generate
+    from decodekit.loading import load_model
+    from decodekit.locking import exclusive
+    from decodekit.memory import parse_size
+    from decodekit.models.base import LanguageModel
+    from decodekit.models.hf import load_hf
+    from decodekit.models.registry import create_model
+    from decodekit.models.registry import make_config as model_config
+    from decodekit.outputs import Hypothesis
+    from decodekit.vocab import CharVocab, Vocab, WordVocab
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'decodekit' has no attribute {name!r}") from None
+    value = importlib.import_module(module)
+    if attr is not None:
+        value = getattr(value, attr)
+    globals()[name] = value  # later look-ups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
