@@ -3,7 +3,7 @@
     python benchmarks/bundled_models.py command lstm-small       # print the exact `decodekit train` command
     python benchmarks/bundled_models.py run lstm-small           # run it (hours on 2 CPU cores)
     python benchmarks/bundled_models.py table runs/ptb-lstm-small runs/ptb-rnn ...
-    python benchmarks/bundled_models.py ship runs/ptb-lstm-small # fp16 copy -> decodekit/pretrained/ptb-lstm
+    python benchmarks/bundled_models.py ship runs/ptb-lstm-small --force  # fp16 copy into the package
 
 Recipes (targets: the seeds' published test perplexities, see ../shared/references/README.md):
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -71,17 +72,30 @@ def table(dirs: list[str]) -> None:
         print(f"{Path(d).name:<28}{len(epochs):>7}{best:>12.2f}{t:>10}{tps:>13.0f}{hours:>8.2f}")
 
 
-def ship(src: str, name: str = "ptb-lstm") -> None:
-    """Copy the checkpoint in ``src`` as fp16 into decodekit/pretrained/<name>/, recording its figures."""
+def fail(message: str) -> None:
+    """One line on stderr, exit status 2 (as the decodekit CLI does for user mistakes)."""
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def ship(src: str, name: str = "ptb-lstm", *, dest: Path | None = None, force: bool = False) -> None:
+    """Copy the checkpoint in ``src`` as fp16 into ``dest`` (default decodekit/pretrained/<name>/),
+    recording its figures. An existing model is replaced only with ``force``, and only once the new
+    copy is complete (written beside it, then renamed over it)."""
     import torch
 
     from decodekit.checkpoint import load_checkpoint, read_config, save_checkpoint
 
+    dst = dest or ROOT / "decodekit" / "pretrained" / name
+    if dst.exists() and not force:
+        fail(f"{dst} exists; add --force to replace the shipped model")
+    metrics = Path(src, "metrics.jsonl")
+    if not metrics.is_file():
+        fail(f"{metrics} not found: give a finished `decodekit train` run directory")
     info = read_config(src)
-    lines = [json.loads(x) for x in Path(src, "metrics.jsonl").read_text().splitlines() if x.strip()]
+    lines = [json.loads(x) for x in metrics.read_text().splitlines() if x.strip()]
     test = [r for r in lines if r.get("event") == "test"]
     model = load_checkpoint(src)
-    dst = ROOT / "decodekit" / "pretrained" / name
     extra = {
         "trained_by": "benchmarks/bundled_models.py (see README, 'The default model')",
         "train_config": info.get("train_config"),
@@ -89,26 +103,47 @@ def ship(src: str, name: str = "ptb-lstm") -> None:
         "valid_ppl": info.get("valid_ppl"),
         "test_ppl_fp32": test[-1]["test_ppl"] if test else None,
     }
-    save_checkpoint(model, dst, dtype=torch.float16, extra=extra)
+    fresh = dst.with_name(dst.name + ".new")
+    shutil.rmtree(fresh, ignore_errors=True)
+    save_checkpoint(model, fresh, dtype=torch.float16, extra=extra)
+    old = dst.with_name(dst.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if dst.exists():
+        dst.rename(old)
+    fresh.rename(dst)
+    shutil.rmtree(old, ignore_errors=True)
     size = sum(p.stat().st_size for p in dst.iterdir())
     print(f"wrote {dst} ({size / 2**20:.2f} MiB)")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("action", choices=["command", "run", "table", "ship"])
     ap.add_argument("targets", nargs="+", help="recipe names (command/run) or run directories (table/ship)")
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data directory")
-    args = ap.parse_args()
-    if args.action == "table":
-        return table(args.targets)
-    if args.action == "ship":
-        return ship(args.targets[0])
-    for name in args.targets:
-        cmd = command(name, args.data)
-        print(shlex.join(cmd), flush=True)
-        if args.action == "run":
-            subprocess.run(cmd, check=True, cwd=ROOT, stdout=sys.stdout)
+    ap.add_argument("--force", action="store_true", help="ship: replace the model already in the package")
+    ap.add_argument("--dest", type=Path, help="ship: write here instead of decodekit/pretrained/ptb-lstm")
+    args = ap.parse_args(argv)
+    if args.action in ("command", "run"):
+        unknown = [t for t in args.targets if t not in RECIPES]
+        if unknown:
+            ap.error(f"unknown recipe {unknown[0]!r}; choose from {', '.join(RECIPES)}")
+    try:
+        if args.action == "table":
+            return table(args.targets)
+        if args.action == "ship":
+            return ship(args.targets[0], dest=args.dest, force=args.force)
+        for name in args.targets:
+            cmd = command(name, args.data)
+            print(shlex.join(cmd), flush=True)
+            if args.action == "run":
+                subprocess.run(cmd, check=True, cwd=ROOT, stdout=sys.stdout)
+    except KeyboardInterrupt:
+        fail("interrupted (run it again: `decodekit train` resumes where it stopped)")
+    except subprocess.CalledProcessError as e:
+        fail(f"{shlex.join(e.cmd)} exited with {e.returncode}")
+    except (OSError, ValueError) as e:  # decodekit's own errors derive from ValueError
+        fail(str(e))
 
 
 if __name__ == "__main__":
