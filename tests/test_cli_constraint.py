@@ -6,7 +6,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-import decodekit.loading
+import decodekit
 from decodekit.checkpoint import save_checkpoint
 from decodekit.cli import _register, cli, main
 from decodekit.models.lstm import LSTMLM, LSTMConfig
@@ -79,6 +79,6 @@ def test_model_without_vocab(monkeypatch, capsys):
     class NoVocab:
         vocab_size, bos_id, eos_id = 3, 0, 0
 
-    monkeypatch.setattr(decodekit.loading, "load_model", lambda spec=None, device=None: NoVocab())
+    monkeypatch.setattr(decodekit, "load_model", lambda spec=None, device=None: NoVocab())
     code, err = run_main(["constraint", "a"], capsys)
     assert code == 2 and "has none" in err

@@ -8,8 +8,6 @@ import click
 
 from decodekit.cli import cli
 from decodekit.cli.common import UsageError
-from decodekit.constraints import DEFAULT_MAX_STATES, as_automaton
-from decodekit.constraints.pattern import parse as check_pattern
 
 
 @cli.command("constraint")
@@ -22,20 +20,22 @@ from decodekit.constraints.pattern import parse as check_pattern
 @click.option(
     "--max-states",
     type=click.IntRange(min=1),
-    default=DEFAULT_MAX_STATES,
-    show_default=True,
-    help="State guard.",
+    help="State guard: the most automaton states a compile may build (default: the library's, "
+    "decodekit.constraints.DEFAULT_MAX_STATES).",
 )
-def constraint(regex: str, model_spec: str | None, dot: bool, as_json: bool, max_states: int) -> None:
+def constraint(regex: str, model_spec: str | None, dot: bool, as_json: bool, max_states: int | None) -> None:
     """Compile REGEX (a full match of the generated text) for a model's vocabulary and print the
     token automaton's size: states, live states, shortest accepted length in tokens."""
-    from decodekit.loading import load_model
+    from decodekit import load_model
+    from decodekit.constraints import as_automaton
+    from decodekit.constraints.pattern import parse as check_pattern
 
     if dot and as_json:
         raise UsageError("--dot and --json are exclusive")
     check_pattern(regex)  # a bad regex is reported before any model is loaded
     model = load_model(model_spec)
-    automaton = as_automaton(regex, model, max_states=max_states)
+    limits = {} if max_states is None else {"max_states": max_states}  # None: the library's default
+    automaton = as_automaton(regex, model, **limits)
     if dot:
         vocab = model.vocab
         tokens = vocab.surface_bytes() if hasattr(vocab, "surface_bytes") else vocab.surfaces()

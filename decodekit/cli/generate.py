@@ -107,15 +107,15 @@ def generate(
       decodekit generate "the" --strategy sample --top-p 0.9 --seed 1 --num-samples 3 --json
       decodekit generate --input prompts.jsonl --output results.jsonl --resume
     """
-    from decodekit.generation import GenerationConfig
-    from decodekit.generation import generate as run
+    from decodekit import GenerationConfig
+    from decodekit import generate as run
 
     if (prompt is None) == (input_path is None):
         raise UsageError("give either a PROMPT or --input FILE")
     if input_path is not None and output_path is None:
         raise UsageError("--input needs --output FILE")
     if max_memory is not None:
-        from decodekit.memory import parse_size
+        from decodekit import parse_size
 
         try:
             max_memory = parse_size(max_memory)
@@ -173,9 +173,7 @@ def _batch(model, input_path, output_path, config, resume, batch_size, max_memor
     some line got an error record."""
     from tqdm import tqdm
 
-    from decodekit import distributed, results
-    from decodekit.batch import generate_jsonl, part_path
-    from decodekit.locking import LockedError, exclusive
+    from decodekit import LockedError, distributed, exclusive, generate_jsonl, part_path, results
 
     lines = _read_input(input_path)
     rank, size = distributed.init(getattr(model, "device", None))
@@ -246,12 +244,12 @@ def _finite(value: float) -> float:
 
 
 def _load(model_spec, hf_model, device):
-    from decodekit.loading import load_model
+    from decodekit import load_model
 
     if model_spec and hf_model:
         raise UsageError("give either --model or --hf-model, not both")
     if hf_model:
-        from decodekit.models.hf import load_hf
+        from decodekit import load_hf
 
         return load_hf(hf_model, device=_device(device))
     return load_model(model_spec, device=_device(device))
