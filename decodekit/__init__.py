@@ -50,6 +50,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "model_config": ("decodekit.models.registry", "make_config"),
     "parse_size": ("decodekit.memory", "parse_size"),
     "part_path": ("decodekit.batch", "part_path"),
+    "plot_runs": ("decodekit.plotting", "plot_runs"),
     "results": ("decodekit.results", None),
     "sample": ("decodekit.decoding", "sample"),
 }
@@ -87,6 +88,7 @@ __all__ = [
     "model_config",
     "parse_size",
     "part_path",
+    "plot_runs",
     "results",
     "sample",
 ]
@@ -115,6 +117,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from decodekit.models.registry import create_model
     from decodekit.models.registry import make_config as model_config
     from decodekit.outputs import Hypothesis
+    from decodekit.plotting import plot_runs
     from decodekit.vocab import CharVocab, Vocab, WordVocab
 
 

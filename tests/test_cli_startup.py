@@ -40,6 +40,7 @@ def run_cli(*args: str) -> tuple[dict, str]:
         (["train", "--help"], 0),
         (["eval", "--help"], 0),
         (["ngram", "--help"], 0),
+        (["plot", "--help"], 0),
         (["generate", "--bogus"], 2),
         (["generate", "the", "--beam-size", "zero"], 2),
         (["bogus-command"], 2),

@@ -24,12 +24,14 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _register() -> None:
-    # Sub-command modules import torch and the models; importing them lazily keeps
-    # `decodekit --help` fast. Each module adds its commands to `cli`.
+    # Each sub-command module adds its commands to `cli`. They import only click at module
+    # level (the library, and torch with it, inside the commands), so `decodekit --help` and
+    # usage errors never import torch (tests/test_cli_startup.py).
     from decodekit.cli import (
         constraint,  # noqa: F401
         evaluate,  # noqa: F401
         generate,  # noqa: F401
         ngram,  # noqa: F401
+        plot,  # noqa: F401
         train,  # noqa: F401
     )
