@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = ["README.md", "docs/decoding.md", "docs/constraints.md"]
+DOCS = ["README.md", "docs/decoding.md", "docs/constraints.md", "docs/stack_rnns.md"]
 
 
 def blocks(path: Path):
