@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
-SMALL_TABLE = 4096  # table entries / edges up to which plain Python beats per-call numpy overhead
-
-
+SMALL_TABLE = 256  # edges / table entries up to which plain Python beats numpy's per-call overhead
 SMALL_FRONTIER = 48  # BFS levels with up to this many states are expanded in plain Python
 DENSE_LEVELS = 4  # BFS levels done as one vectorised pass over all edges before switching to CSR
 WIDE = 16  # ... and any level reaching at least 1/WIDE of the states
@@ -231,36 +231,34 @@ def _hopcroft(table: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return np.unique(np.array(blk, dtype=np.int64), return_inverse=True)[1].reshape(-1)
 
 
-def _minimize_small(table: np.ndarray, accepting: np.ndarray, initial: int, start: np.ndarray):
-    """:func:`minimize` on Python tuples, for a tiny table (where per-call numpy overhead
-    dominates): the same refinement from ``start`` and the same numbering of the blocks."""
-    rows = table.tolist()
-    labels = start.tolist()
+def _minimize_small(table: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """:func:`_refine` on Python tuples for a tiny table (numpy's per-call cost would dominate):
+    Moore's rounds to the fixpoint. Returns the blocks [S]."""
+    rows, labels = table.tolist(), start.tolist()
     count = len(set(labels))
     while True:
         ids: dict[tuple, int] = {}
         labels.append(-1)  # the dead state -1 reads labels[-1]
-        new = [ids.setdefault((labels[q], *(labels[t] for t in row)), len(ids)) for q, row in enumerate(rows)]
-        labels = new
+        labels = [
+            ids.setdefault((labels[q], *(labels[t] for t in row)), len(ids)) for q, row in enumerate(rows)
+        ]
         if len(ids) == count:
-            break
+            return np.array(labels, dtype=np.int64)
         count = len(ids)
-    first: dict[int, int] = {}
-    for q, b in enumerate(labels):
-        first.setdefault(b, q)
-    home = labels[initial]
-    order = sorted(first, key=lambda b: -1 if b == home else first[b])
-    rank = {b: i for i, b in enumerate(order)}
-    reps = [initial if b == home else first[b] for b in order]
-    new_table = [[rank[labels[t]] if t >= 0 else -1 for t in rows[r]] for r in reps]
-    reps_arr = np.array(reps, dtype=np.int64)
-    width = table.shape[1]
-    return np.array(new_table, dtype=table.dtype).reshape(len(reps), width), accepting[reps_arr], reps_arr
+
+
+class Minimized(NamedTuple):
+    """A minimal DFA: ``table`` [S', X], ``accepting`` [S'], ``reps`` [S'] an original state per
+    new state."""
+
+    table: np.ndarray
+    accepting: np.ndarray
+    reps: np.ndarray
 
 
 def minimize(
     table: np.ndarray, accepting: np.ndarray, initial: int, hint: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+) -> Minimized:
     """Merge equivalent states (Moore's partition refinement, vectorised per round).
 
     Args:
@@ -268,13 +266,13 @@ def minimize(
         accepting: [S] bool.
         hint: optional [S] int64 invariant that equivalent states share (e.g. the distance to
             acceptance); starting from it saves refinement rounds.
-    Returns: (table [S', X], accepting [S'], representatives [S'] (an original state per new
-    state)); the initial state becomes state 0, the others keep the order of their first member."""
+    Returns: the minimal DFA; the initial state becomes state 0, the others keep the order of
+    their first member."""
     n, width = table.shape
     start = accepting.astype(np.int64) if hint is None else hint * 2 + accepting
-    if n * (width + 1) <= SMALL_TABLE:
-        return _minimize_small(table, accepting, initial, start)
-    block, count = _refine(table, start)
+    small = n * (width + 1) <= SMALL_TABLE
+    block = _minimize_small(table, start) if small else _refine(table, start)[0]
+    count = int(block.max()) + 1 if n else 0
     # number blocks: the initial state's first, then by first member
     firsts = np.full(count, n, dtype=np.int64)
     np.minimum.at(firsts, block, np.arange(n))
@@ -286,4 +284,4 @@ def minimize(
     rep_of = np.empty(count, dtype=np.int64)
     rep_of[rank] = np.where(firsts < 0, initial, firsts)
     new_table = np.append(block, -1).astype(table.dtype)[table[rep_of]]
-    return new_table, accepting[rep_of], rep_of
+    return Minimized(new_table, accepting[rep_of], rep_of)

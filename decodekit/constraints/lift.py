@@ -22,8 +22,9 @@ nothing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -33,7 +34,7 @@ from decodekit.errors import ConstraintError
 
 MAX_TABLE_ENTRIES = 2**27  # next_state [S, V] int64 and the lift's [states, nodes] arrays: 1 GiB each
 MAX_STEP_ENTRIES = 2**25  # [states, trie nodes] of one depth: 256 MiB per array, ~4 alive at once
-CHAIN = 256  # a single token's last bytes past this many are stepped one by one (see _run_chain)
+CHAIN = 256  # a single token's last bytes past this many are stepped one by one (see _walk_chain)
 
 
 @dataclass(frozen=True)
@@ -136,19 +137,25 @@ def _stepper(dfa: ByteDFA):
     return (full * c).reshape(-1), c
 
 
-def _run(starts: np.ndarray, enc: EncodedVocab, lut: np.ndarray, flat, dead: int, probe=None):
-    """End states (premultiplied, see :func:`_stepper`) of every token read from each of
-    ``starts`` [f], depth by depth over the trie. Returns (token ids [n], end states [f, n]);
-    tokens dead from every start are left out. With ``probe`` ([V] bool), stop at the first
-    depth where a token with ``probe`` true is readable, and return only whether there is one."""
+class Reads(NamedTuple):
+    """What the tokens do from a set of starts: ``tokens`` [n] alive from some start (ids),
+    ``ends`` [f, n] the (premultiplied) state each start reaches after each, ``dead`` if none."""
+
+    tokens: np.ndarray
+    ends: np.ndarray
+
+
+def _walk(starts: np.ndarray, enc: EncodedVocab, lut: np.ndarray, flat, dead: int) -> Iterator[Reads]:
+    """Per trie depth, the tokens of that length alive from some of ``starts`` [f] (premultiplied,
+    see :func:`_stepper`) and their end states; subtrees dead from every start are cut."""
     state = starts[:, None].astype(flat.dtype)  # [f, nodes alive at this depth]
     single = len(starts) == 1
     pos = None  # node index -> column of `state` at this depth (-1: cut); None: all alive
-    ids, ends = [], []
     found = 0  # entries of the end-state table so far
     for d, (tokens, nodes) in enumerate(enc.by_depth):
         if enc.chain is not None and d == enc.chain[0]:
-            return _run_chain(state, pos, enc, lut, flat, dead, probe, ids, ends)
+            yield from _walk_chain(state, pos, enc, lut, flat, dead)
+            return
         if d > 0:
             parent, byte = enc.parent[d - 1], enc.byte[d - 1]
             if pos is not None:  # cut the subtrees of dead nodes
@@ -167,7 +174,7 @@ def _run(starts: np.ndarray, enc: EncodedVocab, lut: np.ndarray, flat, dead: int
             alive = np.flatnonzero(keep)
             if len(alive) < len(keep) or pos is not None:
                 if not len(alive):
-                    break
+                    return
                 if len(alive) < len(keep):
                     step = np.take(step, alive, axis=1)
                 nodes_alive = alive if pos is None else sel[alive]
@@ -181,51 +188,46 @@ def _run(starts: np.ndarray, enc: EncodedVocab, lut: np.ndarray, flat, dead: int
                     f"constraint too large: {len(starts)} automaton states x the tokens alive from them "
                     f"exceed {MAX_TABLE_ENTRIES} table entries (simplify the pattern)"
                 )
-            if probe is not None:
-                hit = tokens if pos is None else tokens[pos[nodes] >= 0]
-                if probe[hit].any():
-                    return True
-            elif pos is None:
-                ids.append(tokens)
-                ends.append(np.take(state, nodes, axis=1))
+            if pos is None:
+                yield Reads(tokens, np.take(state, nodes, axis=1))
             else:
                 p = pos[nodes]
                 hit = p >= 0
-                ids.append(tokens[hit])
-                ends.append(np.take(state, p[hit], axis=1))
-    if probe is not None:
-        return False
-    if not ids:
-        return np.zeros(0, dtype=np.int64), np.zeros((len(starts), 0), dtype=flat.dtype)
-    return np.concatenate(ids), np.concatenate(ends, axis=1)
+                yield Reads(tokens[hit], np.take(state, p[hit], axis=1))
 
 
-def _run_chain(state, pos, enc: EncodedVocab, lut, flat, dead: int, probe, ids: list, ends: list):
-    """The end of :func:`_run` when one long token is left: its remaining bytes are stepped one
+def _walk_chain(state, pos, enc: EncodedVocab, lut, flat, dead: int) -> Iterator[Reads]:
+    """The end of :func:`_walk` when one long token is left: its remaining bytes are stepped one
     by one from each row (plain Python, each row stopping when it dies)."""
     d, token = enc.chain
     col = int(enc.parent[d - 1][0])
-    if pos is not None:
-        col = int(pos[col])
-    if col >= 0:
-        steps = lut[np.concatenate(enc.byte[d - 1 :])].tolist()
-        final = []
-        for s in state[:, col].tolist():
-            for k in steps:
-                s = int(flat[s + k])
-                if s == dead:
-                    break
-            final.append(s)
-        if probe is not None:
-            return bool(probe[token]) and min(final) < dead
-        if min(final) < dead:
-            ids.append(np.array([token], dtype=np.int64))
-            ends.append(np.array(final, dtype=flat.dtype)[:, None])
-    if probe is not None:
-        return False
-    if not ids:
-        return np.zeros(0, dtype=np.int64), np.zeros((state.shape[0], 0), dtype=flat.dtype)
-    return np.concatenate(ids), np.concatenate(ends, axis=1)
+    col = col if pos is None else int(pos[col])
+    if col < 0:
+        return
+    steps = lut[np.concatenate(enc.byte[d - 1 :])].tolist()
+    final = []
+    for s in state[:, col].tolist():
+        for k in steps:
+            s = int(flat[s + k])
+            if s == dead:
+                break
+        final.append(s)
+    if min(final) < dead:
+        yield Reads(np.array([token], dtype=np.int64), np.array(final, dtype=flat.dtype)[:, None])
+
+
+def _run(starts: np.ndarray, enc: EncodedVocab, lut: np.ndarray, flat, dead: int) -> Reads:
+    """Every token alive from some of ``starts`` [f], with its end state from each."""
+    reads = list(_walk(starts, enc, lut, flat, dead))
+    if not reads:
+        return Reads(np.zeros(0, dtype=np.int64), np.zeros((len(starts), 0), dtype=flat.dtype))
+    return Reads(np.concatenate([r.tokens for r in reads]), np.concatenate([r.ends for r in reads], axis=1))
+
+
+def _readable(start: int, usable: np.ndarray, enc: EncodedVocab, lut: np.ndarray, flat, dead: int) -> bool:
+    """Whether some token with ``usable`` [V] true can be read from ``start``: the walk stops at
+    the first depth where one is."""
+    return any(usable[r.tokens].any() for r in _walk(np.array([start]), enc, lut, flat, dead))
 
 
 @dataclass(frozen=True)
@@ -251,6 +253,17 @@ class Lifted:
     live: int
 
 
+class _Round(NamedTuple):
+    """One round of the lift: the candidates ``pending`` [p], their row ``row_of`` [p] among the
+    distinct starts, which of those are ``live`` (not the dead sink), and what the tokens do from
+    the live ones."""
+
+    pending: np.ndarray
+    row_of: np.ndarray
+    live: np.ndarray
+    reads: Reads
+
+
 def lift(
     dfa: ByteDFA, enc: EncodedVocab, separator: bytes, eos_id: int | None, max_states: int
 ) -> Lifted | None:
@@ -258,25 +271,24 @@ def lift(
     nothing.
 
     Token-level candidate 0 is "nothing emitted yet" (the DFA start), candidate 1 + q is "DFA
-    state q after at least one token" (the separator comes first). Before any lifting, a probe
-    walks the trie from candidate 0 alone until a first token is readable: if none is (and the
-    empty text does not match), nothing is accepted and the lift stops there. Unreachable and
-    non-co-reachable states are then removed and equivalent states merged."""
+    state q after at least one token" (the separator comes first). Before any lifting, the trie
+    is walked from candidate 0 alone until a first token is readable: if none is (and the empty
+    text does not match), nothing is accepted. Unreachable and non-co-reachable states are then
+    removed and equivalent states merged."""
+    if not _spellable(dfa, enc.available(separator)):
+        return None
     flat, width = _stepper(dfa)
     num_byte = dfa.table.shape[0]
     lut = dfa.byte_class.astype(flat.dtype)
-    sep_classes = lut[np.frombuffer(separator, dtype=np.uint8)]
-    if not _spellable(dfa, enc.available(separator)):
-        return None
     usable = enc.valid.copy()
     if eos_id is not None:
         usable[eos_id] = False
     dead = num_byte * width
     start = dfa.initial * width
-    if not dfa.accepting[dfa.initial] and not _run(np.array([start]), enc, lut, flat, dead, probe=usable):
-        return None  # no token can be read first
+    if not dfa.accepting[dfa.initial] and not _readable(start, usable, enc, lut, flat, dead):
+        return None
     after_sep = np.arange(num_byte + 1, dtype=flat.dtype) * width
-    for k in sep_classes.tolist():
+    for k in lut[np.frombuffer(separator, dtype=np.uint8)].tolist():
         after_sep = flat[after_sep + k]
     candidate_start = np.concatenate([[start], after_sep[:num_byte]])  # [1 + Q] premultiplied
     # round 1: nothing emitted yet and every state between characters; then the states inside
@@ -288,14 +300,14 @@ def lift(
         done[pending] = True
         distinct, row_of = np.unique(candidate_start[pending], return_inverse=True)
         live = distinct != dead
-        tokens, ends = _run(distinct[live], enc, lut, flat, dead)
-        if not usable[tokens].all():
-            keep = np.flatnonzero(usable[tokens])
-            tokens, ends = tokens[keep], np.take(ends, keep, axis=1)
-        rounds.append((pending, row_of, live, tokens, ends))  # ends premultiplied, dead = Q * B
+        reads = _run(distinct[live], enc, lut, flat, dead)
+        if not usable[reads.tokens].all():
+            keep = np.flatnonzero(usable[reads.tokens])
+            reads = Reads(reads.tokens[keep], np.take(reads.ends, keep, axis=1))
+        rounds.append(_Round(pending, row_of, live, reads))
         if dfa.boundary.all():
             break
-        reached = np.unique(ends[:, enc.high_end[tokens]]) // width
+        reached = np.unique(reads.ends[:, enc.high_end[reads.tokens]]) // width
         reached = 1 + reached[reached < num_byte]
         pending = reached[~done[reached]]
     candidates = np.flatnonzero(done)  # in order: row 0 first
@@ -304,43 +316,50 @@ def lift(
             f"constraint too large: {len(candidates)} candidate states x {enc.size} tokens exceed "
             f"{MAX_TABLE_ENTRIES} table entries"
         )
-    tokens, ends, start_row = _join_rounds(rounds, candidates, dead)
-    columns, which = distinct_columns(ends)  # tokens acting alike from every start share a column
+    reads, start_row = _join_rounds(rounds, candidates, dead)
+    columns, which = distinct_columns(reads.ends)  # tokens acting alike from every start share one
     columns = columns // width  # byte-DFA states, Q = dead
     index = np.full(num_byte + 2, -1, dtype=np.int64)  # candidate 1 + q -> its row; dead -> -1
     index[candidates] = np.arange(len(candidates))
     columns = np.concatenate([index[1 + columns], np.full((1, columns.shape[1]), -1)])
     table = columns[start_row].astype(np.int32)  # [candidates, U]
     accepting = np.concatenate([[dfa.accepting[dfa.initial]], dfa.accepting])[candidates]
-    out = _prune(table, accepting, max_states)
-    if out is None:
+    src, dst = _distinct_edges(table)
+    start = np.zeros(len(accepting), dtype=bool)
+    start[0] = True
+    reach = reverse_distances(dst, src, start, len(accepting)) >= 0  # forward from state 0
+    dist = reverse_distances(src, dst, accepting, len(accepting))
+    keep = reach & (dist >= 0)
+    if not keep[0]:
         return None
-    return Lifted(*out[:3], tokens, which, len(candidates), out[3])
+    live = int(keep.sum())
+    if live > max_states:
+        raise ConstraintError(f"constraint too large: {live} token-level states > max_states={max_states}")
+    remap = np.append(np.where(keep, np.cumsum(keep) - 1, -1), -1).astype(np.int32)
+    out = minimize(remap[table[keep]], accepting[keep], 0, hint=dist[keep])  # dead (-1) reads the -1
+    return Lifted(out.table, out.accepting, dist[keep][out.reps], reads.tokens, which, len(candidates), live)
 
 
-def _join_rounds(rounds, candidates: np.ndarray, dead: int):
-    """One table from the rounds' results.
-
-    Returns (tokens [W], alive in some round, increasing ids; ends [F, W] the (premultiplied)
-    state each distinct live start of each round reaches after each token, ``dead`` if none;
-    start_row [candidates] the row of ``ends`` of each candidate, F (one past the end) if it
-    starts dead)."""
+def _join_rounds(rounds: list[_Round], candidates: np.ndarray, dead: int) -> tuple[Reads, np.ndarray]:
+    """One table from the rounds' results: the tokens alive in some round (increasing ids) with
+    the end state from each distinct live start of each round (``dead`` if none), and the row of
+    each candidate [candidates] (one past the last row if it starts dead)."""
     position = np.empty(int(candidates.max()) + 1, dtype=np.int64)
     if len(rounds) == 1:
-        pending, row_of, live, tokens, ends = rounds[0]
-        table, offsets = ends, [0]
+        reads, offsets = rounds[0].reads, [0]
     else:
-        tokens = np.unique(np.concatenate([r[3] for r in rounds]))
-        sizes = [r[4].shape[0] for r in rounds]
+        tokens = np.unique(np.concatenate([r.reads.tokens for r in rounds]))
+        sizes = [len(r.reads.ends) for r in rounds]
         offsets = np.cumsum([0] + sizes[:-1]).tolist()
-        table = np.full((sum(sizes), len(tokens)), dead, dtype=rounds[0][4].dtype)
-        for (_, _, _, round_tokens, ends), off in zip(rounds, offsets):
-            table[off : off + len(ends), np.searchsorted(tokens, round_tokens)] = ends
-    dead_row = table.shape[0]
-    for (pending, row_of, live, _, _), off in zip(rounds, offsets):
-        slot = np.where(live, np.cumsum(live) - 1 + off, dead_row)  # distinct start -> row
-        position[pending] = slot[row_of]
-    return tokens, table, position[candidates]
+        ends = np.full((sum(sizes), len(tokens)), dead, dtype=rounds[0].reads.ends.dtype)
+        for r, off in zip(rounds, offsets):
+            ends[off : off + len(r.reads.ends), np.searchsorted(tokens, r.reads.tokens)] = r.reads.ends
+        reads = Reads(tokens, ends)
+    dead_row = len(reads.ends)
+    for r, off in zip(rounds, offsets):
+        slot = np.where(r.live, np.cumsum(r.live) - 1 + off, dead_row)  # distinct start -> row
+        position[r.pending] = slot[r.row_of]
+    return reads, position[candidates]
 
 
 def _spellable(dfa: ByteDFA, available: np.ndarray) -> bool:
@@ -364,24 +383,3 @@ def _distinct_edges(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     else:
         pairs = np.unique(keys)
     return pairs // s, pairs % s
-
-
-def _prune(next_state: np.ndarray, accepting: np.ndarray, max_states: int):
-    """Keep states reachable from 0 that can reach acceptance, merge equivalent ones. Returns
-    (table, accepting, min_tokens, live) or None if state 0 cannot reach acceptance."""
-    src, dst = _distinct_edges(next_state)
-    start = np.zeros(len(accepting), dtype=bool)
-    start[0] = True
-    reach = reverse_distances(dst, src, start, len(accepting)) >= 0  # forward from state 0
-    dist = reverse_distances(src, dst, accepting, len(accepting))
-    keep = reach & (dist >= 0)
-    if not keep[0]:
-        return None
-    if keep.sum() > max_states:
-        raise ConstraintError(
-            f"constraint too large: {int(keep.sum())} token-level states > max_states={max_states}"
-        )
-    remap = np.append(np.where(keep, np.cumsum(keep) - 1, -1), -1).astype(np.int32)
-    table = remap[next_state[keep]]  # dead (-1) picks the appended -1
-    table, acc, reps = minimize(table, accepting[keep], 0, hint=dist[keep])
-    return table, acc, dist[keep][reps], int(keep.sum())
