@@ -1,8 +1,9 @@
-"""Data flows one way (docs/decoding.md, ../shared/STYLE.md section 3): the import graph says so.
+"""Data flows one way (docs/architecture.md, ../shared/STYLE.md section 3): the import graph says so.
 
-vocab -> models (protocol + nets) -> decoding (strategies) -> outputs -> cli; constraints sit beside
-the models and import neither them nor the decoders; the decoders see models only through the
-protocol (models.base) and the generic state operations (models.state)."""
+vocab -> models (protocol + nets) -> decoding (strategies) -> generation -> batch -> cli; constraints
+sit beside the models and import neither them nor the decoders; the decoders see models only through
+the protocol (models.base) and the generic state operations (models.state); training sits beside
+decoding; checkpoint and loading sit above the models. The CLI uses only the public API."""
 
 import ast
 from pathlib import Path
@@ -49,6 +50,9 @@ RULES = [
     ("outputs.py", ("decodekit.models", "decodekit.decoding", "decodekit.constraints", "decodekit.cli"), ()),
     ("vocab.py", ("decodekit.models", "decodekit.decoding", "decodekit.constraints", "decodekit.cli"), ()),
     ("training", ("decodekit.decoding", "decodekit.cli"), ()),
+    # what the decoders see of the models imports no concrete model
+    ("models/base.py", ("decodekit.models",), ()),
+    ("models/state.py", ("decodekit.models",), ("decodekit.models.base",)),
 ]
 
 
@@ -60,6 +64,104 @@ def test_imports_flow_one_way(sub, forbidden, allowed):
             if name.startswith(forbidden) and not name.startswith(allowed):
                 bad.append(f"{path.relative_to(PACKAGE.parent)} imports {name}")
     assert not bad, "\n".join(bad)
+
+
+# The whole picture: what each part of the package may import (prefixes under decodekit.; the
+# part's own modules are always allowed). Lowest first; a new module needs a line here.
+DEPENDS = {
+    "errors": (),
+    "files": ("errors",),  # checked reads of regular files
+    "locking": ("errors",),  # one writer per output file
+    "distributed": (),  # torchrun helpers
+    "vocab": ("errors", "files"),
+    "outputs": ("vocab",),  # Hypothesis: plain results and their rendering
+    "data": ("errors", "files", "vocab"),  # corpora -> token ids -> BPTT batches
+    "tasks": ("errors", "vocab"),  # formal languages and PCFGs (synthetic corpora)
+    "plotting": ("errors",),  # training curves (matplotlib, optional)
+    "constraints": ("errors", "vocab"),  # regex -> token automaton, beside the models
+    "models": ("errors", "files", "vocab"),  # the step protocol and the nets
+    "checkpoint": ("errors", "files", "vocab", "models"),
+    "loading": ("errors", "checkpoint", "models"),
+    # the decoders see models only through the protocol and the state operations
+    "decoding": ("errors", "outputs", "constraints", "models.base", "models.state"),
+    "memory": ("errors", "constraints", "models.base"),  # a search's memory estimate
+    "generation": ("errors", "outputs", "constraints", "decoding", "memory", "models.base"),
+    # results.py writes with checkpoint.atomic_write (a file helper that checkpoint.py holds)
+    "results": ("errors", "files", "checkpoint.atomic_write"),
+    "batch": ("errors", "generation", "memory", "locking", "results", "models.base"),
+    # beside decoding: never imports the decoders, generation or the CLI
+    "training": ("errors", "files", "locking", "distributed", "data", "models", "checkpoint"),
+    "cli": ("",),  # the public API only: test_cli_uses_the_public_api
+    "__main__": ("cli",),
+    "__init__": ("",),  # the public API: every name, imported lazily
+}
+
+
+def part(path: Path) -> str:
+    """The part of the package a file belongs to: its top-level module or sub-package."""
+    rel = path.relative_to(PACKAGE)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def test_every_module_has_a_place():
+    parts = {part(p) for p in PACKAGE.rglob("*.py")}
+    assert parts <= set(DEPENDS), f"add to DEPENDS: {sorted(parts - set(DEPENDS))}"
+
+
+@pytest.mark.parametrize("name", sorted(DEPENDS))
+def test_each_part_imports_only_what_it_may(name):
+    allowed = tuple(f"decodekit.{d}".rstrip(".") for d in (name, *DEPENDS[name]))
+    bad = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if part(path) != name:
+            continue
+        for imported in imports(path):
+            if not any(imported == a or imported.startswith(a + ".") for a in allowed):
+                bad.append(f"{path.relative_to(PACKAGE.parent)} imports {imported}")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_picture_has_no_cycles():
+    graph = {n: {d.split(".")[0] for d in deps if d} - {n} for n, deps in DEPENDS.items()}
+    done: set[str] = set()
+
+    def visit(n: str, path: tuple[str, ...]) -> None:
+        assert n not in path, " -> ".join((*path, n))
+        if n not in done:
+            for d in graph[n]:
+                visit(d, (*path, n))
+            done.add(n)
+
+    for n in graph:
+        visit(n, ())
+
+
+def public_names(module: str) -> set[str]:
+    """The literal ``__all__`` of a decodekit package, read without importing it."""
+    init = PACKAGE.parent.joinpath(*module.split("."), "__init__.py")
+    for node in ast.parse(init.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+            return set(ast.literal_eval(node.value))
+    return set()
+
+
+PUBLIC = ("decodekit", "decodekit.constraints", "decodekit.training", "decodekit.models")
+
+
+@pytest.mark.parametrize("path", files("cli"), ids=lambda p: p.name)
+def test_cli_uses_the_public_api(path):
+    """The CLI imports names from ``decodekit`` (and the packages above, by their ``__all__``) and
+    its own modules, never a module inside the library."""
+    bad = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            bad += [a.name for a in node.names if a.name.startswith("decodekit.")]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("decodekit"):
+            if node.module == "decodekit.cli" or node.module.startswith("decodekit.cli."):
+                continue
+            public = public_names(node.module) if node.module in PUBLIC else set()
+            bad += [f"{node.module}.{a.name}" for a in node.names if a.name not in public]
+    assert not bad, f"{path.relative_to(PACKAGE.parent)} imports {', '.join(sorted(bad))}"
 
 
 def test_only_the_cli_uses_click():

@@ -18,7 +18,7 @@ class UsageError(click.ClickException):
 
 def run_main(group: click.Group, argv: list[str] | None) -> None:
     """Run the click group, turning library ``ValueError``s into one-line errors (exit 2)."""
-    from decodekit.errors import DecodekitError
+    from decodekit import DecodekitError
 
     global ARGV
     ARGV = list(sys.argv[1:] if argv is None else argv)
