@@ -9,6 +9,7 @@ from decodekit.constraints.automaton import TokenAutomaton
 from decodekit.constraints.compile import (
     DEFAULT_MAX_STATES,
     as_automaton,
+    check_pattern,
     clear_cache,
     compile_for_vocab,
     compile_regex,
@@ -20,6 +21,7 @@ __all__ = [
     "ConstraintError",
     "TokenAutomaton",
     "as_automaton",
+    "check_pattern",
     "clear_cache",
     "compile_for_vocab",
     "compile_regex",

@@ -6,6 +6,7 @@ import operator
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -19,21 +20,37 @@ from decodekit.constraints.utf8 import byte_dfa, code_point_classes
 from decodekit.errors import ConstraintError
 
 DEFAULT_MAX_STATES = 100_000
-CACHE_SIZE = 32
-_automata: OrderedDict[tuple, tuple[tuple, TokenAutomaton]] = OrderedDict()
-_vocabs: OrderedDict[tuple, tuple[tuple, EncodedVocab]] = OrderedDict()
-_vocab_keys: OrderedDict[int, tuple[tuple, tuple]] = OrderedDict()  # id(tuple) -> (tuple, key)
+CACHE_VOCABS, CACHE_PATTERNS = 4, 32  # vocabularies kept, and automata kept per vocabulary
+
+
+@dataclass
+class _Cached:
+    """One vocabulary in the cache: its tokens (to confirm a hit), its trie (shared by its
+    patterns, built on first use) and its automata by (pattern, separator, eos_id, max_states)."""
+
+    tokens: tuple
+    encoded: EncodedVocab | None = None
+    automata: OrderedDict[tuple, TokenAutomaton] = field(default_factory=OrderedDict)
+
+
+_cache: OrderedDict[tuple[int, int], _Cached] = OrderedDict()  # fingerprint -> vocabulary
 _lock = threading.Lock()
 
 
 def clear_cache(vocabularies: bool = True) -> None:
     """Forget every compiled automaton (and, with ``vocabularies``, every prepared vocabulary:
-    the code-point matrix of its token strings, which several patterns share)."""
+    the trie of its tokens' bytes, which several patterns share)."""
     with _lock:
-        _automata.clear()
         if vocabularies:
-            _vocabs.clear()
-            _vocab_keys.clear()
+            _cache.clear()
+        for entry in _cache.values():
+            entry.automata.clear()
+
+
+def check_pattern(pattern: str) -> None:
+    """Raise :class:`ConstraintError` (with the position, or what is unsupported and how to
+    rewrite it) unless ``pattern`` is a regex the compiler accepts; compiles nothing."""
+    parse(pattern)
 
 
 def compile_regex(
@@ -53,8 +70,9 @@ def compile_regex(
     ``token_strings[i]`` is None for special tokens that never appear in text (they, and
     ``eos_id``, get no transitions); so is a ``str`` token with a lone surrogate.
 
-    Results are cached (LRU, 32 entries) per (pattern, separator, token_strings, eos_id,
-    max_states): compiling again returns the same object.
+    Results are cached per vocabulary fingerprint ``(len, hash)`` of the token strings (the
+    last 4 vocabularies, 32 automata each) and (pattern, separator, eos_id, max_states):
+    compiling again returns the same object.
 
     Raises:
         ConstraintError: invalid regex (with the position), unsupported feature (back-references,
@@ -70,28 +88,33 @@ def compile_regex(
             "token_strings must be a sequence with one str/bytes/None per token id, "
             f"got {type(token_strings).__name__}"
         )
-    if type(token_strings) is not tuple:
-        token_strings = tuple(token_strings)
-    if not token_strings:
+    tokens = tuple(token_strings)
+    if not tokens:
         raise ConstraintError("cannot compile a constraint for an empty vocabulary")
     eos_id = _optional_index("eos_id", eos_id)
-    if eos_id is not None and not 0 <= eos_id < len(token_strings):
-        raise ConstraintError(f"eos_id {eos_id} out of range for {len(token_strings)} tokens")
+    if eos_id is not None and not 0 <= eos_id < len(tokens):
+        raise ConstraintError(f"eos_id {eos_id} out of range for {len(tokens)} tokens")
     max_states = _optional_index("max_states", max_states)
     if max_states is None or max_states < 1:
         raise ConstraintError(f"max_states must be a positive integer, got {max_states!r}")
-    vocab_key = _vocab_key(token_strings)
-    key = (pattern, separator, vocab_key, eos_id, max_states)
+    fingerprint = (len(tokens), hash(tokens))
+    key = (pattern, separator, eos_id, max_states)
     with _lock:
-        hit = _automata.get(key)
-        if hit is not None and (hit[0] is token_strings or hit[0] == token_strings):
-            _automata.move_to_end(key)
-            return hit[1]
-    automaton = _build(pattern, token_strings, vocab_key, eos_id, separator, max_states)
+        entry = _cache.get(fingerprint)
+        if entry is None or (entry.tokens is not tokens and entry.tokens != tokens):
+            entry = _cache[fingerprint] = _Cached(tokens)
+        _cache.move_to_end(fingerprint)
+        while len(_cache) > CACHE_VOCABS:
+            _cache.popitem(last=False)
+        automaton = entry.automata.get(key)
+        if automaton is not None:
+            entry.automata.move_to_end(key)
+            return automaton
+    automaton = _build(pattern, entry, eos_id, separator, max_states)
     with _lock:
-        _automata[key] = (token_strings, automaton)
-        while len(_automata) > CACHE_SIZE:
-            _automata.popitem(last=False)
+        entry.automata[key] = automaton
+        while len(entry.automata) > CACHE_PATTERNS:
+            entry.automata.popitem(last=False)
     return automaton
 
 
@@ -105,12 +128,14 @@ def _optional_index(name: str, value) -> int | None:
     return operator.index(value)
 
 
-def _build(pattern, token_strings, vocab_key, eos_id, separator, max_states) -> TokenAutomaton:
+def _build(pattern: str, entry: _Cached, eos_id, separator: str, max_states: int) -> TokenAutomaton:
     """Parse, build the character DFA, expand it to UTF-8 bytes, lift it, and assemble the
     dense tables."""
     ast, boundaries = parse(pattern)
     dfa = build_char_dfa(ast, boundaries, max_states)
-    enc = _prepared_vocab(token_strings, vocab_key)
+    if entry.encoded is None:
+        entry.encoded = encode_vocab(entry.tokens)
+    enc = entry.encoded
     out = None
     if dfa.initial >= 0:
         sep = separator.encode("utf-8")
@@ -119,7 +144,7 @@ def _build(pattern, token_strings, vocab_key, eos_id, separator, max_states) -> 
         out = lift(bytes_dfa, enc, sep, eos_id, max_states)
     if out is None:
         raise ConstraintError(_unspellable(pattern, dfa, enc, separator))
-    next_state = np.full((len(out.table), len(token_strings)), -1, dtype=np.int64)
+    next_state = np.full((len(out.table), enc.size), -1, dtype=np.int64)
     next_state[:, out.tokens] = out.table[:, out.which]
     return TokenAutomaton(
         next_state=torch.from_numpy(next_state),
@@ -135,37 +160,6 @@ def _build(pattern, token_strings, vocab_key, eos_id, separator, max_states) -> 
             "live_states": out.live,
         },
     )
-
-
-def _vocab_key(token_strings: tuple) -> tuple:
-    """Cache key of a vocabulary: (hash of the token strings, count). Hashing 10k strings costs
-    ~0.2 ms, so the key of a tuple seen recently (the very same object: immutable, equal) is
-    remembered (4 tuples); a list is copied into a new tuple on every call and hashed again."""
-    with _lock:
-        hit = _vocab_keys.get(id(token_strings))
-        if hit is not None and hit[0] is token_strings:
-            return hit[1]
-    key = (hash(token_strings), len(token_strings))
-    with _lock:
-        _vocab_keys[id(token_strings)] = (token_strings, key)  # holding it keeps its id unique
-        while len(_vocab_keys) > 4:
-            _vocab_keys.popitem(last=False)
-    return key
-
-
-def _prepared_vocab(token_strings: tuple, vocab_key: tuple) -> EncodedVocab:
-    """The vocabulary's trie, from the cache (4 vocabularies) or built now and cached. A hit is
-    confirmed by comparing the token strings themselves (at once if it is the same tuple)."""
-    with _lock:
-        enc = _vocabs.get(vocab_key)
-    if enc is None or (enc[0] is not token_strings and enc[0] != token_strings):
-        enc = (token_strings, encode_vocab(token_strings))
-    with _lock:
-        _vocabs[vocab_key] = enc
-        _vocabs.move_to_end(vocab_key)
-        while len(_vocabs) > 4:
-            _vocabs.popitem(last=False)
-    return enc[1]
 
 
 def compile_for_vocab(pattern: str, vocab, *, max_states: int = DEFAULT_MAX_STATES) -> TokenAutomaton:
