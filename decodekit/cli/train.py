@@ -18,7 +18,7 @@ _HELP_DATA = (
 
 
 def _model_config(kind: str, opts: dict):
-    from decodekit.models.registry import make_config
+    from decodekit import model_config as make_config
 
     if kind == "mlp":
         order = None if opts["context"] is None else opts["context"] + 1
@@ -53,7 +53,7 @@ def _model_config(kind: str, opts: dict):
 
 def _stack_config(opts: dict):
     """``stack-lstm`` (issue 6). The state is carried across BPTT chunks, so the stack must be bounded."""
-    from decodekit.models.registry import make_config
+    from decodekit import model_config as make_config
 
     for name in ("layers", "dropout", "tie"):
         if opts[name] not in (None, False):
@@ -84,7 +84,7 @@ def _device(name: str):
 
 def _parallel(device, batch_size: int):
     """Under torchrun: (ddp.DataParallel, this rank's device); otherwise (None, device)."""
-    from decodekit.training.ddp import DataParallel, local_rows
+    from decodekit.training import DataParallel, local_rows
 
     parallel, device = DataParallel.from_env(device)
     if parallel is not None:
@@ -97,7 +97,7 @@ def _parallel(device, batch_size: int):
 
 
 def _load_embeddings(model, path: str, freeze: bool) -> None:
-    from decodekit.training.embeddings import load_embeddings
+    from decodekit.training import load_embeddings
 
     stats = load_embeddings(model, path, freeze=freeze)
     click.echo(
@@ -243,9 +243,8 @@ def train_command(data: str, kind: str, out: str, resume: bool, overwrite: bool,
 def _take_out(stack, out: str, resume: bool, overwrite: bool, parallel) -> bool:
     """Lock --out (rank 0; every rank learns whether that worked) and decide what to do with what
     it holds. Returns ``resume``, False when --resume finds nothing to resume."""
-    from decodekit.locking import LockedError, exclusive
-    from decodekit.training.resume import RESUME
-    from decodekit.training.rundir import reconcile, run_files
+    from decodekit import LockedError, exclusive
+    from decodekit.training import RESUME, reconcile, run_files
 
     error, is_main = None, parallel is None or parallel.is_main
     if is_main:
@@ -281,45 +280,15 @@ def _take_out(stack, out: str, resume: bool, overwrite: bool, parallel) -> bool:
 def _train(stack, data: str, kind: str, out: str, resume: bool, overwrite: bool, opts: dict) -> None:
     import torch
 
-    from decodekit.checkpoint import load_checkpoint
+    from decodekit import create_model, load_checkpoint, load_data
     from decodekit.cli.common import rerun_command
-    from decodekit.data import load_data
-    from decodekit.models.registry import create_model
-    from decodekit.training import TrainConfig, evaluate, train
-    from decodekit.training.loop import TrainingInterrupted
-    from decodekit.training.rundir import write_metrics
+    from decodekit.training import TrainConfig, TrainingInterrupted, evaluate, train, write_metrics
 
     if opts["threads"]:
         torch.set_num_threads(opts["threads"])
     config = _model_config(kind, opts)
-    train_config = TrainConfig(
-        epochs=opts["epochs"],
-        batch_size=opts["batch_size"],
-        bptt=opts["bptt"],
-        lr=opts["lr"],
-        optimizer=opts["optimizer"],
-        weight_decay=opts["weight_decay"],
-        clip=opts["clip"],
-        schedule=opts["schedule"],
-        decay=opts["decay"],
-        decay_start=opts["decay_start"],
-        patience=opts["patience"],
-        threshold=opts["threshold"],
-        early_stop=opts["early_stop"],
-        min_lr=opts["min_lr"],
-        sum_over_time=not opts["mean_loss"],
-        seed=opts["seed"],
-        save_every=opts["save_every"],
-        loss=opts["loss"],
-        noise_samples=opts["noise_samples"],
-        noise_alpha=opts["noise_alpha"],
-        learn_log_z=opts["learn_log_z"],
-        noise_smoothing=opts["noise_smoothing"],
-        nce_bias_init=opts["nce_bias_init"],
-        tau=opts["tau"],
-        psi=opts["psi"],
-        amp=opts["amp"],
-    )
+    # the options named like TrainConfig's fields set them; --mean-loss is the one negated
+    train_config = TrainConfig.from_dict(opts | {"sum_over_time": not opts["mean_loss"]})
     parallel, device = _parallel(_device(opts["device"]), train_config.batch_size)
     resume = _take_out(stack, out, resume, overwrite, parallel)
     corpus = load_data(data, min_count=opts["min_count"], max_size=opts["max_vocab"], chars=opts["chars"])
@@ -350,11 +319,11 @@ def _train(stack, data: str, kind: str, out: str, resume: bool, overwrite: bool,
     test = evaluate(best, corpus.test)
     summary = {
         "event": "test",
-        "best_valid_ppl": result["best_valid_ppl"],
+        "best_valid_ppl": result.best_valid_ppl,
         "test_ppl": test.ppl,
         "test_tokens": test.tokens,
-        "stopped": result["stopped"],
-        "epochs": len(result["epochs"]),
+        "stopped": result.stopped,
+        "epochs": len(result.epochs),
     }
-    write_metrics(Path(out), result["epochs"], test=summary)  # every epoch and the test line, once
+    write_metrics(Path(out), result.epochs, test=summary)  # every epoch and the test line, once
     click.echo(json.dumps(summary))

@@ -63,8 +63,9 @@ class SingleProcess:
         """This rank's rows of the global stream array [B, L] -> [B / W, L]."""
         return data
 
-    def wrap(self, model: nn.Module, loss_fn: object) -> Callable[[Any, torch.Tensor], tuple]:
-        """The forward used for training: ``(state, x [b, T]) -> (H [b, T, D], state)``."""
+    def wrap(self, model: nn.Module, loss: nn.Module | None) -> Callable[[Any, torch.Tensor], tuple]:
+        """The forward used for training: ``(state, x [b, T]) -> (H [b, T, D], state)``; ``loss``:
+        the loss's module (:attr:`.losses.Loss.module`), whose parameters DDP must reduce too."""
         return model.features
 
     def local_state(self, state: Any, model: nn.Module) -> Any:
@@ -93,10 +94,10 @@ class _Features(nn.Module):
     is ``model.features``. The loss uses ``model.head`` outside this forward, which DDP allows:
     it reduces gradients through hooks on every parameter, whichever code used it."""
 
-    def __init__(self, model: nn.Module, loss_fn: object) -> None:
+    def __init__(self, model: nn.Module, loss: nn.Module | None) -> None:
         super().__init__()
         self.model = model
-        self.loss = loss_fn if isinstance(loss_fn, nn.Module) else nn.Module()
+        self.loss = loss if loss is not None else nn.Module()
 
     def forward(self, state: Any, tokens: torch.Tensor) -> tuple[torch.Tensor, Any]:
         return self.model.features(state, tokens)
@@ -128,11 +129,11 @@ class DataParallel(SingleProcess):
     def shard(self, data: torch.Tensor) -> torch.Tensor:
         return data[local_rows(data.shape[0], self.rank, self.size)]
 
-    def wrap(self, model: nn.Module, loss_fn: object) -> Callable[[Any, torch.Tensor], tuple]:
+    def wrap(self, model: nn.Module, loss: nn.Module | None) -> Callable[[Any, torch.Tensor], tuple]:
         ids = [self.device.index] if self.device.type == "cuda" else None
         # gradient_as_bucket_view: the .grad tensors are views into DDP's buckets (no copy in or out)
         return nn.parallel.DistributedDataParallel(
-            _Features(model, loss_fn), device_ids=ids, gradient_as_bucket_view=True
+            _Features(model, loss), device_ids=ids, gradient_as_bucket_view=True
         )
 
     def local_state(self, state: Any, model: nn.Module) -> Any:

@@ -13,12 +13,14 @@ directory is locked for the whole run (:mod:`decodekit.locking`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import signal
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +37,11 @@ from decodekit.training.allocator import reuse_freed_memory
 from decodekit.training.config import TrainConfig
 from decodekit.training.ddp import SingleProcess, autocast
 from decodekit.training.evaluate import evaluate
+from decodekit.training.losses import Loss
 from decodekit.training.resume import RESUME, load_training_state, save_training_state
 from decodekit.training.rundir import take_directory, write_metrics
-from decodekit.training.sampled import load_loss_state, loss_state, make_loss
-from decodekit.training.schedules import make_schedule
-
-Loss = Callable[[NeuralLM, torch.Tensor, torch.Tensor], torch.Tensor]
+from decodekit.training.sampled import loss_for
+from decodekit.training.schedules import schedule_for
 
 
 class _DeferInterrupt:
@@ -93,9 +94,58 @@ class TrainingInterrupted(KeyboardInterrupt):
         self.epoch, self.update, self.path = epoch, update, path
 
 
+@dataclass
+class LoopState:
+    """Where a run stands: what the resume state saves (as the ``loop`` entry of its header, one
+    key per field) and restores.
+
+    Attributes:
+        epoch: the current epoch (from 1); position: its chunks done; update: updates done in all.
+        best: the best validation perplexity so far (None before the first epoch ends);
+            bad_epochs: epochs since it last improved; history: one record per finished epoch.
+        run_nll, run_tokens, run_seconds: the current epoch's training-loss sum, tokens, seconds.
+    """
+
+    epoch: int = 1
+    position: int = 0
+    update: int = 0
+    best: float | None = None
+    bad_epochs: int = 0
+    history: list[dict[str, Any]] = field(default_factory=list)
+    run_nll: float = 0.0
+    run_tokens: int = 0
+    run_seconds: float = 0.0
+
+    def next_epoch(self, record: dict[str, Any]) -> None:
+        """Log the finished epoch's ``record`` (a new best if ``record["best"]``) and start the next."""
+        if record["best"]:
+            self.best, self.bad_epochs = record["valid_ppl"], 0
+        else:
+            self.bad_epochs += 1
+        self.history.append(record)
+        self.epoch, self.position = self.epoch + 1, 0
+        self.run_nll, self.run_tokens, self.run_seconds = 0.0, 0, 0.0
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What :func:`train` returns.
+
+    Attributes:
+        epochs: one record per finished epoch, earlier runs' included (the lines of ``metrics.jsonl``).
+        best_valid_ppl: the best validation perplexity (None if no epoch finished).
+        stopped: why training ended: "epochs" (all done), "min_lr", "early_stop" or "updates"
+            (``stop_after_updates``).
+    """
+
+    epochs: tuple[dict[str, Any], ...]
+    best_valid_ppl: float | None
+    stopped: str
+
+
 class _Run:
-    """The mutable state of one training run: model, optimiser, schedule and the loop position
-    (``loop``: epoch, chunk position, update count, best validation ppl, history, running sums)."""
+    """One training run: model, loss, optimiser, schedule, the carried BPTT state and the loop
+    position (:class:`LoopState`); its methods are the steps of :func:`train`."""
 
     def __init__(
         self,
@@ -103,40 +153,27 @@ class _Run:
         corpus: Corpus,
         config: TrainConfig,
         out: Path | None,
-        loss_fn: Loss | None = None,
+        loss: Loss | Callable,
         parallel: SingleProcess | None = None,
+        *,
+        progress: bool = False,
+        stop_after: int | None = None,
     ) -> None:
         self.model, self.corpus, self.config, self.out = model, corpus, config, out
+        self.loss = Loss.of(loss)
         self.par = parallel or SingleProcess()  # ddp.DataParallel: this rank's rows, DDP, collectives
         self.data = self.par.shard(batchify(corpus.train, config.batch_size)).to(model.device)  # [B/W, L]
-        self.forward = self.par.wrap(model, loss_fn)  # model.features, under DDP when distributed
-        self.loss_fn = loss_fn
-        loss_params = list(loss_fn.parameters()) if isinstance(loss_fn, torch.nn.Module) else []
-        self.optimizer = make_optimizer(model, config, loss_params)
-        self.params = list(model.parameters()) + loss_params  # clipped together
-        self.schedule = make_schedule(
-            config.schedule,
-            config.lr,
-            decay=config.decay,
-            start=config.decay_start,
-            patience=config.patience,
-            threshold=config.threshold,
-            tau=config.tau,
-            psi=config.psi,
-        )
-        self.loop: dict[str, Any] = {
-            "epoch": 1,
-            "position": 0,
-            "update": 0,
-            "best": None,
-            "bad_epochs": 0,
-            "history": [],
-            "run_nll": 0.0,
-            "run_tokens": 0,
-            "run_seconds": 0.0,
-        }
+        self.forward = self.par.wrap(model, self.loss.module)  # model.features, under DDP when distributed
+        self.optimizer = make_optimizer(model, config, self.loss.parameters())
+        self.params = list(model.parameters()) + self.loss.parameters()  # clipped together
+        self.schedule = schedule_for(config)
+        self.loop = LoopState()
         self.fixed = {"model": config_to_dict(model.config), "vocab": model.vocab.fingerprint}
         self.hidden: Any = None
+        self.progress = progress and self.par.is_main
+        self.main_out = out if self.par.is_main else None  # only rank 0 writes
+        self.stop_after = stop_after
+        self.interrupt = _DeferInterrupt()
 
     def restore(self) -> None:
         """Load ``out/resume.safetensors``; refuse other models or training options."""
@@ -155,28 +192,57 @@ class _Run:
         if saved.to_dict() | {"epochs": 0} != self.config.to_dict() | {"epochs": 0}:
             raise CheckpointError(f"{path}: training options differ from the interrupted run: {saved}")
         self.schedule.load_state_dict(meta["schedule"])
-        load_loss_state(self.loss_fn, meta.get("loss_state", {}))
-        self.loop = meta["loop"]
+        self.loss.load_state_dict(meta.get("loss_state", {}))
+        try:
+            self.loop = LoopState(**meta["loop"])
+        except (KeyError, TypeError) as e:
+            raise CheckpointError(f"{path}: damaged loop position ({e})") from None
 
     def save(self) -> None:
         """Write the resume state (collective: every rank calls it; rank 0 writes)."""
         if self.out is not None:
             hidden = self.par.full_state(self.hidden, self.model)  # collective: all ranks call save()
-        if self.out is not None and self.par.is_main:
+        if self.main_out is not None:
             meta = {
                 **self.fixed,
                 "train_config": self.config.to_dict(),
                 "schedule": self.schedule.state_dict(),
-                "loss_state": loss_state(self.loss_fn),
-                "loop": self.loop,
+                "loss_state": self.loss.state_dict(),
+                "loop": dataclasses.asdict(self.loop),
             }
             save_training_state(
                 self.out / RESUME, model=self.model, optimizer=self.optimizer, hidden=hidden, meta=meta
             )
 
-    def update(
-        self, x: torch.Tensor, y: torch.Tensor, lr: float, loss_fn: Loss, interrupt: _DeferInterrupt
-    ) -> None:
+    def run(self, resume: bool) -> str:
+        """Train from the start or from the resume state until a stopping rule; returns the
+        reason (:attr:`TrainResult.stopped`)."""
+        if resume:
+            self.restore()
+            if self.main_out is not None:
+                write_metrics(self.main_out, self.loop.history)  # a kill may have cut the last rewrite short
+        else:
+            self.save()  # from the first moment on, a directory with run files holds a resume state
+        config = self.config
+        with self.interrupt:
+            while self.loop.epoch <= config.epochs:
+                lr = self.schedule.lr(self.loop.epoch, self.loop.update)
+                if lr < config.min_lr:
+                    return "min_lr"
+                if not self.epoch():
+                    return "updates"
+                record = self.end_epoch(lr)
+                self.hidden = None
+                self.save()
+                if self.main_out is not None:
+                    write_metrics(self.main_out, self.loop.history)  # after the state that holds it
+                if self.progress:
+                    tqdm.write(json.dumps(record))
+                if config.early_stop and self.loop.bad_epochs >= config.early_stop:
+                    return "early_stop"
+        return "epochs"
+
+    def update(self, x: torch.Tensor, y: torch.Tensor, lr: float) -> None:
         """One truncated-BPTT update on the chunk x, y [B, t], the state carried and then detached.
         Afterwards ``interrupt.requested`` is set on every rank if any rank was asked to stop (the
         ranks agree in the same collective that sums the training loss)."""
@@ -184,7 +250,7 @@ class _Run:
             group["lr"] = lr
         with autocast(self.model.device, self.config.amp):
             features, hidden = self.forward(self.hidden, x)
-            losses = loss_fn(self.model, features, y)  # [B, t] (B: this rank's rows)
+            losses = self.loss.fn(self.model, features, y)  # [B, t] (B: this rank's rows)
         loss = losses.sum() / (x.shape[0] if self.config.sum_over_time else losses.numel())
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -192,56 +258,80 @@ class _Run:
             torch.nn.utils.clip_grad_norm_(self.params, self.config.clip)
         self.optimizer.step()
         self.hidden = detach(hidden)
-        loop = self.loop
+        loop, interrupt = self.loop, self.interrupt
         nll, tokens, any_stop = self.par.tally(
             losses.detach().double().sum(), losses.numel(), interrupt.requested
         )
         if any_stop:  # never reset: a Ctrl-C arriving during the collective must not be lost
             interrupt.requested = True
-        loop["run_nll"] += nll
-        loop["run_tokens"] += tokens
-        loop["position"] += 1
-        loop["update"] += 1
+        loop.run_nll += nll
+        loop.run_tokens += tokens
+        loop.position += 1
+        loop.update += 1
 
-    def epoch(
-        self, loss_fn: Loss, progress: bool, interrupt: _DeferInterrupt, stop_after: int | None
-    ) -> bool:
+    def epoch(self) -> bool:
         """Run the rest of the current epoch. Returns False if stopped early (state saved)."""
-        loop, epoch = self.loop, self.loop["epoch"]
+        loop, epoch = self.loop, self.loop.epoch
         if self.hidden is None:
             self.hidden = self.model.initial_state(self.data.shape[0])
         bar = tqdm(
             total=num_bptt_batches(self.data, self.config.bptt),
-            initial=loop["position"],
+            initial=loop.position,
             desc=f"epoch {epoch}",
             unit="batch",
-            disable=not progress,
+            disable=not self.progress,
             mininterval=5.0,
         )
-        t0 = time.perf_counter() - loop["run_seconds"]
-        for x, y in bptt_batches(self.data, self.config.bptt, start=loop["position"]):
-            lr = self.schedule.lr(epoch, loop["update"])
-            self.update(x, y, lr, loss_fn, interrupt)
-            loop["run_seconds"] = time.perf_counter() - t0
-            if progress:
+        t0 = time.perf_counter() - loop.run_seconds
+        for x, y in bptt_batches(self.data, self.config.bptt, start=loop.position):
+            lr = self.schedule.lr(epoch, loop.update)
+            self.update(x, y, lr)
+            loop.run_seconds = time.perf_counter() - t0
+            if self.progress:
                 bar.update(1)
                 bar.set_postfix(
-                    ppl=f"{math.exp(loop['run_nll'] / loop['run_tokens']):.1f}",
+                    ppl=f"{math.exp(loop.run_nll / loop.run_tokens):.1f}",
                     lr=f"{lr:.3g}",
-                    tok_s=f"{loop['run_tokens'] / loop['run_seconds']:.0f}",
+                    tok_s=f"{loop.run_tokens / loop.run_seconds:.0f}",
                     refresh=False,
                 )
-            if interrupt.requested or loop["update"] == stop_after:
+            if self.interrupt.requested or loop.update == self.stop_after:
                 bar.close()
                 self.save()
-                if interrupt.requested:
+                if self.interrupt.requested:
                     path = self.out / RESUME if self.out is not None else None
-                    raise TrainingInterrupted(epoch, loop["update"], path)
+                    raise TrainingInterrupted(epoch, loop.update, path)
                 return False
-            if self.config.save_every and loop["update"] % self.config.save_every == 0:
+            if self.config.save_every and loop.update % self.config.save_every == 0:
                 self.save()
         bar.close()
         return True
+
+    def end_epoch(self, lr: float) -> dict[str, Any]:
+        """Validate, update the schedule and the best checkpoint; returns the epoch's record and
+        moves ``loop`` to the next epoch."""
+        loop, t_valid = self.loop, time.perf_counter()
+        valid_ppl = self.par.broadcast(evaluate(self.model, self.corpus.valid).ppl)  # rank 0's wins
+        self.model.train()
+        self.schedule.observe(loop.epoch, valid_ppl)
+        train_loss = loop.run_nll / max(loop.run_tokens, 1)
+        record = {
+            "epoch": loop.epoch,
+            "lr": lr,
+            "updates": loop.update,
+            "train_loss": train_loss,
+            "train_ppl": math.exp(train_loss) if self.loss.nll else None,
+            "valid_ppl": valid_ppl,
+            "train_seconds": round(loop.run_seconds, 2),
+            "train_tokens_per_s": round(loop.run_tokens / max(loop.run_seconds, 1e-9), 1),
+            "valid_seconds": round(time.perf_counter() - t_valid, 2),
+            "best": loop.best is None or valid_ppl < loop.best,
+        }
+        if record["best"] and self.main_out is not None:
+            extra = {"train_config": self.config.to_dict(), "epoch": loop.epoch, "valid_ppl": valid_ppl}
+            save_checkpoint(self.model, self.main_out, extra=extra)
+        loop.next_epoch(record)
+        return record
 
 
 def train(
@@ -251,12 +341,12 @@ def train(
     *,
     out: str | Path | None = None,
     resume: bool = False,
-    loss_fn: Loss | None = None,
+    loss_fn: Loss | Callable | None = None,
     progress: bool = True,
     stop_after_updates: int | None = None,
     parallel: SingleProcess | None = None,
     overwrite: bool = False,
-) -> dict[str, Any]:
+) -> TrainResult:
     """Train ``model`` on ``corpus.train``, validating on ``corpus.valid`` after each epoch.
 
     Args:
@@ -264,14 +354,14 @@ def train(
             locked for the run (a second writer gets :class:`decodekit.locking.LockedError`).
             A fresh run refuses a directory that holds another run's files unless ``overwrite``.
         resume: continue from ``out/resume.safetensors`` (model, optimiser, schedule, RNG, position).
-        loss_fn: per-token training loss (see :mod:`.losses`); default: ``config.loss`` built by
-            :func:`.sampled.make_loss` (softmax, NCE, sampled softmax). Validation always uses
-            the full softmax.
+        loss_fn: the training loss, a :class:`.losses.Loss` or a per-token loss function (see
+            :mod:`.losses`); default: the one ``config.loss`` names (:func:`.sampled.loss_for`:
+            softmax, NCE, sampled softmax). Validation always uses the full softmax.
         stop_after_updates: save the resume state and stop after this many updates in all (tests).
         parallel: a :class:`.ddp.DataParallel` under torchrun (this rank's share of the batch,
             DDP gradients; only rank 0 writes and shows progress); default: one process.
 
-    Returns: ``{"epochs": [...per-epoch records...], "best_valid_ppl": ..., "stopped": reason}``.
+    Returns: a :class:`TrainResult` (per-epoch records, best validation perplexity, why it stopped).
     Raises :class:`TrainingInterrupted` (a KeyboardInterrupt) after saving the resume state if
     Ctrl-C arrives.
     """
@@ -282,98 +372,13 @@ def train(
     with contextlib.ExitStack() as stack:
         if out is not None:
             take_directory(stack, out, parallel or SingleProcess(), resume, overwrite)
-        return _train(model, corpus, config, out, resume, loss_fn, progress, stop_after_updates, parallel)
-
-
-def _train(model, corpus, config, out, resume, loss_fn, progress, stop_after_updates, parallel):
-    torch.manual_seed(config.seed)
-    model.train()
-    if loss_fn is None:
-        loss_fn = make_loss(
-            config.loss,
-            train_ids=corpus.train,
-            vocab_size=model.vocab_size,
-            k=config.noise_samples,
-            alpha=config.noise_alpha,
-            learn_log_z=config.learn_log_z,
-            smoothing=config.noise_smoothing,
-            init_bias=config.nce_bias_init,
+        torch.manual_seed(config.seed)
+        model.train()
+        loss = Loss.of(loss_fn) if loss_fn is not None else loss_for(config, corpus.train, model.vocab_size)
+        if not resume:
+            loss.init_model(model)  # e.g. NCE's output biases -log V
+        run = _Run(
+            model, corpus, config, out, loss, parallel, progress=progress, stop_after=stop_after_updates
         )
-    if not resume and hasattr(loss_fn, "init_model"):
-        loss_fn.init_model(model)  # e.g. NCE's output biases -log V
-    run = _Run(model, corpus, config, out, loss_fn, parallel)
-    progress = progress and run.par.is_main
-    main_out = out if run.par.is_main else None
-    if resume:
-        run.restore()
-        if main_out is not None:
-            write_metrics(main_out, run.loop["history"])  # a kill may have cut the last rewrite short
-    else:
-        run.save()  # from the first moment on, a directory with run files holds a resume state
-    loop, stopped = run.loop, "epochs"
-    with _DeferInterrupt() as interrupt:
-        while loop["epoch"] <= config.epochs:
-            lr = run.schedule.lr(loop["epoch"], loop["update"])
-            if lr < config.min_lr:
-                stopped = "min_lr"
-                break
-            if not run.epoch(loss_fn, progress, interrupt, stop_after_updates):
-                stopped = "updates"
-                break
-            record = _end_epoch(model, corpus, config, loop, run.schedule, lr, main_out, loss_fn, run.par)
-            run.hidden = None
-            run.save()
-            if main_out is not None:
-                write_metrics(main_out, loop["history"])  # after the state that holds the history
-            if progress:
-                tqdm.write(json.dumps(record))
-            if config.early_stop and loop["bad_epochs"] >= config.early_stop:
-                stopped = "early_stop"
-                break
-    return {"epochs": loop["history"], "best_valid_ppl": loop["best"], "stopped": stopped}
-
-
-def _end_epoch(
-    model: NeuralLM,
-    corpus: Corpus,
-    config: TrainConfig,
-    loop: dict,
-    schedule: Any,
-    lr: float,
-    out: Path | None,
-    loss_fn: Loss,
-    par: SingleProcess,
-) -> dict:
-    """Validate, update the schedule and the best checkpoint, log; advance ``loop`` to the next epoch."""
-    t_valid = time.perf_counter()
-    valid_ppl = par.broadcast(evaluate(model, corpus.valid).ppl)  # every rank computes; rank 0's wins
-    model.train()
-    schedule.observe(loop["epoch"], valid_ppl)
-    improved = loop["best"] is None or valid_ppl < loop["best"]
-    record = {
-        "epoch": loop["epoch"],
-        "lr": lr,
-        "updates": loop["update"],
-        "train_loss": loop["run_nll"] / max(loop["run_tokens"], 1),
-        "train_ppl": math.exp(loop["run_nll"] / max(loop["run_tokens"], 1))
-        if getattr(loss_fn, "is_nll", False)
-        else None,
-        "valid_ppl": valid_ppl,
-        "train_seconds": round(loop["run_seconds"], 2),
-        "train_tokens_per_s": round(loop["run_tokens"] / max(loop["run_seconds"], 1e-9), 1),
-        "valid_seconds": round(time.perf_counter() - t_valid, 2),
-        "best": improved,
-    }
-    if improved:
-        loop["best"], loop["bad_epochs"] = valid_ppl, 0
-        if out is not None:
-            save_checkpoint(
-                model,
-                out,
-                extra={"train_config": config.to_dict(), "epoch": loop["epoch"], "valid_ppl": valid_ppl},
-            )
-    else:
-        loop["bad_epochs"] += 1
-    loop["history"].append(record)
-    loop.update(epoch=loop["epoch"] + 1, position=0, run_nll=0.0, run_tokens=0, run_seconds=0.0)
-    return record
+        stopped = run.run(resume)
+    return TrainResult(tuple(run.loop.history), run.loop.best, stopped)

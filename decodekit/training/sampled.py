@@ -38,13 +38,17 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from decodekit.training.losses import softmax_cross_entropy
+from decodekit.training.losses import SOFTMAX, Loss
 from decodekit.training.noise import NoiseDistribution, check_noise_options
+
+if TYPE_CHECKING:
+    from decodekit.training.config import TrainConfig
 
 
 def _head_rows(model: nn.Module, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -57,8 +61,6 @@ def _head_rows(model: nn.Module, ids: torch.Tensor) -> tuple[torch.Tensor, torch
 
 class _Sampled(nn.Module):
     """Shared parts: the noise distribution, k, drawing the shared noise and scoring rows."""
-
-    is_nll = False
 
     def __init__(self, noise: NoiseDistribution, k: int) -> None:
         super().__init__()
@@ -186,20 +188,6 @@ def check_loss_options(name: str, k: int, alpha: float, learn_log_z: bool, smoot
         raise ValueError(f"learn_log_z applies to the nce loss only, not {name!r}")
 
 
-def loss_state(loss_fn: object) -> dict[str, list | float]:
-    """The learned state of a loss (NCE's learned log Z), JSON-ready, for the resume file."""
-    if not isinstance(loss_fn, nn.Module):
-        return {}
-    return {k: v.tolist() for k, v in loss_fn.state_dict().items()}
-
-
-def load_loss_state(loss_fn: object, state: dict[str, list | float]) -> None:
-    """Inverse of :func:`loss_state` (in place)."""
-    if isinstance(loss_fn, nn.Module):
-        own = loss_fn.state_dict()
-        loss_fn.load_state_dict({k: torch.tensor(v, dtype=own[k].dtype) for k, v in state.items()})
-
-
 def make_loss(
     name: str,
     *,
@@ -210,13 +198,13 @@ def make_loss(
     learn_log_z: bool = False,
     smoothing: float = 0.0,
     init_bias: bool = True,
-):
-    """The training loss ``name`` in :data:`LOSSES`. For "nce" / "sampled-softmax" the noise is
-    (count + smoothing)^alpha over ``train_ids`` [L] and ``vocab_size`` words (see :mod:`.noise`);
-    warns (UserWarning) when some words get no noise mass."""
+) -> Loss:
+    """The training loss ``name`` in :data:`LOSSES`, as a :class:`.losses.Loss`. For "nce" /
+    "sampled-softmax" the noise is (count + smoothing)^alpha over ``train_ids`` [L] and
+    ``vocab_size`` words (see :mod:`.noise`); warns (UserWarning) when some words get no noise mass."""
     check_loss_options(name, k, alpha, learn_log_z, smoothing)
     if name == "softmax":
-        return softmax_cross_entropy
+        return SOFTMAX
     if train_ids is None or vocab_size is None:
         raise ValueError(f"loss {name!r} needs the training stream and the vocabulary size for its noise")
     check_noise_options(k, alpha, vocab_size)
@@ -231,5 +219,19 @@ def make_loss(
             stacklevel=2,
         )
     if name == "nce":
-        return NCELoss(noise, k, learn_log_z=learn_log_z, init_bias=init_bias)
-    return SampledSoftmaxLoss(noise, k)
+        return Loss(NCELoss(noise, k, learn_log_z=learn_log_z, init_bias=init_bias))
+    return Loss(SampledSoftmaxLoss(noise, k))
+
+
+def loss_for(config: TrainConfig, train_ids: torch.Tensor, vocab_size: int) -> Loss:
+    """The loss ``config`` names, its noise drawn from ``train_ids`` [L] over ``vocab_size`` words."""
+    return make_loss(
+        config.loss,
+        train_ids=train_ids,
+        vocab_size=vocab_size,
+        k=config.noise_samples,
+        alpha=config.noise_alpha,
+        learn_log_z=config.learn_log_z,
+        smoothing=config.noise_smoothing,
+        init_bias=config.nce_bias_init,
+    )

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from decodekit.training.config import TrainConfig
 
 
 class Schedule(Protocol):
@@ -169,3 +172,17 @@ def make_schedule(name: str, lr: float, **options: Any) -> Schedule:
     if name not in SCHEDULES:
         raise ValueError(f"unknown schedule {name!r}; known: {sorted(SCHEDULES)}")
     return SCHEDULES[name](lr, **options)
+
+
+def schedule_for(config: TrainConfig) -> Schedule:
+    """The schedule ``config.schedule`` at ``config.lr``, with the options of ``config``."""
+    return make_schedule(
+        config.schedule,
+        config.lr,
+        decay=config.decay,
+        start=config.decay_start,
+        patience=config.patience,
+        threshold=config.threshold,
+        tau=config.tau,
+        psi=config.psi,
+    )

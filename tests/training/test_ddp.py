@@ -8,6 +8,7 @@ ranks instead of one full-batch GEMM), so they agree to rounding, not bitwise.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -84,7 +85,7 @@ def _worker(rank: int, size: int, port: int, tmp: str) -> None:
             result = train(model, CORPUS, CONFIG, out=Path(tmp, name), progress=False, parallel=par, **kwargs)
             if rank == 0:
                 torch.save(_params(model), Path(tmp, f"{name}.pt"))
-                Path(tmp, f"{name}.json").write_text(json.dumps(result))
+                Path(tmp, f"{name}.json").write_text(json.dumps(dataclasses.asdict(result)))
         with pytest.raises(KeyboardInterrupt):  # on both ranks, after the same update
             loss = _interrupt_on(rank=1, call=13)
             train(
@@ -138,8 +139,8 @@ def test_two_processes_equal_one_process_on_the_global_batch(runs):
     tmp, ref, ref_params = runs
     _close(torch.load(tmp / "ddp.pt"), ref_params)
     got = json.loads((tmp / "ddp.json").read_text())
-    assert [r["updates"] for r in got["epochs"]] == [r["updates"] for r in ref["epochs"]] == [9, 18]
-    for a, b in zip(got["epochs"], ref["epochs"]):
+    assert [r["updates"] for r in got["epochs"]] == [r["updates"] for r in ref.epochs] == [9, 18]
+    for a, b in zip(got["epochs"], ref.epochs):
         assert a["valid_ppl"] == pytest.approx(b["valid_ppl"], rel=1e-5)
         assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-5)  # summed over both ranks
     # only rank 0 wrote: one metrics line per epoch, one checkpoint
@@ -155,14 +156,14 @@ def test_resume_from_two_processes_in_one(runs):
     model = tiny_model()
     got = train(model, CORPUS, CONFIG, out=tmp / "ddp_part", resume=True, progress=False)
     _close(_params(model), ref_params)
-    assert got["epochs"][-1]["valid_ppl"] == pytest.approx(ref["epochs"][-1]["valid_ppl"], rel=1e-5)
+    assert got.epochs[-1]["valid_ppl"] == pytest.approx(ref.epochs[-1]["valid_ppl"], rel=1e-5)
 
 
 def test_ctrl_c_on_one_rank_stops_all_and_resumes(runs):
     tmp, ref, ref_params = runs
     model = tiny_model()
     got = train(model, CORPUS, CONFIG, out=tmp / "ctrl_c", resume=True, progress=False)
-    assert [r["updates"] for r in got["epochs"]] == [9, 18]
+    assert [r["updates"] for r in got.epochs] == [9, 18]
     _close(_params(model), ref_params)
 
 
@@ -170,7 +171,7 @@ def test_resume_from_one_process_in_two(runs):
     tmp, ref, ref_params = runs
     _close(torch.load(tmp / "one_part.pt"), ref_params)
     got = json.loads((tmp / "one_part.json").read_text())
-    assert got["epochs"][-1]["train_loss"] == pytest.approx(ref["epochs"][-1]["train_loss"], rel=1e-5)
+    assert got["epochs"][-1]["train_loss"] == pytest.approx(ref.epochs[-1]["train_loss"], rel=1e-5)
 
 
 def test_batch_must_divide_by_world_size():
@@ -188,7 +189,7 @@ def test_bf16_autocast_trains_on_cpu(tmp_path):
     config = TrainConfig(epochs=1, batch_size=4, bptt=5, lr=0.5, amp="bf16")
     got = train(model, CORPUS, config, out=tmp_path, progress=False)
     assert all(p.dtype == torch.float32 and torch.isfinite(p).all() for p in model.parameters())
-    assert got["epochs"][0]["valid_ppl"] < len(VOCAB)  # learned something: below uniform
+    assert got.epochs[0]["valid_ppl"] < len(VOCAB)  # learned something: below uniform
     with pytest.raises(ValueError, match="amp must be 'off' or 'bf16', got 'fp8'"):
         TrainConfig(amp="fp8")
 

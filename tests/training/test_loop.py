@@ -62,7 +62,7 @@ def test_training_reduces_perplexity(kind, tmp_path):
     after = evaluate(model, CORPUS.valid).ppl
     assert before > 7 and after < 2.5, (before, after)  # uniform: ppl 9; the source: exp(2 ln 2 / 7) = 1.22
     lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    assert [r["epoch"] for r in lines] == [1, 2, 3, 4] == [r["epoch"] for r in result["epochs"]]
+    assert [r["epoch"] for r in lines] == [1, 2, 3, 4] == [r["epoch"] for r in result.epochs]
     assert all(r["train_ppl"] > 0 and r["train_tokens_per_s"] > 0 for r in lines)
 
 
@@ -80,8 +80,8 @@ def test_adam_and_plateau_and_early_stop(tmp_path):
         early_stop=2,
     )
     result = train(model, CORPUS, config, out=tmp_path, progress=False)
-    assert result["stopped"] == "early_stop" and len(result["epochs"]) < 12
-    lrs = [r["lr"] for r in result["epochs"]]
+    assert result.stopped == "early_stop" and len(result.epochs) < 12
+    lrs = [r["lr"] for r in result.epochs]
     assert lrs[0] == 0.1 and min(lrs) < 0.1  # decayed after a non-improving epoch
 
 
@@ -103,8 +103,8 @@ def test_resume_is_bitwise_exact(tmp_path, stop_at):
     got = train(resumed, CORPUS, config, out=tmp_path / "b", resume=True, progress=False)
     for k, v in params(full).items():
         assert torch.equal(v, resumed.state_dict()[k]), k
-    assert got["epochs"][-1]["valid_ppl"] == ref["epochs"][-1]["valid_ppl"]
-    assert [r["train_loss"] for r in got["epochs"]] == [r["train_loss"] for r in ref["epochs"]]
+    assert got.epochs[-1]["valid_ppl"] == ref.epochs[-1]["valid_ppl"]
+    assert [r["train_loss"] for r in got.epochs] == [r["train_loss"] for r in ref.epochs]
 
 
 def test_ctrl_c_saves_and_resumes_exactly(tmp_path):

@@ -64,7 +64,7 @@ def train_chain(loss: str, **options) -> float:
         noise_samples=25,
         **options,
     )
-    return train(model, CHAIN, config, progress=False)["best_valid_ppl"]
+    return train(model, CHAIN, config, progress=False).best_valid_ppl
 
 
 def test_nce_and_sampled_softmax_reach_the_softmax_perplexity():
@@ -116,7 +116,7 @@ def test_resume_with_learned_log_z_is_exact(tmp_path):
     assert set(meta) == {"log_z"} and meta["log_z"] != 0.0
     resumed = tiny_model()
     out = train(resumed, TINY, config, out=tmp_path / "b", resume=True, progress=False)
-    assert [e["valid_ppl"] for e in out["epochs"]] == [e["valid_ppl"] for e in ref["epochs"]]
+    assert [e["valid_ppl"] for e in out.epochs] == [e["valid_ppl"] for e in ref.epochs]
     for (name, a), b in zip(full.state_dict().items(), resumed.state_dict().values()):
         assert torch.equal(a, b), name
 
