@@ -15,35 +15,20 @@ reaches the NFA's final state. The construction stops with ConstraintError past 
 
 from __future__ import annotations
 
-import functools
 from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
-import regex
 
 from decodekit.constraints.graph import minimize, reverse_distances
-from decodekit.constraints.pattern import NOT_WORD_BOUNDARY, WORD_BOUNDARY, predicate_bits
+from decodekit.constraints.pattern import (
+    NOT_WORD_BOUNDARY,
+    OCCURRING_BITS,
+    PREDICATE_BITS,
+    WORD_BOUNDARY,
+    predicate_bits,
+)
 from decodekit.errors import ConstraintError
-
-BITS = {"w": 4, "d": 2, "s": 1}
-_PRED_RE = {name: regex.compile(f"\\{name}") for name in BITS}
-_POSSIBLE = (0, 4, 6, 1)  # (w, d, s) combinations that occur: none, \w only, \w and \d, \s
-
-
-@functools.lru_cache(maxsize=65536)
-def _bits(c: str) -> int:
-    return sum(bit for name, bit in BITS.items() if _PRED_RE[name].match(c))
-
-
-def char_bits(chars) -> np.ndarray:
-    """[n] int64 predicate bits of each character: 4 if ``\\w``, 2 if ``\\d``, 1 if ``\\s``
-    (Python ``regex``'s Unicode definitions; memoised per character, or read from a table of all
-    code points for many characters)."""
-    if len(chars) > 4096:
-        codes = np.fromiter(map(ord, chars), dtype=np.int64, count=len(chars))
-        return predicate_bits()[codes].astype(np.int64)
-    return np.array([_bits(c) for c in chars], dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -55,7 +40,8 @@ class CharDFA:
         accepting: [Q] bool.
         initial: the start state (-1 if the pattern matches nothing).
         explicit: character -> class for the characters the pattern names.
-        other: [8] class of any other character, by its predicate bits (:func:`char_bits`).
+        other: [8] class of any other character, by its predicate bits
+            (:func:`~decodekit.constraints.pattern.predicate_bits`).
         examples: [C] one example character per class (for messages).
     """
 
@@ -65,15 +51,6 @@ class CharDFA:
     explicit: dict[str, int]
     other: np.ndarray
     examples: tuple[str, ...]
-
-    def class_of(self, chars: list[str], bits: np.ndarray) -> np.ndarray:
-        """Class ids [n] of the characters ``chars`` given their predicate bits [n]."""
-        out = self.other[bits].astype(np.int64)
-        for i, c in enumerate(chars):
-            k = self.explicit.get(c)
-            if k is not None:
-                out[i] = k
-        return out
 
 
 _NO_EDGES: list[int] = []  # shared by the NFA states without eps edges (never mutated)
@@ -159,9 +136,8 @@ class _NFA:
         self.sets: list[tuple[frozenset[str], tuple[tuple[str, bool], ...], bool]] = _SetList()
         self._set_ids: dict[tuple, int] = {}
 
-    def build(self, node, flags: int = 0) -> tuple[int, int]:
-        """Add the pattern ``node`` (flags are already applied by the parser; ``flags`` is
-        ignored); returns its (entry, exit) states."""
+    def build(self, node) -> tuple[int, int]:
+        """Add the pattern ``node``; returns its (entry, exit) states."""
         if node.size > self.limit:
             raise ConstraintError(
                 f"regex too large: its NFA needs {node.size:,} states (limit {self.limit:,}; "
@@ -298,7 +274,7 @@ def _partition(sets, split_words: bool):
     bits share a class. Returns (explicit char -> class, other [8], member [G, C], word [C],
     examples)."""
     names = {p for _, preds, _ in sets for p, _ in preds} | ({"w"} if split_words else set())
-    used = sum(BITS[p] for p in names)
+    used = sum(PREDICATE_BITS[p] for p in names)
     sig: dict[str, list[int]] = defaultdict(list)
     for g, (chars, _, _) in enumerate(sets):
         for c in chars:
@@ -313,11 +289,14 @@ def _partition(sets, split_words: bool):
         return keys[key]
 
     named = list(sig)
-    bits = char_bits(named) & used
+    if used:  # the predicate bits of the named characters (the table costs 0.1 s, once)
+        bits = predicate_bits()[np.fromiter(map(ord, named), dtype=np.int64, count=len(named))] & used
+    else:
+        bits = np.zeros(len(named), dtype=np.int64)
     explicit = {c: key_id((tuple(sig[c]), b), c) for c, b in zip(named, bits.tolist())}
     spare = {0: " !#%&,;~\x01", 4: "xqzjkwé", 6: "0123456789", 1: " \t\n\r"}
     other = np.zeros(8, dtype=np.int64)
-    for b in _POSSIBLE:
+    for b in OCCURRING_BITS:
         example = next((c for c in spare[b] if c not in sig), spare[b][0])
         other[b] = key_id(((), b & used), example)
     if len(sets) * len(keys) > MEMBER_CELLS:
@@ -331,9 +310,9 @@ def _partition(sets, split_words: bool):
         member[list(groups), k] = True
     for g, (_, preds, negated) in enumerate(sets):
         for p, neg in preds:
-            member[g] |= ((class_bits & BITS[p]) > 0) != neg
+            member[g] |= ((class_bits & PREDICATE_BITS[p]) > 0) != neg
         member[g] ^= negated
-    word = (class_bits & BITS["w"]) > 0
+    word = (class_bits & PREDICATE_BITS["w"]) > 0
     accepted = member.sum(axis=1)
     if accepted.sum() > MEMBER_PAIRS:
         raise ConstraintError(
@@ -365,7 +344,7 @@ def _closure(nfa: _NFA, states, wb: bool, nwb: bool) -> frozenset[int]:
 def build_char_dfa(ast, has_boundaries: bool, max_states: int) -> CharDFA:
     """Thompson NFA + subset construction (bounded by ``max_states``) + pruning + minimisation."""
     nfa = _NFA(limit=max(10 * max_states, 100_000))
-    start, final = nfa.build(ast, 0)
+    start, final = nfa.build(ast)
     explicit, other, member, word, examples = _partition(nfa.sets, has_boundaries)
     num_classes = member.shape[1]
     # per side (next character non-word / word; one side without \b): the classes each set accepts

@@ -15,7 +15,7 @@ from decodekit.constraints.automaton import TokenAutomaton
 from decodekit.constraints.chardfa import CharDFA, build_char_dfa
 from decodekit.constraints.graph import reverse_distances
 from decodekit.constraints.lift import EncodedVocab, encode_vocab, lift
-from decodekit.constraints.pattern import parse
+from decodekit.constraints.pattern import OCCURRING_BITS, parse
 from decodekit.constraints.utf8 import byte_dfa, code_point_classes
 from decodekit.errors import ConstraintError
 
@@ -219,7 +219,7 @@ def _unspellable(pattern: str, dfa: CharDFA, enc: EncodedVocab, separator: str) 
         f"no token sequence of this vocabulary ({size} tokens, separator {separator!r}) matches {pattern!r}"
     )
     available = enc.available(separator.encode("utf-8"))
-    present = {int(k) for k in dfa.other[[0, 1, 4, 6]]}  # not only named characters: assume present
+    present = {int(k) for k in dfa.other[list(OCCURRING_BITS)]}  # not only named characters: assume present
     for c, k in dfa.explicit.items():
         if available[list(c.encode("utf-8", "surrogatepass"))].all():
             present.add(k)

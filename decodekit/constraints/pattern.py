@@ -269,6 +269,7 @@ def _case_closed(is_excluded: bool, chars: frozenset, ascii_only: bool) -> bool:
 
 
 PREDICATE_BITS = {"w": 4, "d": 2, "s": 1}
+OCCURRING_BITS = (0, 4, 6, 1)  # the combinations of bits that occur: none, \w, \w and \d, \s
 
 
 @functools.lru_cache(maxsize=1)

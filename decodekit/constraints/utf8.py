@@ -5,7 +5,7 @@ be spelled across several tokens. Lifting over bytes makes that possible: the by
 a byte string iff it is valid UTF-8 (no overlong forms, no surrogates, nothing past U+10FFFF)
 and its decoding is accepted by the character DFA.
 
-Every code point has a class of the character DFA (:meth:`CharDFA.class_of`). UTF-8 spells a
+Every code point has a class of the character DFA (:func:`code_point_classes`). UTF-8 spells a
 code point of n bytes as a lead byte and n-1 continuation bytes, so the code points sharing a
 prefix form a tree of depth at most 4 over bytes; identical subtrees are shared (a DAG with a
 few hundred nodes: code points are grouped by 64 per last continuation byte, and 17,408 such
@@ -27,11 +27,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from decodekit.constraints.graph import distinct_columns, reverse_distances, unique_rows
-from decodekit.constraints.pattern import predicate_bits
+from decodekit.constraints.pattern import OCCURRING_BITS, predicate_bits
 
 CODE_POINTS = 0x110000
 _BLOCKS = CODE_POINTS // 64  # code points grouped by all but their last 6 bits
-_OCCURRING_BITS = (0, 4, 6, 1)  # the combinations that occur: none, \w, \w and \d, \s
 
 
 @dataclass(frozen=True)
@@ -105,9 +104,9 @@ def code_point_classes(other: np.ndarray, explicit: dict[str, int]) -> CodePoint
     """Each code point's class: the one the pattern gives it if it names it, else
     ``other[bits]`` by its predicate bits (:class:`CharDFA`). When ``other`` is the same for all
     bits (no ``\\w \\d \\s \\b``), the Unicode tables are not even read."""
-    beyond_ascii = {int(k) for k in other[list(_OCCURRING_BITS)]}
+    beyond_ascii = {int(k) for k in other[list(OCCURRING_BITS)]}
     beyond_ascii |= {k for c, k in explicit.items() if ord(c) >= 0x80}
-    if (other[list(_OCCURRING_BITS)] != other[0]).any():
+    if (other[list(OCCURRING_BITS)] != other[0]).any():
         bit_rows, block = _bits_blocks()
         rows = other[bit_rows]
     else:
