@@ -1,23 +1,12 @@
 """Lift a byte DFA to a token-level automaton for one vocabulary, vectorised over tokens.
 
-Tokens are byte strings (text tokens are UTF-8 encoded), so a character may be spelled across
-tokens. The vocabulary is prepared once as a trie of its tokens' bytes (:class:`EncodedVocab`:
-per depth, each node's parent and byte). A search over token-level states steps a whole set of
-states through *all* trie nodes of a depth at once: ``state[f, n] = T[state[f, parent[n]],
-class[byte[n]]]``, with a dead sink; subtrees dead from every state of the set are cut as soon as
-they die (most of the vocabulary, for restrictive patterns). A token's end state is that of its
-node. Sharing prefixes makes this ~3x less work than stepping each token's bytes.
-
-Separator: the text is ``sep.join(tokens)``. Token-level state 0 is "nothing emitted yet" (the
-DFA's start, no separator before the first token); every other token-level state is a DFA state
-q reached after at least one token, and a token read from it first steps through the separator's
-bytes. With ``sep == b""`` both coincide and state 0 is simply the DFA start.
-
-Which states to step: first "nothing emitted yet" and every state between two characters (as many
-as the character DFA has, at most); a token may end inside a character, and those states are
-stepped in further rounds as they are found (a character has at most 3 continuation bytes, so
-there are few rounds), so that the many states inside characters that no token ends in cost
-nothing.
+The vocabulary is a trie of its tokens' bytes (:class:`EncodedVocab`). A set of states is
+stepped through all trie nodes of a depth at once: ``state[f, n] = T[state[f, parent[n]],
+class[byte[n]]]`` with a dead sink, cutting subtrees dead from every state; a token's end state
+is its node's. The text is ``sep.join(tokens)``: token-level state 0 is "nothing emitted yet",
+state 1 + q is "byte-DFA state q after a token" (the separator is read first). The states
+between characters are stepped first, then, round by round, the states inside a character that
+some token ends in (a character has at most 3 continuation bytes: few rounds).
 """
 
 from __future__ import annotations
