@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,7 @@ def clean_temporaries(out: Path) -> list[str]:
     return removed
 
 
-def write_metrics(out: Path, history: list[dict], test: dict | None = None) -> None:
+def write_metrics(out: Path, history: Sequence[dict], test: dict | None = None) -> None:
     """Rewrite ``metrics.jsonl``: one line per epoch of ``history``, then ``test`` if given."""
     lines = [json.dumps(record) for record in history] + ([json.dumps(test)] if test is not None else [])
     text = "".join(line + "\n" for line in lines)
