@@ -1,4 +1,5 @@
-"""Decoding strategies over the step protocol."""
+"""Decoding strategies over the step protocol: one loop (:mod:`~decodekit.decoding.search`),
+strategies as selection functions (rowwise, beam, grid)."""
 
 from decodekit.decoding.beam import beam_search
 from decodekit.decoding.grid import constrained_beam_search

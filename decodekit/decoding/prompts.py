@@ -1,19 +1,21 @@
-"""Prompt handling shared by every strategy: batching, validation, prefill."""
+"""What every strategy shares before its loop: arguments, prompts, constraint, prefill, and the
+cheap checks of what a model's ``step`` returns."""
 
 from __future__ import annotations
 
 import math
 import numbers
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
-from decodekit.decoding.checks import check_logprobs
-from decodekit.errors import DecodekitError
+from decodekit.errors import ConstraintError, DecodekitError, ModelOutputError
 from decodekit.models import state as st
 from decodekit.models.base import LanguageModel, State, model_device
 
 Prompt = Sequence[int]
+Constraint = Any  # a regex pattern (str) or a compiled decodekit.constraints TokenAutomaton
 
 
 def as_batch(prompt: Prompt | Sequence[Prompt]) -> tuple[list[list[int]], bool]:
@@ -98,3 +100,60 @@ def expand(model: LanguageModel, logprobs: torch.Tensor, state: State, copies: i
         return logprobs, state
     rows = torch.arange(logprobs.shape[0], device=logprobs.device).repeat_interleave(copies)
     return logprobs.index_select(0, rows), st.select(state, rows, model)
+
+
+def is_check_step(step: int) -> bool:
+    """Full normalisation checks run at steps 0, 1, 2, 4, 8, ...: a constant number of passes
+    over [N, V] per doubling of the length, so their cost vanishes on long generations."""
+    return step & (step - 1) == 0
+
+
+def check_logprobs(logprobs: torch.Tensor, rows: int, vocab_size: int, step: int, full: bool) -> None:
+    """Raise :class:`ModelOutputError` unless ``logprobs`` is [rows, vocab_size] and, when
+    ``full``, every row is a normalised log-distribution (logsumexp within tolerance of 0;
+    -inf entries are allowed, NaN and +inf are not)."""
+    if not isinstance(logprobs, torch.Tensor) or tuple(logprobs.shape) != (rows, vocab_size):
+        shape = tuple(logprobs.shape) if isinstance(logprobs, torch.Tensor) else type(logprobs).__name__
+        raise ModelOutputError(
+            f"step {step}: the model returned log-probabilities of shape {shape}, "
+            f"expected ({rows}, {vocab_size})"
+        )
+    if not full:
+        return
+    lse = torch.logsumexp(logprobs.float(), dim=-1)  # [N]
+    tol = 2e-2 if logprobs.dtype in (torch.float16, torch.bfloat16) else 1e-3
+    bad = ~(lse.abs() <= tol)
+    if bool(bad.any()):
+        row = int(bad.nonzero()[0, 0])
+        value = float(lse[row])
+        what = "NaN" if value != value else f"logsumexp {value:.4g} instead of 0"
+        raise ModelOutputError(
+            f"step {step}: the model's log-probabilities for row {row} are not normalised ({what}); "
+            "step must return log_softmax over the vocabulary"
+        )
+
+
+def resolve_constraint(constraint: Constraint | None, model: LanguageModel, max_length: int):
+    """Compile (or check) the constraint for ``model`` and move it to the model's device.
+
+    Raises :class:`ConstraintError` when no accepted sequence fits in ``max_length`` tokens."""
+    if constraint is None:
+        return None
+    from decodekit.constraints import as_automaton
+
+    automaton = as_automaton(constraint, model)
+    shortest = int(automaton.min_tokens_to_accept[automaton.initial])
+    if shortest > max_length:
+        raise ConstraintError(
+            f"the constraint {automaton.pattern!r} needs at least {shortest} tokens, "
+            f"more than max_length={max_length}"
+        )
+    return automaton.to(model_device(model))
+
+
+def check_beam_arguments(beam_size: int, max_length: int, length_penalty: float, n_best: int) -> None:
+    """The checks both beam searches make (ValueError / DecodekitError naming the argument)."""
+    check_positive("beam_size", beam_size)
+    check_positive("n_best", n_best)
+    check_positive("max_length", max_length, minimum=0)
+    check_length_penalty(length_penalty)

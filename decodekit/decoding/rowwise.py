@@ -19,11 +19,10 @@ from collections.abc import Callable, Sequence
 import torch
 
 from decodekit.decoding import processors
-from decodekit.decoding.checks import check_logprobs, is_check_step
-from decodekit.decoding.constraint import Constraint, resolve_constraint
-from decodekit.decoding.prompts import Prompt, as_batch, check_positive, expand, prefill
-from decodekit.models import state as st
-from decodekit.models.base import LanguageModel
+from decodekit.decoding.prompts import Constraint, Prompt, as_batch, check_positive, resolve_constraint
+from decodekit.decoding.search import NEG_INF, Rows, Selection, accepting, decode
+from decodekit.decoding.trace import Pool
+from decodekit.models.base import LanguageModel, model_device
 from decodekit.outputs import Hypothesis
 
 Chooser = Callable[[torch.Tensor], torch.Tensor]  # masked logprobs [N, V] -> tokens [N]
@@ -84,8 +83,6 @@ def sample(
     check_positive("num_samples", num_samples)
     if isinstance(generator, int):
         seed = generator
-        from decodekit.models.base import model_device
-
         generator = torch.Generator(device=model_device(model))
         generator.manual_seed(seed)
 
@@ -97,79 +94,46 @@ def sample(
     return _decode(model, prompt, max_length, choose, num_samples, constraint)
 
 
-class _LiveRows:
-    """The rows still generating: their original row index, model state and automaton state."""
-
-    def __init__(self, model, state, rows: int, device, constrained: bool) -> None:
-        self.model, self.state = model, state
-        self.index = torch.arange(rows, device=device)  # [n] original row of each live row
-        self.dfa = torch.zeros(rows, dtype=torch.long, device=device) if constrained else None
-
-    def drop(self, mask: torch.Tensor) -> torch.Tensor:
-        """Remove the rows where ``mask`` [n] is True; returns the kept positions [n']."""
-        keep = (~mask).nonzero()[:, 0]
-        self.index, self.state = self.index[keep], st.select(self.state, keep, self.model)
-        if self.dfa is not None:
-            self.dfa = self.dfa[keep]
-        return keep
-
-
 def _decode(model, prompt, max_length, choose: Chooser, copies: int, constraint):
+    """Each row ends alone: at EOS (finished), when it cannot go on (see the module docstring),
+    or at ``max_length``; the rows still going on after a step are its selection."""
     check_positive("max_length", max_length, minimum=0)
     prompts, single = as_batch(prompt)
     automaton = resolve_constraint(constraint, model, max_length)
-    logprobs, state = prefill(model, prompts)
-    logprobs, state = expand(model, logprobs, state, copies)
-    rows, device, eos = logprobs.shape[0], logprobs.device, model.eos_id
-    history = torch.zeros(rows, max_length, dtype=torch.long, device=device)  # [N, T]
-    lengths = torch.full((rows,), max_length, dtype=torch.long, device=device)
-    cum_logprob = torch.zeros(rows, dtype=torch.float64, device=device)
-    finished = torch.zeros(rows, dtype=torch.bool, device=device)
-    matched = torch.ones(rows, dtype=torch.bool, device=device)  # False: ended unmatched, no output
-    live = _LiveRows(model, state, rows, device, automaton is not None)
-    for t in range(max_length):
-        masked = logprobs
+    eos, n = model.eos_id, len(prompts) * copies
+    zeros = torch.zeros(n, dtype=torch.long, device=model_device(model))
+    start = Rows(zeros.double(), None if automaton is None else zeros + automaton.initial)
+
+    def select(t: int, logprobs: torch.Tensor, rows: Rows) -> Selection:
+        keep, ended, ended_logprob, masked = None, None, None, logprobs
         if automaton is not None:
-            allowed = automaton.allowed(live.dfa, max_length - t)  # [n, V]
-            masked = logprobs.masked_fill(~allowed, float("-inf"))
-            # A row cannot go on when no allowed token has non-zero probability. Without EOS an
-            # accepting row ends there (a match); any other such row ends unmatched: no output.
-            stuck = ~(masked > float("-inf")).any(-1)  # [n]
-            if bool(stuck.any()):
-                lengths[live.index[stuck]] = t
-                failed = stuck if eos is not None else stuck & ~automaton.accepting[live.dfa]
-                matched[live.index[failed]] = False
-                keep = live.drop(stuck)
-                logprobs, masked = logprobs[keep], masked[keep]
-                if live.index.numel() == 0:
-                    break
-        tokens = choose(masked)  # [n]
-        chosen = logprobs.gather(1, tokens[:, None])[:, 0].double()
-        if live.index.numel() == rows:  # no row has ended yet: plain slices, no index_put
-            cum_logprob += chosen
-            history[:, t] = tokens
-        else:
-            cum_logprob[live.index] += chosen
-            history[live.index, t] = tokens
-        if automaton is not None:
-            live.dfa = automaton.next_state[live.dfa, tokens]
-        if eos is not None:
-            ended = tokens == eos
-            if bool(ended.any()):
-                lengths[live.index[ended]] = t
-                finished[live.index[ended]] = True
-                tokens = tokens[live.drop(ended)]
-        if live.index.numel() == 0 or t == max_length - 1:
-            break
-        logprobs, live.state = model.step(live.state, tokens)
-        check_logprobs(logprobs, live.index.numel(), model.vocab_size, t + 1, is_check_step(t + 1))
-    history, lengths = history.tolist(), lengths.tolist()
-    cum_logprob, finished, matched = cum_logprob.tolist(), finished.tolist(), matched.tolist()
-    hyps = [
-        Hypothesis(tuple(history[r][: lengths[r]]), cum_logprob[r], cum_logprob[r], finished[r])
-        if matched[r]
-        else None
-        for r in range(rows)
-    ]
-    out = [[h for h in hyps[b * copies : (b + 1) * copies] if h is not None] for b in range(len(prompts))]
+            masked = logprobs.masked_fill(~automaton.allowed(rows.states, max_length - t), NEG_INF)
+            stuck = ~(masked > NEG_INF).any(-1)  # [N] no allowed token of non-zero probability
+            if bool(stuck.any()):  # without EOS an accepting row ends as a match; others fail
+                if eos is None:
+                    ended = (stuck & accepting(automaton, rows.states)).nonzero()[:, 0]
+                    ended_logprob = rows.logprob[ended]
+                keep = (~stuck).nonzero()[:, 0]
+                masked, logprobs = masked[keep], logprobs[keep]
+        tokens = choose(masked) if masked.shape[0] else masked.new_zeros(0, dtype=torch.long)  # [N']
+        logprob = (rows.logprob if keep is None else rows.logprob[keep]) + logprobs.gather(
+            1, tokens[:, None]
+        )[:, 0]
+        states = (
+            None
+            if automaton is None
+            else automaton.step(rows.states if keep is None else rows.states[keep], tokens)
+        )
+        if eos is not None and bool((is_eos := tokens == eos).any()):
+            go_on = (~is_eos).nonzero()[:, 0]
+            ended, ended_logprob = is_eos.nonzero()[:, 0], logprob[is_eos]
+            if keep is not None:
+                ended = keep[ended]
+            keep = go_on if keep is None else keep[go_on]
+            tokens, logprob, states = tokens[go_on], logprob[go_on], None if states is None else states[go_on]
+        return Selection(keep, tokens, logprob, states, ended, ended_logprob)
+
+    pool = Pool(n, 1, 0.0)  # one item per row: score = logprob
+    results = decode(model, prompts, select, start, pool, max_length, automaton)
+    out = [sum(results[b * copies : (b + 1) * copies], []) for b in range(len(prompts))]
     return out[0] if single else out
