@@ -27,8 +27,7 @@ def constraint(regex: str, model_spec: str | None, dot: bool, as_json: bool, max
     """Compile REGEX (a full match of the generated text) for a model's vocabulary and print the
     token automaton's size: states, live states, shortest accepted length in tokens."""
     from decodekit import load_model
-    from decodekit.constraints import as_automaton
-    from decodekit.constraints.pattern import parse as check_pattern
+    from decodekit.constraints import as_automaton, check_pattern
 
     if dot and as_json:
         raise UsageError("--dot and --json are exclusive")
