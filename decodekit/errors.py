@@ -6,6 +6,11 @@ class DecodekitError(ValueError):
     """Base class of decodekit's own errors."""
 
 
+class ConfigError(DecodekitError):
+    """A model's configuration or constructor arguments are impossible (a size below its minimum,
+    an unknown choice, fields that contradict each other); the message names the field and value."""
+
+
 class ModelOutputError(DecodekitError):
     """A model's ``step`` returned the wrong shape, NaN/inf or non-normalised log-probabilities."""
 

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from decodekit.models.neural import NeuralLM
-from decodekit.models.rnn import build_recurrent_lm
+from decodekit.models.rnn import build_recurrent_lm, check_recurrent_config
 from decodekit.vocab import Vocab
 
 
@@ -35,6 +35,9 @@ class LSTMConfig:
     dropout: float = 0.0
     tie: bool = False
     init_range: float = 0.1
+
+    def __post_init__(self) -> None:
+        check_recurrent_config(self)
 
 
 class LSTMLM(NeuralLM):

@@ -20,6 +20,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
+from decodekit.models.checks import at_least, fraction, positive, require
 from decodekit.models.neural import NeuralLM
 from decodekit.models.rnn import init_uniform_
 from decodekit.vocab import Vocab
@@ -39,24 +40,24 @@ class MLPConfig:
     dropout: float = 0.0
     init_range: float = 0.1
 
+    def __post_init__(self) -> None:
+        at_least("order", self.order, 2, note=" (at least one context word)")
+        at_least("embed", self.embed)
+        at_least("hidden", self.hidden, 0)
+        require(self.hidden > 0 or self.direct, "an MLP with hidden=0 needs direct connections (direct=True)")
+        fraction("dropout", self.dropout)
+        positive("init_range", self.init_range)
+
 
 class MLPLM(NeuralLM):
     """Bengio et al. (2003) MLP LM. State: the last n-1 token ids [N, n-1] (long)."""
 
     def __init__(self, config: MLPConfig, vocab: Vocab) -> None:
         super().__init__()
-        if config.order < 2:
-            raise ValueError(f"order must be >= 2 (at least one context word), got {config.order}")
-        if config.embed < 1 or config.hidden < 0:
-            raise ValueError(
-                f"need embed >= 1 and hidden >= 0, got embed={config.embed}, hidden={config.hidden}"
-            )
-        if config.hidden == 0 and not config.direct:
-            raise ValueError("an MLP with hidden=0 needs direct connections (direct=True)")
-        if not 0.0 <= config.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {config.dropout}")
-        if vocab.eos_id is None:
-            raise ValueError("the MLP pads the first context with <eos>: the vocabulary needs an eos token")
+        require(
+            vocab.eos_id is not None,
+            "the MLP pads the first context with <eos>: the vocabulary needs an eos token",
+        )
         self.config, self.vocab = config, vocab
         self.vocab_size = len(vocab)
         self.bos_id = self.eos_id = vocab.eos_id

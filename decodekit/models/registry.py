@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from decodekit.errors import ConfigError
+from decodekit.models.checks import require
 from decodekit.models.lstm import LSTMLM, LSTMConfig
 from decodekit.models.mlp import MLPLM, MLPConfig
 from decodekit.models.neural import NeuralLM
@@ -28,20 +30,18 @@ MODELS: dict[str, tuple[type, type[NeuralLM]]] = {
 def register(kind: str, config_cls: type, model_cls: type) -> None:
     """Add a model family: ``config_cls`` is a frozen dataclass with ``kind`` = ``kind``;
     ``model_cls(config, vocab)`` builds the model."""
-    if getattr(config_cls, "kind", None) != kind:
-        raise ValueError(
-            f"{config_cls.__name__}.kind must be {kind!r}, got {getattr(config_cls, 'kind', None)!r}"
-        )
+    got = getattr(config_cls, "kind", None)
+    require(got == kind, f"{config_cls.__name__}.kind must be {kind!r}, got {got!r}")
     MODELS[kind] = (config_cls, model_cls)
 
 
 def create_model(config: Any, vocab: Vocab) -> NeuralLM:
     """Build the model a config describes, with freshly initialised weights."""
     kind = getattr(config, "kind", None)
-    if kind not in MODELS or not isinstance(config, MODELS[kind][0]):
-        raise ValueError(
-            f"unknown model config {type(config).__name__} (kind {kind!r}); known: {sorted(MODELS)}"
-        )
+    require(
+        kind in MODELS and isinstance(config, MODELS[kind][0]),
+        f"unknown model config {type(config).__name__} (kind {kind!r}); known: {sorted(MODELS)}",
+    )
     return MODELS[kind][1](config, vocab)
 
 
@@ -51,17 +51,19 @@ def config_to_dict(config: Any) -> dict:
 
 
 def config_from_dict(d: dict) -> Any:
-    """Inverse of :func:`config_to_dict`; unknown kinds or fields raise ValueError."""
+    """Inverse of :func:`config_to_dict`; unknown kinds or fields and impossible values raise
+    :class:`~decodekit.errors.ConfigError` (a ValueError)."""
     d = dict(d)
     kind = d.pop("kind", None)
-    if kind not in MODELS:
-        raise ValueError(f"unknown model kind {kind!r}; known: {sorted(MODELS)}")
+    require(kind in MODELS, f"unknown model kind {kind!r}; known: {sorted(MODELS)}")
     cls = MODELS[kind][0]
     names = {f.name for f in dataclasses.fields(cls)}
     extra = sorted(set(d) - names)
-    if extra:
-        raise ValueError(f"unknown {kind} config field(s) {extra}; known: {sorted(names)}")
-    return cls(**d)
+    require(not extra, f"unknown {kind} config field(s) {extra}; known: {sorted(names)}")
+    try:
+        return cls(**d)
+    except ConfigError as e:
+        raise ConfigError(f"not a valid {kind} config: {e}") from None
 
 
 def make_config(kind: str, **fields: Any) -> Any:

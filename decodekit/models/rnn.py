@@ -16,23 +16,21 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from decodekit.models.checks import at_least, fraction, positive, require
 from decodekit.models.neural import NeuralLM
 from decodekit.vocab import Vocab
 
 
 def check_recurrent_config(config: Any) -> None:
-    """Raise ValueError for impossible sizes of an RNN/LSTM config."""
+    """Raise ConfigError for impossible sizes of an RNN/LSTM config (its ``__post_init__``)."""
     for name in ("embed", "hidden", "layers"):
-        if getattr(config, name) < 1:
-            raise ValueError(f"{name} must be >= 1, got {getattr(config, name)}")
-    if not 0.0 <= config.dropout < 1.0:
-        raise ValueError(f"dropout must be in [0, 1), got {config.dropout}")
-    if config.init_range <= 0:
-        raise ValueError(f"init_range must be > 0, got {config.init_range}")
-    if config.tie and config.embed != config.hidden:
-        raise ValueError(
-            f"tied embeddings need embed == hidden, got embed={config.embed}, hidden={config.hidden}"
-        )
+        at_least(name, getattr(config, name))
+    fraction("dropout", config.dropout)
+    positive("init_range", config.init_range)
+    require(
+        not config.tie or config.embed == config.hidden,
+        f"tied embeddings need embed == hidden, got embed={config.embed}, hidden={config.hidden}",
+    )
 
 
 def init_uniform_(module: nn.Module, r: float) -> None:
@@ -46,7 +44,6 @@ def build_recurrent_lm(model: NeuralLM, config: Any, vocab: Vocab, core: type, *
     """Give ``model`` the layers every recurrent LM here shares, in one fixed order (so a seed
     gives the same initial weights): embedding, dropout, the fused ``core`` (``nn.LSTM`` or
     ``nn.RNN``, batch-first, dropout between layers), output head, uniform init, optional tying."""
-    check_recurrent_config(config)
     model.config, model.vocab = config, vocab
     model.vocab_size = len(vocab)
     model.bos_id = model.eos_id = vocab.eos_id
@@ -77,6 +74,9 @@ class RNNConfig:
     dropout: float = 0.0
     tie: bool = False
     init_range: float = 0.1
+
+    def __post_init__(self) -> None:
+        check_recurrent_config(self)
 
 
 class RNNLM(NeuralLM):

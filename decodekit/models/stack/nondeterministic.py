@@ -36,6 +36,7 @@ import torch
 from torch import nn
 
 from decodekit.errors import DecodekitError
+from decodekit.models.checks import at_least, one_of
 from decodekit.models.stack.logspace import log_add, log_einsum
 
 NSState = tuple[torch.Tensor, torch.Tensor]
@@ -45,18 +46,16 @@ BOTTOMS = ("frozen", "replaceable")
 """``frozen``: DuSell & Chiang's definition (default); ``replaceable``: the extra position -1."""
 
 
-def check_pda_sizes(num_states: int, num_symbols: int, window: int | None, bottom: str = "frozen") -> None:
-    if not isinstance(num_states, int) or num_states < 1:
-        raise DecodekitError(f"stack_states |Q| must be an integer >= 1, got {num_states!r}")
-    if not isinstance(num_symbols, int) or num_symbols < 2:
-        raise DecodekitError(
-            f"stack_symbols |Gamma| must be an integer >= 2 (the bottom symbol and at least one more), "
-            f"got {num_symbols!r}"
-        )
-    if window is not None and (not isinstance(window, int) or window < 1):
-        raise DecodekitError(f"window D must be an integer >= 1 (or None for unlimited), got {window!r}")
-    if bottom not in BOTTOMS:
-        raise DecodekitError(f"unknown stack bottom {bottom!r}; choose one of {', '.join(BOTTOMS)}")
+def check_pda_sizes(
+    num_states: int, num_symbols: int, window: int | None, bottom: str = "frozen", max_length: int = 512
+) -> None:
+    """The sizes of an NS/RNS stack (``max_length`` matters only without a window)."""
+    at_least("stack_states |Q|", num_states)
+    at_least("stack_symbols |Gamma|", num_symbols, 2, note=" (the bottom symbol and at least one more)")
+    at_least("window D", window, optional=True, note=" (or None for unlimited)")
+    one_of("stack bottom", bottom, BOTTOMS)
+    if window is None:
+        at_least("max_length", max_length)
 
 
 def initial_ns_state(
@@ -138,9 +137,7 @@ class NondeterministicStack(nn.Module):
         bottom: str = "frozen",
     ) -> None:
         super().__init__()
-        check_pda_sizes(num_states, num_symbols, window, bottom)
-        if window is None and (not isinstance(max_length, int) or max_length < 1):
-            raise DecodekitError(f"max_length must be an integer >= 1, got {max_length!r}")
+        check_pda_sizes(num_states, num_symbols, window, bottom, max_length)
         self.num_states, self.num_symbols = num_states, num_symbols
         self.renormalizing, self.window, self.max_length = renormalizing, window, max_length
         self.bottom = bottom

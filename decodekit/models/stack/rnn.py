@@ -20,11 +20,11 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from decodekit.errors import DecodekitError
+from decodekit.models.checks import at_least, one_of, positive
 from decodekit.models.neural import NeuralLM
-from decodekit.models.stack.nondeterministic import NondeterministicStack
+from decodekit.models.stack.nondeterministic import NondeterministicStack, check_pda_sizes
 from decodekit.models.stack.stratification import StratificationStack
-from decodekit.models.stack.superposition import SuperpositionStack
+from decodekit.models.stack.superposition import SuperpositionStack, check_vector_stack
 from decodekit.vocab import Vocab
 
 STACKS = ("superposition", "stratification", "ns", "rns")
@@ -58,28 +58,32 @@ class StackLSTMConfig:
     recompute: bool = False
     bottom: str = "frozen"
 
+    def __post_init__(self) -> None:
+        at_least("embed", self.embed)
+        at_least("hidden", self.hidden)
+        positive("init_range", self.init_range)
+        one_of("stack", self.stack, STACKS)
+        if self.stack in ("ns", "rns"):
+            check_pda_sizes(self.stack_states, self.stack_symbols, self.window, self.bottom, self.max_length)
+        else:
+            check_vector_stack(self.stack_embed, self.depth, self.hidden if self.push_hidden else None)
+
 
 def build_stack(config: StackLSTMConfig) -> nn.Module:
-    """The stack module a config names (with its action layer)."""
-    for name in ("embed", "hidden"):
-        value = getattr(config, name)
-        if not isinstance(value, int) or value < 1:
-            raise DecodekitError(f"{name} must be an integer >= 1, got {value!r}")
+    """The stack module a (validated) config names, with its action layer."""
     if config.stack == "superposition":
         return SuperpositionStack(config.hidden, config.stack_embed, config.depth, config.push_hidden)
     if config.stack == "stratification":
         return StratificationStack(config.hidden, config.stack_embed, config.depth)
-    if config.stack in ("ns", "rns"):
-        return NondeterministicStack(
-            config.hidden,
-            config.stack_states,
-            config.stack_symbols,
-            renormalizing=config.stack == "rns",
-            window=config.window,
-            max_length=config.max_length,
-            bottom=config.bottom,
-        )
-    raise DecodekitError(f"unknown stack {config.stack!r}; choose one of {', '.join(STACKS)}")
+    return NondeterministicStack(
+        config.hidden,
+        config.stack_states,
+        config.stack_symbols,
+        renormalizing=config.stack == "rns",
+        window=config.window,
+        max_length=config.max_length,
+        bottom=config.bottom,
+    )
 
 
 class StackLSTM(NeuralLM):

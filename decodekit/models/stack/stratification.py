@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from torch.nn.functional import relu
 
-from decodekit.errors import DecodekitError
+from decodekit.models.stack.superposition import check_vector_stack
 
 StratState = tuple[torch.Tensor, torch.Tensor]
 
@@ -41,13 +41,8 @@ class StratificationStack(nn.Module):
 
     def __init__(self, hidden_size: int, stack_embed: int, depth: int | None = None):
         super().__init__()
-        if depth is not None and (not isinstance(depth, int) or depth < 1):
-            raise DecodekitError(
-                f"stack depth must be an integer >= 1 (or None for unbounded), got {depth!r}"
-            )
+        check_vector_stack(stack_embed, depth)
         self.depth = depth
-        if not isinstance(stack_embed, int) or stack_embed < 1:
-            raise DecodekitError(f"stack_embed must be an integer >= 1, got {stack_embed!r}")
         self.reading_size = stack_embed
         self.actions = nn.Linear(hidden_size, 2)
         self.push_value = nn.Linear(hidden_size, stack_embed)

@@ -18,7 +18,18 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from decodekit.errors import DecodekitError
+from decodekit.models.checks import at_least, require
+
+
+def check_vector_stack(stack_embed: int, depth: int | None, push_hidden_size: int | None = None) -> None:
+    """The sizes of a superposition or stratification stack (``push_hidden_size``: H when the
+    superposition stack pushes h_t, which needs m = H)."""
+    at_least("stack_embed", stack_embed)
+    at_least("stack depth", depth, optional=True, note=" (or None for unbounded)")
+    require(
+        push_hidden_size is None or stack_embed == push_hidden_size,
+        f"push_hidden needs stack_embed == hidden ({push_hidden_size}), got {stack_embed}",
+    )
 
 
 class SuperpositionStack(nn.Module):
@@ -29,16 +40,7 @@ class SuperpositionStack(nn.Module):
         self, hidden_size: int, stack_embed: int, depth: int | None = None, push_hidden: bool = False
     ):
         super().__init__()
-        if depth is not None and (not isinstance(depth, int) or depth < 1):
-            raise DecodekitError(
-                f"stack depth must be an integer >= 1 (or None for unbounded), got {depth!r}"
-            )
-        if not isinstance(stack_embed, int) or stack_embed < 1:
-            raise DecodekitError(f"stack_embed must be an integer >= 1, got {stack_embed!r}")
-        if push_hidden and stack_embed != hidden_size:
-            raise DecodekitError(
-                f"push_hidden needs stack_embed == hidden ({hidden_size}), got {stack_embed}"
-            )
+        check_vector_stack(stack_embed, depth, hidden_size if push_hidden else None)
         self.depth, self.push_hidden, self.reading_size = depth, push_hidden, stack_embed
         self.actions = nn.Linear(hidden_size, 3)
         self.push_value = None if push_hidden else nn.Linear(hidden_size, stack_embed)
