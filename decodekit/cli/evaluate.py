@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import warnings
 
 import click
@@ -32,8 +31,7 @@ def eval_command(model_spec: str | None, data: str, device: str, threads: int | 
     (each line's <eos> included) predicted from the whole preceding stream."""
     import torch
 
-    from decodekit.data import encode_tokens, eval_tokens
-    from decodekit.loading import load_model
+    from decodekit import encode_tokens, eval_tokens, load_model
     from decodekit.training import evaluate
 
     if threads:
@@ -46,15 +44,7 @@ def eval_command(model_spec: str | None, data: str, device: str, threads: int | 
             f"{unknown} of {ids.numel()} tokens in {path} are not in the vocabulary: mapped to <unk>",
             stacklevel=1,
         )
-    from decodekit.models.ngram import NgramLM
-
-    if isinstance(model, NgramLM):  # n-gram models (.arpa): exact vectorised scoring of the stream
-        from decodekit.training import EvalResult
-
-        nll = -float(model.score(ids).double().sum())
-        result = EvalResult(nll, ids.numel(), math.exp(nll / max(ids.numel(), 1)))
-    else:
-        result = evaluate(model, ids)
+    result = evaluate(model, ids)  # any model: checkpoints, ARPA n-grams
     if as_json:
         click.echo(
             json.dumps(

@@ -29,9 +29,9 @@ from decodekit.cli.common import UsageError
 def ngram_command(data: str, order: int, out: str, min_count: int | None, chars: bool, as_json: bool) -> None:
     """Interpolated modified Kneser-Ney (Chen & Goodman's three discounts per order) trained on
     the training split, written as ARPA; prints validation and test perplexity."""
-    from decodekit.data import load_data
-    from decodekit.models.arpa import write_arpa
-    from decodekit.models.kneser_ney import train_kneser_ney
+    from decodekit import load_data
+    from decodekit.models import train_kneser_ney, write_arpa
+    from decodekit.training import evaluate
 
     if order < 1:
         raise UsageError(f"--order must be >= 1, got {order}")
@@ -45,8 +45,8 @@ def ngram_command(data: str, order: int, out: str, min_count: int | None, chars:
         "ngrams": [len(k) for k in model.keys],
         "discounts": [list(d) for d in model.discounts],
         "train_seconds": round(seconds, 3),
-        "valid_ppl": model.perplexity(corpus.valid),
-        "test_ppl": model.perplexity(corpus.test),
+        "valid_ppl": evaluate(model, corpus.valid).ppl,
+        "test_ppl": evaluate(model, corpus.test).ppl,
         "out": out,
     }
     if as_json:

@@ -1,25 +1,35 @@
-"""Interpolated modified Kneser-Ney estimation (Chen & Goodman 1998), vectorised with numpy:
-n-grams are counted with ``np.unique`` over integer keys (prefix index * V + word), continuation
-counts with ``np.bincount``; the result is an :class:`~decodekit.models.ngram.NgramLM` in
-back-off form. The formulas are in :mod:`decodekit.models.ngram`.
+"""Interpolated modified Kneser-Ney estimation (Chen & Goodman 1998, "An Empirical Study of
+Smoothing Techniques for Language Modeling", TR-10-98, https://dash.harvard.edu/handle/1/25104739)::
+
+    p_k(w | h) = (a(h w) - D_k(a(h w))) / sum_v a(h v)  +  gamma_k(h) p_{k-1}(w | h')
+    gamma_k(h) = (D_k1 N_1(h .) + D_k2 N_2(h .) + D_k3+ N_3+(h .)) / sum_v a(h v)
+    p_1(w)     = (a(w) - D_11(a(w))...) / sum_v a(v)  +  gamma_1 / V          (uniform at the bottom)
+
+with h' = h minus its oldest word, a = raw counts at the highest order and continuation counts
+N_1+(. g) below it (raw counts for n-grams that start with the sentence start), and per order
+the three discounts D_k1, D_k2, D_k3+ from the counts of counts n_1..n_4 of a:
+Y = n1 / (n1 + 2 n2), D1 = 1 - 2Y n2/n1, D2 = 2 - 3Y n3/n2, D3+ = 3 - 4Y n4/n3.
+
+Vectorised with numpy: n-grams are counted with ``np.unique`` over integer keys (prefix index * V +
+word), continuation counts with ``np.bincount``; the result is an
+:class:`~decodekit.models.ngram.NgramLM` in back-off form (interpolated probabilities of the seen
+n-grams, gamma as the back-off weights).
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import torch
 
 from decodekit.errors import DecodekitError
-from decodekit.vocab import Vocab
+from decodekit.models.checks import at_least
+from decodekit.models.ngram import NgramLM
+from decodekit.vocab import Vocab, WordVocab
 
-if TYPE_CHECKING:
-    from decodekit.models.ngram import NgramLM
-
-__all__ = ["FALLBACK_DISCOUNTS", "kn_discounts", "train_kneser_ney"]
+__all__ = ["FALLBACK_DISCOUNTS", "kn_discounts", "train_kneser_ney", "train_kneser_ney_on_sentences"]
 
 FALLBACK_DISCOUNTS = (0.5, 1.0, 1.5)
 """Used (with a warning) when the counts of counts cannot give discounts in (0, r] (KenLM's
@@ -88,10 +98,7 @@ def train_kneser_ney(
         vocab: optional vocabulary stored with the model.
         discounts: per order 1..n a (D1, D2, D3+) triple overriding the estimates.
     """
-    from decodekit.models.ngram import NgramLM  # (ngram re-exports this module's functions)
-
-    if order < 1:
-        raise DecodekitError(f"n-gram order must be >= 1, got {order}")
+    at_least("n-gram order", order)
     s = np.asarray(torch.as_tensor(ids).view(-1).cpu().numpy() if not isinstance(ids, np.ndarray) else ids)
     s = s.astype(np.int64)
     if s.size and (s.min() < 0 or s.max() >= vocab_size):
@@ -138,3 +145,18 @@ def train_kneser_ney(
     )
     model.discounts = used
     return model
+
+
+def train_kneser_ney_on_sentences(
+    sentences: Iterable[Sequence[str]], order: int, vocab: WordVocab | None = None, **kw
+) -> NgramLM:
+    """:func:`train_kneser_ney` on lists of words; ``<eos>`` is appended to each sentence; the
+    vocabulary is built from the words when not given; ``kw`` go to :func:`train_kneser_ney`."""
+    sentences = [list(s) for s in sentences]
+    if vocab is None:
+        vocab = WordVocab.build(w for s in sentences for w in s)
+    ids = []
+    for s in sentences:
+        ids.extend(vocab.encode(" ".join(s), warn_unknown=False))
+        ids.append(vocab.eos_id)
+    return train_kneser_ney(ids, order, len(vocab), vocab.eos_id, vocab=vocab, **kw)

@@ -20,9 +20,10 @@ import torch
 
 from decodekit.errors import DecodekitError
 from decodekit.models.base import model_device
+from decodekit.models.scoring import chunk_scorer, stream_logprobs
 from decodekit.models.state import concat, select
 
-__all__ = ["MixtureLM", "fit_weights", "stream_logprobs"]
+__all__ = ["MixtureLM", "fit_weights"]
 
 
 class MixtureLM:
@@ -75,8 +76,14 @@ class MixtureLM:
     def device(self) -> torch.device:
         return model_device(self.models[0])
 
+    def to(self, device: str | torch.device) -> MixtureLM:
+        """Move every component (in place) and return self."""
+        for m in self.models:
+            m.to(device)
+        return self
+
     def _mix(self, logprobs: list[torch.Tensor]) -> torch.Tensor:
-        """logsumexp_i (log lambda_i + logprobs_i): [N, V] each -> [N, V]."""
+        """logsumexp_i (log lambda_i + logprobs_i): [N, V] (or [N, T]) each -> the same shape."""
         dev = logprobs[0].device
         stacked = torch.stack([lp.to(dev).float() for lp in logprobs])  # [C, N, V]
         log_w = self.weights.log().float().to(dev).view(-1, 1, 1)
@@ -104,6 +111,17 @@ class MixtureLM:
                 for t in range(toks.shape[1]):
                     lp, s = m.step(s, toks[:, t])
                 outs.append((lp, s))
+        return self._mix([o[0] for o in outs]), tuple(o[1] for o in outs)
+
+    def target_logprobs(
+        self, state: tuple, inputs: torch.Tensor, targets: torch.Tensor
+    ) -> tuple[torch.Tensor, tuple]:
+        """Stream scoring (:mod:`decodekit.models.scoring`): each component's own chunk scorer,
+        mixed. Args: inputs, targets [N, T]. Returns (logprobs [N, T], state)."""
+        outs = []
+        for m, s in zip(self.models, state):
+            dev = model_device(m)
+            outs.append(chunk_scorer(m)(s, inputs.to(dev), targets.to(dev)))
         return self._mix([o[0] for o in outs]), tuple(o[1] for o in outs)
 
     def reorder_state(self, state: tuple, rows: torch.Tensor) -> tuple:
@@ -157,36 +175,3 @@ def fit_weights(
             break
         log_w = torch.logsumexp(joint - total, 1) - math.log(lp.shape[1])  # log mean_t r_it
     return log_w.exp(), history
-
-
-@torch.no_grad()
-def stream_logprobs(model, ids: torch.Tensor) -> torch.Tensor:
-    """log p(w_t | w_<t) of a stream [T] that starts after a sentence boundary: [T] when the
-    model has a ``bos_id`` (fed first), else [T-1] (the first token is given, not predicted).
-
-    Exact: models with a ``score`` method (:class:`~decodekit.models.ngram.NgramLM`) use it;
-    :class:`~decodekit.models.neural.NeuralLM` runs ``features`` over chunks with one state
-    carried through the stream (in eval mode); any other model is stepped with batch 1.
-    """
-    ids = torch.as_tensor(ids, dtype=torch.long).view(-1)
-    if hasattr(model, "score"):
-        return model.score(ids).float().cpu()
-    ids = ids.to(model_device(model))
-    if model.bos_id is not None:
-        inputs, targets = torch.cat([ids.new_tensor([model.bos_id]), ids[:-1]]), ids
-    else:
-        inputs, targets = ids[:-1], ids[1:]
-    state, out = model.initial_state(1), []
-    if hasattr(model, "features") and hasattr(model, "head"):
-        was_training = getattr(model, "training", False)
-        model.train(False)
-        for i in range(0, inputs.numel(), 512):
-            hidden, state = model.features(state, inputs[None, i : i + 512])  # [1, t, D]
-            lp = torch.log_softmax(model.head(hidden[0]).float(), -1)  # [t, V]
-            out.append(lp.gather(1, targets[i : i + 512, None])[:, 0].cpu())
-        model.train(was_training)
-        return torch.cat(out) if out else torch.zeros(0)
-    for t in range(inputs.numel()):
-        lp, state = model.step(state, inputs[t : t + 1])
-        out.append(lp[0, targets[t]].float().cpu().view(1))
-    return torch.cat(out) if out else torch.zeros(0)

@@ -69,3 +69,14 @@ class NeuralLM(nn.Module):
         for start in range(0, tokens.shape[1], self.prefill_chunk):
             hidden, state = self.features(state, tokens[:, start : start + self.prefill_chunk])
         return torch.log_softmax(self.head(hidden[:, -1]).float(), dim=-1), state
+
+    def target_logprobs(
+        self, state: State, inputs: torch.Tensor, targets: torch.Tensor
+    ) -> tuple[torch.Tensor, State]:
+        """``log p(targets[:, t] | state, inputs[:, :t+1])`` with one ``features`` call (the stream
+        scorer, :func:`decodekit.models.scoring.stream_logprobs`, uses it).
+
+        Args: inputs, targets [N, T]. Returns (logprobs [N, T] float32, state after the inputs)."""
+        hidden, state = self.features(state, inputs)
+        logprobs = torch.log_softmax(self.head(hidden).float(), dim=-1)  # [N, T, V]
+        return logprobs.gather(-1, targets[..., None])[..., 0], state

@@ -1,20 +1,10 @@
-"""Back-off n-gram language models through the step protocol, and interpolated modified
-Kneser-Ney estimation (Chen & Goodman 1998, "An Empirical Study of Smoothing Techniques for
-Language Modeling", TR-10-98, https://dash.harvard.edu/handle/1/25104739)::
+"""Back-off n-gram language models through the step protocol.
 
-    p_k(w | h) = (a(h w) - D_k(a(h w))) / sum_v a(h v)  +  gamma_k(h) p_{k-1}(w | h')
-    gamma_k(h) = (D_k1 N_1(h .) + D_k2 N_2(h .) + D_k3+ N_3+(h .)) / sum_v a(h v)
-    p_1(w)     = (a(w) - D_11(a(w))...) / sum_v a(v)  +  gamma_1 / V          (uniform at the bottom)
-
-with h' = h minus its oldest word, a = raw counts at the highest order and continuation counts
-N_1+(. g) below it (raw counts for n-grams that start with the sentence start), and per order
-the three discounts D_k1, D_k2, D_k3+ from the counts of counts n_1..n_4 of a:
-Y = n1 / (n1 + 2 n2), D1 = 1 - 2Y n2/n1, D2 = 2 - 3Y n3/n2, D3+ = 3 - 4Y n4/n3.
-
-The estimate is stored, as KenLM and SRILM store it, in back-off form: the log-probability of
-every seen n-gram (its interpolated probability) and a back-off weight for every context
-(gamma), so that ``p(w | h) = P(h w)`` if ``h w`` was seen, else ``bo(h) p(w | h')``. Models read
-from ARPA files (:mod:`decodekit.models.arpa`) use the same tables.
+The model is stored, as KenLM and SRILM store it, in back-off form: the log-probability of every
+seen n-gram and a back-off weight for every context, so that ``p(w | h) = P(h w)`` if ``h w`` was
+seen, else ``bo(h) p(w | h')`` (h' = h minus its oldest word). Models trained by
+:func:`decodekit.models.kneser_ney.train_kneser_ney` and models read from ARPA files
+(:mod:`decodekit.models.arpa`) are this class; both modules import this one, never the reverse.
 
 Sentences: ``<eos>`` ends a sentence and also starts the next one (``bos_id == eos_id``, the
 PTB convention); as in SRILM/KenLM (``<s> ... </s>``) no n-gram reaches back over a sentence start,
@@ -23,15 +13,14 @@ so the context is cut after its last ``<eos>``.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import torch
 
 from decodekit.errors import DecodekitError
-from decodekit.vocab import Vocab, WordVocab
+from decodekit.vocab import Vocab
 
-__all__ = ["NgramLM", "train_kneser_ney", "kn_discounts", "FALLBACK_DISCOUNTS"]
+__all__ = ["NgramLM"]
 
 
 class NgramLM:
@@ -72,6 +61,7 @@ class NgramLM:
             ctx = torch.arange(len(self.keys[k - 1]) + 1, dtype=torch.long) * vocab_size
             self.starts.append(torch.searchsorted(self.keys[k], ctx))
         self.device = torch.device("cpu")
+        self.discounts: list[tuple[float, float, float]] | None = None  # set by train_kneser_ney
 
     def __repr__(self) -> str:
         sizes = ", ".join(str(len(k)) for k in self.keys)
@@ -156,19 +146,25 @@ class NgramLM:
             idx = torch.where((idx >= 0) & (keys[pos] == key), pos, -1)
         return idx
 
-    # ---- scoring -----------------------------------------------------------------------------
+    # ---- stream scoring (see decodekit.models.scoring.stream_logprobs) ---------------------------
 
-    def score(self, ids: torch.Tensor | Sequence[int], chunk: int = 65536) -> torch.Tensor:
-        """Log-probability of every token of a stream [T] that starts after a sentence boundary
-        (the first context is ``<eos>``), vectorised over positions. Returns [T] float32."""
-        ids = torch.as_tensor(ids, dtype=torch.long, device=self.device).view(-1)
-        hist = torch.cat([self.initial_state(1)[0], ids])  # [n-1+T]
-        out = []
-        for lo in range(0, ids.numel(), chunk):
-            hi = min(lo + chunk, ids.numel())
-            window = hist[lo : hi + self.order - 1].unfold(0, self.order, 1)  # [t, n]
-            out.append(self.logprob(window[:, :-1], ids[lo:hi]))
-        return torch.cat(out) if out else torch.zeros(0)
+    def initial_logprobs(self, state: torch.Tensor) -> torch.Tensor:
+        """The distribution of the first token before any is fed: logprobs [N, V] (an n-gram model
+        without sentence markers predicts it from the empty context)."""
+        return self.next_logprobs(state)
+
+    def target_logprobs(
+        self, state: torch.Tensor, inputs: torch.Tensor, targets: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``log p(targets[:, t] | state, inputs[:, :t+1])``, vectorised over positions.
+
+        Args: state [N, n-1]; inputs, targets [N, T]. Returns (logprobs [N, T] float32, state)."""
+        m, (n_rows, T) = self.order - 1, inputs.shape
+        hist = torch.cat([state, inputs.to(state)], dim=1)  # [N, n-1+T]
+        # [N, T, n-1]: the history after each input
+        windows = hist.unfold(1, m, 1)[:, 1:] if m else hist.new_zeros(n_rows, T, 0)
+        logprobs = self.logprob(windows.reshape(n_rows * T, m), targets.reshape(-1).to(state))
+        return logprobs.view(n_rows, T), hist[:, hist.shape[1] - m :]
 
     def logprob(self, history: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """log p(target | history) for rows of history [M, n-1] (oldest first) and target [M]."""
@@ -184,11 +180,6 @@ class NgramLM:
             q = torch.where(seen, self.logp[k - 1][pos], backed)
         return q
 
-    def perplexity(self, ids: torch.Tensor | Sequence[int]) -> float:
-        """``exp(-mean log p)`` over every token of the stream (``<eos>`` included)."""
-        lp = self.score(ids).double()
-        return math.exp(-float(lp.mean()))
-
     def ngram_ids(self, k: int) -> torch.Tensor:
         """The token ids of every entry of table k: [M_k, k], in table order."""
         grams = torch.arange(self.vocab_size, device=self.device).view(-1, 1)  # [V, 1]
@@ -196,37 +187,3 @@ class NgramLM:
             keys = self.keys[j]
             grams = torch.cat([grams[keys // self.vocab_size], (keys % self.vocab_size).view(-1, 1)], 1)
         return grams
-
-    def write_arpa(self, path) -> None:
-        """Write the model as an ARPA file (see :func:`decodekit.models.arpa.write_arpa`)."""
-        from decodekit.models.arpa import write_arpa
-
-        write_arpa(self, path)
-
-    @staticmethod
-    def read_arpa(path, vocab: Vocab | None = None) -> NgramLM:
-        """Read an ARPA file (see :func:`decodekit.models.arpa.read_arpa`)."""
-        from decodekit.models.arpa import read_arpa
-
-        return read_arpa(path, vocab)
-
-    # ---- construction ------------------------------------------------------------------------
-
-    @classmethod
-    def from_sentences(
-        cls, sentences: Iterable[Sequence[str]], order: int, vocab: WordVocab | None = None, **kw
-    ) -> NgramLM:
-        """Train interpolated modified KN on lists of words; ``<eos>`` is appended to each
-        sentence; the vocabulary is built from the words when not given."""
-        sentences = [list(s) for s in sentences]
-        if vocab is None:
-            vocab = WordVocab.build(w for s in sentences for w in s)
-        ids = []
-        for s in sentences:
-            ids.extend(vocab.encode(" ".join(s), warn_unknown=False))
-            ids.append(vocab.eos_id)
-        return train_kneser_ney(ids, order, len(vocab), vocab.eos_id, vocab=vocab, **kw)
-
-
-# the estimator lives in its own module; importable from here too
-from decodekit.models.kneser_ney import FALLBACK_DISCOUNTS, kn_discounts, train_kneser_ney  # noqa: E402

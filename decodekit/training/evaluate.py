@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
-from decodekit.models.neural import NeuralLM
-from decodekit.training.losses import softmax_cross_entropy
+from decodekit.models.base import LanguageModel
+from decodekit.models.scoring import stream_logprobs
 
 
 @dataclass(frozen=True)
@@ -20,27 +21,19 @@ class EvalResult:
     ppl: float
 
 
-@torch.no_grad()
-def evaluate(model: NeuralLM, ids: torch.Tensor, *, chunk: int = 1024) -> EvalResult:
-    """Perplexity of the stream ``ids`` [L] with the full softmax, one row whose state is
-    carried through the whole stream (the same result as stepping with batch 1). When the
-    model has a ``bos_id`` it is fed first, so all L tokens are predicted; else L - 1.
+def evaluate(model: LanguageModel, ids: torch.Tensor | Sequence[int], *, chunk: int = 1024) -> EvalResult:
+    """Perplexity of the stream ``ids`` [L] under any step-protocol model (bundled, n-gram,
+    mixture, transformers): one row whose state is carried through the whole stream, the same
+    result as stepping with batch 1 (:func:`decodekit.models.scoring.stream_logprobs`, ``chunk``
+    tokens per call). When the model has a ``bos_id`` it is fed first, so all L tokens are
+    predicted; else L - 1.
 
-    ppl = exp(-(1/L) sum_t log p(x_t | x_<t))."""
-    was_training = model.training
-    model.eval()
-    ids = ids.to(model.device)
-    if model.bos_id is not None:
-        inputs, targets = torch.cat([ids.new_tensor([model.bos_id]), ids[:-1]]), ids
-    else:
-        inputs, targets = ids[:-1], ids[1:]
-    if targets.numel() == 0:
+    ppl = exp(-(1/L) sum_t log p(x_t | x_<t)).
+
+    Raises:
+        ValueError: no token is predicted (an empty stream)."""
+    logprobs = stream_logprobs(model, ids, chunk=chunk)  # [L] float32
+    if logprobs.numel() == 0:
         raise ValueError("cannot evaluate an empty stream")
-    state = model.initial_state(1)
-    nll = torch.zeros((), dtype=torch.float64, device=ids.device)
-    for i in range(0, inputs.numel(), chunk):
-        hidden, state = model.features(state, inputs[None, i : i + chunk])
-        nll += softmax_cross_entropy(model, hidden, targets[None, i : i + chunk]).double().sum()
-    model.train(was_training)
-    total = nll.item()
-    return EvalResult(total, targets.numel(), math.exp(total / targets.numel()))
+    nll = -float(logprobs.double().sum())
+    return EvalResult(nll, logprobs.numel(), math.exp(nll / logprobs.numel()))

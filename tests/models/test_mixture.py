@@ -8,8 +8,10 @@ import pytest
 import torch
 
 import decodekit
-from decodekit.models.mixture import MixtureLM, fit_weights, stream_logprobs
-from decodekit.models.ngram import NgramLM, train_kneser_ney
+from decodekit.models.kneser_ney import train_kneser_ney
+from decodekit.models.mixture import MixtureLM, fit_weights
+from decodekit.models.ngram import NgramLM
+from decodekit.models.scoring import stream_logprobs
 from tests.fakes import HistoryLM, TableLM, all_completions, score, word_vocab
 
 

@@ -12,7 +12,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from decodekit.models.ngram import NgramLM, kn_discounts, train_kneser_ney
+from decodekit.models.kneser_ney import kn_discounts, train_kneser_ney, train_kneser_ney_on_sentences
+from decodekit.models.scoring import stream_logprobs
+from decodekit.training import evaluate
 from decodekit.vocab import WordVocab
 
 EOS = 1  # WordVocab.build puts <unk> at 0, <eos> at 1
@@ -63,7 +65,7 @@ DISC = [(0.5, 0.75, 1.0), (0.4, 0.8, 1.2), (0.3, 0.9, 1.4), (0.6, 1.1, 1.3)]
 def test_hand_computed_bigram():
     # <s> a b </s> <s> a a </s> <s> b </s>; ids: <unk>=0 <eos>=1 a=2 b=3
     vocab = WordVocab(["<unk>", "<eos>", "a", "b"])
-    m = NgramLM.from_sentences([["a", "b"], ["a", "a"], ["b"]], 2, vocab, discounts=DISC[:2])
+    m = train_kneser_ney_on_sentences([["a", "b"], ["a", "a"], ["b"]], 2, vocab, discounts=DISC[:2])
     # continuation counts: a <- {<s>, a}, b <- {a, <s>}, </s> <- {b, a}: 2 each, total 6
     p1 = {w: (2 - 0.75) / 6 + (3 * 0.75 / 6) / 4 for w in (1, 2, 3)} | {0: (3 * 0.75 / 6) / 4}
     assert math.isclose(sum(p1.values()), 1.0)
@@ -113,7 +115,7 @@ def test_score_equals_step_and_prefill(sentences, n, stream):
     ids = [w for s in sentences for w in (*s, EOS)]
     m = train_kneser_ney(ids, n, 7, EOS, discounts=DISC[: min(n, 4)] + DISC[:1] * max(0, n - 4))
     stream_t = torch.tensor(stream)
-    scored = m.score(stream_t)
+    scored = stream_logprobs(m, stream_t)
     state = m.initial_state(1)
     lp, state = m.step(state, torch.tensor([m.bos_id]))
     stepped = []
@@ -142,8 +144,10 @@ def test_batched_step_is_rowwise_and_normalised():
 def test_perplexity_beats_unigram_and_is_exp_of_mean():
     ids = torch.tensor([2, 3, 4, EOS] * 50)
     m = train_kneser_ney(ids, 3, 6, EOS, discounts=DISC)
-    assert m.perplexity(ids) < 1.5
-    assert math.isclose(m.perplexity(ids), math.exp(-float(m.score(ids).double().mean())), rel_tol=1e-9)
+    assert evaluate(m, ids).ppl < 1.5
+    assert math.isclose(
+        evaluate(m, ids).ppl, math.exp(-float(stream_logprobs(m, ids).double().mean())), rel_tol=1e-9
+    )
 
 
 def test_bad_input():
@@ -166,6 +170,6 @@ def test_without_eos_no_context_reaches_before_the_start():
     assert not torch.allclose(lp[0], m.next_logprobs(torch.tensor([[0, 4]]))[0])
     assert torch.allclose(lp.double().exp().sum(1), torch.ones(2, dtype=torch.double), atol=1e-6)
     # the first token of the stream is context only: 1999 tokens predicted
-    assert m.score(ids).shape == (2000,)
+    assert stream_logprobs(m, ids).shape == (2000,)
     with pytest.raises(ValueError, match="empty stream"):
         train_kneser_ney([], 2, 6, None)
