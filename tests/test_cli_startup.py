@@ -4,11 +4,13 @@ torch (issue 14: they took 5-7 s when every invocation imported it first)."""
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 import decodekit
 
+ROOT = Path(decodekit.__file__).resolve().parents[1]  # the fresh interpreters import this decodekit
 PROBE = """
 import json, sys
 from decodekit.cli import main
@@ -23,9 +25,14 @@ print(json.dumps({"code": code, "heavy": heavy}), file=sys.stderr)
 """
 
 
+def python(*args: str) -> subprocess.CompletedProcess:
+    """``python -c ...`` in a fresh interpreter."""
+    return subprocess.run([sys.executable, "-c", *args], capture_output=True, text=True, timeout=120, cwd=ROOT)
+
+
 def run_cli(*args: str) -> tuple[dict, str]:
     """Run the CLI in a fresh interpreter: (what the probe saw, the rest of stderr)."""
-    done = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=120)
+    done = python(PROBE, *args)
     *rest, last = done.stderr.strip().splitlines()
     return json.loads(last), "\n".join(rest)
 
@@ -57,7 +64,7 @@ def test_help_and_usage_errors_do_not_import_torch(args, code):
 
 def test_import_decodekit_is_lazy():
     probe = "import sys, decodekit, decodekit.cli; print('torch' in sys.modules)"
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    done = python(probe)
     assert done.stdout.strip() == "False", done.stderr
 
 
