@@ -27,7 +27,8 @@ print(json.dumps({"code": code, "heavy": heavy}), file=sys.stderr)
 
 def python(*args: str) -> subprocess.CompletedProcess:
     """``python -c ...`` in a fresh interpreter."""
-    return subprocess.run([sys.executable, "-c", *args], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    command = [sys.executable, "-c", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT)
 
 
 def run_cli(*args: str) -> tuple[dict, str]:
