@@ -77,26 +77,23 @@ def anderson_selection(automaton, beam: int, eos: int | None, max_length: int):
     states = automaton.num_states
     best_per_state = GroupedTopK(automaton.next_state, states, beam, beam)
     need = automaton.min_tokens_to_accept  # [S]
-    accepting = (
-        automaton.accepting[:, None].expand(states, beam).reshape(-1)
-    )  # [S*K] row in an accepting state
+    accepting = automaton.accepting.repeat_interleave(beam)  # [S*K] rows in an accepting state
 
     def select(t: int, logprobs: torch.Tensor, rows: Rows) -> Selection:
         batch, vocab = logprobs.shape[0] // (states * beam), logprobs.shape[1]
         lp, cum = logprobs.view(batch, states, beam, vocab), rows.logprob.view(batch, states * beam)
         base = torch.arange(batch, device=cum.device)[:, None] * (states * beam)  # [B, 1]
+        # Each state keeps the K best candidates leading to it, from every state's rows and tokens;
+        # a state that cannot reach acceptance in the tokens left after this one gets none.
+        closed = need > max_length - t - 1  # [S]
+        value, row, token, alive = best_per_state(lp, cum.view(batch, states, beam, 1), closed)  # [B, S, K]
         if eos is not None:  # EOS ends a hypothesis in an accepting state: the K best per prompt
             done = (cum + lp[..., eos].view(batch, -1)).masked_fill(~accepting, NEG_INF)
-            top, row = done.topk(min(beam, states * beam), dim=1)
-            ended, ended_logprob = (base + row)[top > NEG_INF], top[top > NEG_INF]
-        else:  # an accepting hypothesis none of whose tokens leads on (p > 0, in time) ends here
-            ways_on = automaton.allowed(torch.arange(states, device=cum.device), max_length - t)  # [S, V]
-            blocked = ~((lp > NEG_INF) & ways_on[:, None]).any(-1).view(batch, -1)  # [B, S*K]
-            ended = (blocked & accepting).view(-1).nonzero()[:, 0]
+            top, slot = done.topk(min(beam, states * beam), dim=1)
+            ended, ended_logprob = (base + slot)[top > NEG_INF], top[top > NEG_INF]
+        else:  # an accepting hypothesis with no way on (a token of p > 0 reaching acceptance in time)
+            ended = (~alive.view(batch, -1) & accepting).view(-1).nonzero()[:, 0]
             ended_logprob = rows.logprob[ended]
-        # Each state keeps the K best candidates leading to it, from every state's rows and tokens.
-        value, row, token = best_per_state(lp + cum.view(batch, states, beam, 1))  # [B, S, K]
-        value = value.masked_fill(need[None, :, None] > max_length - t - 1, NEG_INF)  # cannot accept in time
         parents = (row + base[:, :, None]).view(-1)
         return Selection(parents, token.view(-1), value.view(-1), rows.states, ended, ended_logprob)
 

@@ -48,51 +48,52 @@ class GroupedTopK:
         big_group = np.full((kinds, self.num_big), -1)
         big_group[np.nonzero(big)[0], rank[big]] = np.nonzero(big)[1]
         sparse = live & (big_slot < 0)
-        order = np.argsort(~sparse, axis=1, kind="stable")[:, : int(sparse.sum(1).max(initial=0))]
+        order = np.argsort(~sparse, axis=1, kind="stable")[:, : max(int(sparse.sum(1).max(initial=0)), 1)]
         pad = ~np.take_along_axis(sparse, order, 1)
-        sparse_cols = np.where(pad, 0, order)  # [Q, P]
-        # Candidates of each row: J groups x k columns, then the P sparse columns.
-        per_row = np.concatenate(
-            [np.repeat(big_group, k, 1), np.where(pad, -1, g[src[:, :1], sparse_cols])], 1
-        )
-        cand_group = np.repeat(per_row[:, None], rows_per_kind, 1).reshape(-1)  # [Q*M*C]
-        by_group = np.argsort(np.where(cand_group < 0, num_groups, cand_group), kind="stable")
-        sizes = np.bincount(cand_group[cand_group >= 0], minlength=num_groups)
-        starts = np.concatenate([[0], np.cumsum(sizes)])[:-1]
-        width = max(int(sizes.max(initial=0)), k)
-        index = np.full((num_groups, width), len(cand_group))  # padding: one -inf candidate
-        member = by_group[: sizes.sum()]  # candidates in some group, sorted by group
-        index[cand_group[member], np.arange(len(member)) - starts[cand_group[member]]] = member
+        # Candidates of each row: J groups x k columns, then P sparse columns (-1: padding).
+        cand_group = np.concatenate([np.repeat(big_group, k, 1), np.where(pad, -1, g[src[:, :1], order])], 1)
+        flat = np.repeat(cand_group[:, None], rows_per_kind, 1).reshape(-1)  # [Q*M*C]
+        sizes = np.bincount(flat[flat >= 0], minlength=num_groups)
+        member = np.argsort(np.where(flat < 0, num_groups, flat), kind="stable")[: sizes.sum()]
+        index = np.full((num_groups, max(int(sizes.max(initial=0)), k)), len(flat))  # padding: -inf
+        index[flat[member], np.arange(len(member)) - (np.cumsum(sizes) - sizes)[flat[member]]] = member
+        # With one big group per kind and few columns outside it, the row's k + (columns outside)
+        # best hold the group's k best: one top-k of the row replaces a masked pass over [.., V].
+        outside = int((vocab - (big_slot == 0).sum(1))[big.any(1)].max(initial=0))
+        self.scan = min(vocab, k + outside) if self.num_big == 1 and outside <= max(64, 4 * k) else 0
 
         def tensor(a, dtype=torch.long):
             return torch.as_tensor(np.ascontiguousarray(a), dtype=dtype, device=device)
 
-        self.k, self.per_row = k, max(per_row.shape[1], 1)
-        self.big_slot, self.sparse_cols, self.sparse_pad = (
-            tensor(big_slot),
-            tensor(sparse_cols),
-            tensor(pad, bool),
-        )
+        self.k, self.per_row, self.big_slot = k, cand_group.shape[1], tensor(big_slot)
+        self.sparse_cols, self.sparse_pad = tensor(np.where(pad, 0, order)), tensor(pad, bool)  # [Q, P]
+        self.cand_group = tensor(np.where(cand_group < 0, num_groups, cand_group))  # [Q, C]
         self.index = tensor(index)  # [G, W] candidate positions of each group
 
-    def __call__(self, values: torch.Tensor):
-        """``values [B, Q, M, V]`` -> (values, rows, columns), each [B, G, k], as the reference."""
-        b, vocab = values.shape[0], values.shape[-1]
-        parts = []  # (values, columns), each [B, Q, M, ·]
-        for j in range(self.num_big):
-            masked = values.masked_fill((self.big_slot != j)[None, :, None, :], NEG_INF)
-            parts.append(masked.topk(min(self.k, vocab), dim=-1))
-        if self.sparse_cols.shape[1]:
-            cols = self.sparse_cols[None, :, None, :].expand(*values.shape[:3], -1)
-            parts.append((values.gather(-1, cols).masked_fill(self.sparse_pad[:, None], NEG_INF), cols))
-        if not parts:
-            cand = values.new_empty(b, 0)
-            cols = torch.zeros(b, 0, dtype=torch.long, device=values.device)
+    def __call__(self, values: torch.Tensor, offset: torch.Tensor, closed: torch.Tensor):
+        """Like the reference on ``values [B, Q, M, V] + offset [B, Q, M, 1]`` with the groups
+        where ``closed [G]`` is True left empty. Returns (values, rows, columns), each [B, G, k],
+        and ``alive [B, Q, M]``: whether the row has a finite entry in an open group."""
+        kinds = torch.arange(values.shape[1], device=values.device)[:, None, None]
+        parts = []  # (values, columns), each [B, Q, M, .]
+        if self.scan:
+            val, col = values.topk(self.scan, dim=-1)
+            inside = self.big_slot[kinds, col] == 0
+            first = torch.sort((~inside).to(torch.uint8), dim=-1, stable=True).indices[..., : self.k]
+            parts.append(
+                (val.gather(-1, first).masked_fill(~inside.gather(-1, first), NEG_INF), col.gather(-1, first))
+            )
         else:
-            cand, cols = (torch.cat(x, -1).flatten(1) for x in zip(*parts))  # [B, Q*M*C]
-        padded = torch.cat([cand, cand.new_full((b, 1), NEG_INF)], 1)
-        top, pos = padded[:, self.index].topk(self.k, dim=-1)  # [B, G, k]
-        pos = self.index[torch.arange(self.index.shape[0], device=pos.device)[:, None], pos]
-        pos = pos.clamp(max=max(cand.shape[1] - 1, 0))  # padding (value -inf) -> any candidate
-        columns = cols.gather(1, pos.flatten(1)).view_as(pos) if cols.shape[1] else torch.zeros_like(pos)
-        return top, pos // self.per_row, columns
+            for j in range(self.num_big):
+                parts.append(values.masked_fill((self.big_slot != j)[:, None], NEG_INF).topk(self.k, dim=-1))
+        cols = self.sparse_cols[:, None].expand(*values.shape[:3], -1)
+        parts.append((values.gather(-1, cols).masked_fill(self.sparse_pad[:, None], NEG_INF), cols))
+        cand, cols = (torch.cat(x, -1) for x in zip(*parts))  # [B, Q, M, C]
+        shut = torch.cat([closed, closed.new_ones(1)])[self.cand_group]  # [Q, C]
+        cand = (cand + offset).masked_fill(shut[:, None], NEG_INF)
+        flat = torch.cat([cand.flatten(1), cand.new_full((cand.shape[0], 1), NEG_INF)], 1)
+        top, pos = flat[:, self.index].topk(self.k, dim=-1)  # [B, G, k]
+        groups = torch.arange(self.index.shape[0], device=pos.device)[:, None]
+        pos = self.index[groups, pos].clamp(max=cand[0].numel() - 1)  # padding (-inf): any candidate
+        columns = cols.flatten(1).gather(1, pos.flatten(1)).view_as(pos)
+        return top, pos // self.per_row, columns, (cand > NEG_INF).any(-1)
