@@ -19,6 +19,10 @@ Optional methods, used when present:
 * ``reorder_state(state, rows[N']) -> state``: for states that are not a batch-first pytree
   (see :mod:`decodekit.models.state`).
 * ``concat_states(states) -> state``: join states of separately prefilled groups of prompts.
+* ``target_logprobs(state, inputs[N, T], targets[N, T]) -> (logprobs[N, T], state)``: score a chunk
+  of a stream at once (the default steps; see :mod:`decodekit.models.scoring`).
+* ``initial_logprobs(state) -> logprobs[N, V]``: the first token's distribution before any token,
+  for a model without ``bos_id`` that has one (an n-gram model without sentence markers).
 * ``vocab``: a :class:`decodekit.vocab.Vocab` used to render text and compile constraints.
 """
 

@@ -1,6 +1,7 @@
 """The transformers adapter on a tiny randomly initialised GPT-2 with a byte-level BPE tokenizer
-trained in memory (no network, no files): exact agreement with the model's own forward pass and
-``generate``, state purity, surfaces of byte-level tokens, regex constraints."""
+trained in memory (no network, no files): the same tokens as ``generate``, surfaces of byte-level
+tokens, regex constraints. (Step/prefill == forward, state purity, reordering and joining states:
+tests/models/test_conformance.py.)"""
 
 from __future__ import annotations
 
@@ -41,45 +42,6 @@ def tiny():
     return model, tok
 
 
-def test_step_and_prefill_equal_the_full_forward_pass(tiny):
-    model, tok = tiny
-    lm = HuggingFaceLM(model, tok)
-    assert lm.bos_id is None and lm.eos_id == 0 and lm.vocab_size == len(tok)
-    ids = torch.tensor([tok.encode("the cat sat on"), tok.encode("a dog ran to t")[:4]])
-    ids = ids[:, :4]
-    with torch.no_grad():
-        full = torch.log_softmax(model(ids).logits.float(), -1)  # [2, 4, V]
-    lp, state = lm.prefill(lm.initial_state(2), ids[:, :2])
-    assert torch.allclose(lp, full[:, 1], atol=1e-5)
-    for t in (2, 3):
-        lp, state = lm.step(state, ids[:, t])
-        assert torch.allclose(lp, full[:, t], atol=1e-5)
-        assert torch.allclose(lp.double().exp().sum(1), torch.ones(2, dtype=torch.double), atol=1e-5)
-
-
-def test_step_never_mutates_its_state(tiny):
-    lm = HuggingFaceLM(*tiny)
-    _, state = lm.prefill(lm.initial_state(2), torch.tensor([[5, 6, 7], [8, 9, 10]]))
-    a, _ = lm.step(state, torch.tensor([11, 12]))
-    lm.step(state, torch.tensor([40, 41]))
-    lm.reorder_state(state, torch.tensor([1, 1]))
-    b, _ = lm.step(state, torch.tensor([11, 12]))
-    assert torch.equal(a, b)
-
-
-def test_reorder_and_concat_of_unequal_prompts(tiny):
-    lm = HuggingFaceLM(*tiny)
-    _, short = lm.prefill(lm.initial_state(1), torch.tensor([[5, 6]]))
-    _, long = lm.prefill(lm.initial_state(1), torch.tensor([[7, 8, 9, 10]]))
-    joined = lm.concat_states([long, short])
-    swapped = lm.reorder_state(joined, torch.tensor([1, 0, 1]))
-    lp, _ = lm.step(swapped, torch.tensor([3, 3, 4]))
-    want_short = lm.step(short, torch.tensor([3]))[0]
-    want_long = lm.step(long, torch.tensor([3]))[0]
-    assert torch.allclose(lp[0], want_short[0], atol=1e-5) and torch.allclose(lp[1], want_long[0], atol=1e-5)
-    assert not torch.allclose(lp[2], want_short[0], atol=1e-3)
-
-
 @pytest.mark.parametrize("beams", [1, 3])
 def test_same_tokens_as_generate(tiny, beams):
     model, tok = tiny
@@ -105,6 +67,12 @@ def test_batch_of_unequal_prompts_equals_one_at_a_time(tiny):
         alone = decodekit.greedy(lm, p, 8)
         assert got[0].tokens == alone[0].tokens
         assert got[0].logprob == pytest.approx(alone[0].logprob, abs=1e-4)
+
+
+def test_bos_eos_and_vocabulary_size_come_from_the_tokenizer(tiny):
+    model, tok = tiny
+    lm = HuggingFaceLM(model, tok)
+    assert lm.bos_id is None and lm.eos_id == 0 and lm.vocab_size == len(tok)
 
 
 def test_surfaces_of_byte_level_tokens(tiny):

@@ -27,18 +27,6 @@ def test_step_is_the_weighted_sum_of_probabilities():
         assert torch.allclose(lm.double().exp().sum(1), torch.ones(3, dtype=torch.double), atol=1e-5)
 
 
-def test_prefill_and_reorder_follow_each_component():
-    a, b = HistoryLM(4, seed=5), HistoryLM(4, seed=6)
-    mix = MixtureLM([a, b], [0.4, 0.6])
-    lp, state = mix.prefill(mix.initial_state(2), torch.tensor([[0, 1, 2], [0, 3, 3]]))
-    swapped = mix.reorder_state(state, torch.tensor([1, 0, 1]))
-    lp2, _ = mix.step(swapped, torch.tensor([1, 1, 1]))
-    one, _ = mix.step(mix.prefill(mix.initial_state(1), torch.tensor([[0, 3, 3]]))[1], torch.tensor([1]))
-    assert torch.allclose(lp2[0], one[0]) and torch.allclose(lp2[2], one[0])
-    joined = mix.concat_states([state, state])
-    assert joined[0][0].shape[0] == 4
-
-
 def test_beam_search_over_a_mixture_equals_exhaustive_search():
     mix = MixtureLM([HistoryLM(3, seed=7), HistoryLM(3, seed=8)], [0.3, 0.7])
     hyps = decodekit.beam_search(mix, [1], 3**4, 3, length_penalty=0.0, n_best=3)
