@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,13 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from decodekit.errors import CheckpointError
-from decodekit.files import MiB, check_regular, read_bytes
+from decodekit.files import (
+    MiB,
+    atomic_write,
+    check_regular,
+    read_bytes,
+    temporary_name,  # noqa: F401 (where tests and older code look for it)
+)
 from decodekit.models.neural import NeuralLM
 from decodekit.models.registry import config_from_dict, config_to_dict, create_model
 from decodekit.vocab import Vocab
@@ -45,25 +50,6 @@ from decodekit.vocab import Vocab
 FORMAT, VERSION = "decodekit-checkpoint", 1
 CONFIG, WEIGHTS, VOCAB = "config.json", "model.safetensors", "vocab.txt"
 MAX_CONFIG_BYTES, MAX_VOCAB_BYTES = 1 * MiB, 512 * MiB  # beyond these, a file is not what it claims
-
-
-def temporary_name(path: Path) -> Path:
-    """Where :func:`atomic_write` stages ``path``: ``.NAME.tmpPID`` beside it."""
-    return path.with_name(f".{path.name}.tmp{os.getpid()}")
-
-
-def atomic_write(path: Path, write: Any) -> None:
-    """Call ``write(tmp_path)``, then move the temporary file onto ``path`` (``os.replace``)."""
-    tmp = temporary_name(path)
-    try:
-        write(tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def tensors_digest(tensors: dict[str, torch.Tensor]) -> str:

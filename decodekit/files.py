@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 from decodekit.errors import DecodekitError
 
@@ -77,3 +78,22 @@ def read_bytes(
     if max_bytes is not None and len(data) > max_bytes:  # it grew after the check
         raise error(f"{path}: {what} is larger than {_size(max_bytes)}; refusing to read it")
     return data
+
+
+def temporary_name(path: Path) -> Path:
+    """Where :func:`atomic_write` stages ``path``: ``.NAME.tmpPID`` beside it."""
+    return path.with_name(f".{path.name}.tmp{os.getpid()}")
+
+
+def atomic_write(path: Path, write: Any) -> None:
+    """Call ``write(tmp_path)``, then move the temporary file onto ``path`` (``os.replace``)."""
+    tmp = temporary_name(path)
+    try:
+        write(tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()

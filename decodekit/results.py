@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from decodekit.checkpoint import atomic_write
+from decodekit.files import atomic_write
 
 
 def id_key(value: object) -> str:

@@ -87,8 +87,7 @@ DEPENDS = {
     "decoding": ("errors", "outputs", "constraints", "models.base", "models.state"),
     "memory": ("errors", "constraints", "models.base"),  # a search's memory estimate
     "generation": ("errors", "outputs", "constraints", "decoding", "memory", "models.base"),
-    # results.py writes with checkpoint.atomic_write (a file helper that checkpoint.py holds)
-    "results": ("errors", "files", "checkpoint.atomic_write"),
+    "results": ("errors", "files"),
     "batch": ("errors", "generation", "memory", "locking", "results", "models.base"),
     # beside decoding: never imports the decoders, generation or the CLI
     "training": ("errors", "files", "locking", "distributed", "data", "models", "checkpoint"),
