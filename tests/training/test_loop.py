@@ -176,3 +176,23 @@ def test_perplexity_equals_step_by_step_sum(kind):
     result = evaluate(model, ids, chunk=4)
     assert result.nll == pytest.approx(nll, rel=1e-6)
     assert result.ppl == pytest.approx(math.exp(nll / 23), rel=1e-6)
+
+
+def test_resume_header_keeps_the_loop_keys_and_train_ppl_only_for_the_exact_nll(tmp_path):
+    """The resume state's ``loop`` entry has the keys run directories have always had (older ones
+    must still resume); ``train_ppl`` is reported only when the loss is the exact NLL."""
+    from safetensors import safe_open
+
+    from decodekit.training import Loss
+
+    config = TrainConfig(epochs=1, batch_size=4, bptt=5)
+    got = train(tiny_model(), CORPUS, config, out=tmp_path / "a", progress=False)
+    meta = safe_open(str(tmp_path / "a" / "resume.safetensors"), "pt").metadata()
+    keys = ["epoch", "position", "update", "best", "bad_epochs", "history", "run_nll", "run_tokens"]
+    assert list(json.loads(meta["loop"])) == [*keys, "run_seconds"]
+    assert got.epochs[0]["train_ppl"] == pytest.approx(math.exp(got.epochs[0]["train_loss"]))
+    plain = train(tiny_model(), CORPUS, config, progress=False, loss_fn=lambda *a: softmax_cross_entropy(*a))
+    exact = Loss(softmax_cross_entropy, nll=True)
+    marked = train(tiny_model(), CORPUS, config, progress=False, loss_fn=exact)
+    assert plain.epochs[0]["train_ppl"] is None and marked.epochs[0]["train_ppl"] is not None
+    assert plain.epochs[0]["train_loss"] == marked.epochs[0]["train_loss"] == got.epochs[0]["train_loss"]
