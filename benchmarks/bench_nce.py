@@ -23,7 +23,7 @@ from decodekit.data import Corpus, load_data
 from decodekit.models.registry import create_model, make_config
 from decodekit.training import TrainConfig
 from decodekit.training.allocator import reuse_freed_memory
-from decodekit.training.loop import _DeferInterrupt, _Run
+from decodekit.training.loop import _Run
 from decodekit.training.losses import softmax_cross_entropy
 from decodekit.training.noise import NoiseDistribution
 from decodekit.training.sampled import NCELoss
@@ -51,12 +51,12 @@ def corpus_for(vocab_size: int, data: Path, tokens: int) -> tuple[Corpus, torch.
     return corpus, counts, "zipf"
 
 
-def time_updates(run: _Run, loss_fn, batches: list, n: int) -> list[float]:
-    times, interrupt = [], _DeferInterrupt()  # never entered: no signal handler, never set
+def time_updates(run: _Run, batches: list, n: int) -> list[float]:
+    times = []
     for i in range(n):
         x, y = batches[i % len(batches)]
         t0 = time.perf_counter()
-        run.update(x, y, 1.0, loss_fn, interrupt)
+        run.update(x, y, 1.0)
         times.append(time.perf_counter() - t0)
     return times
 
@@ -81,12 +81,12 @@ def bench_vocab(args: argparse.Namespace, vocab_size: int) -> dict:
     batches = [(data[:, i : i + t], data[:, i + 1 : i + 1 + t]) for i in range(0, data.shape[1] - t - 1, t)]
     times: dict[str, list[float]] = {"softmax": [], "nce": []}
     for name in times:  # warm-up
-        time_updates(runs[name], losses[name], batches, args.warmup)
+        time_updates(runs[name], batches, args.warmup)
     done = 0
     while done < args.steps:
         n = min(args.block, args.steps - done)
         for name in times:
-            times[name] += time_updates(runs[name], losses[name], batches, n)
+            times[name] += time_updates(runs[name], batches, n)
         done += n
     med = {name: statistics.median(v) for name, v in times.items()}
     return {

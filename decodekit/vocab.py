@@ -111,17 +111,31 @@ class Vocab:
         """Split text into token strings (words on whitespace, or characters)."""
         raise NotImplementedError
 
-    def encode(self, text: str, *, warn_unknown: bool = True) -> list[int]:
-        """Text -> ids. Unknown tokens map to ``<unk>`` (with a warning) or raise if there is none."""
-        ids, unknown = [], []
+    def encode(self, text: str, *, warn_unknown: bool = True, case_fallback: bool = True) -> list[int]:
+        """Text -> ids. Unknown tokens map to ``<unk>`` (with a warning) or raise if there is none.
+
+        ``case_fallback``: an unknown token whose lower-cased form is in the vocabulary maps to
+        that form (with a warning), so that "The Company" is not all ``<unk>`` for a lower-case
+        vocabulary such as PTB's."""
+        ids, unknown, folded = [], [], []
         for tok in self.split(text):
             i = self.index.get(tok)
+            if i is None and case_fallback and tok != tok.lower():
+                i = self.index.get(tok.lower())
+                if i in self.special_ids:
+                    i = None  # "<UNK>" is an unknown word, not the <unk> token
+                elif i is not None:
+                    folded.append(tok)
             if i is None or (i in self.special_ids and i != self.unk_id and i != self.eos_id):
                 if self.unk_id is None:
                     raise ValueError(f"{tok!r} is not in the vocabulary and the vocabulary has no <unk>")
                 unknown.append(tok)
                 i = self.unk_id
             ids.append(i)
+        if folded and warn_unknown:
+            shown = ", ".join(repr(u) for u in folded[:5])
+            message = f"{len(folded)} token(s) lower-cased to match the vocabulary: {shown}"
+            warnings.warn(message, stacklevel=2)
         if unknown and warn_unknown:
             shown = ", ".join(repr(u) for u in unknown[:5])
             warnings.warn(f"{len(unknown)} unknown token(s) mapped to <unk>: {shown}", stacklevel=2)
