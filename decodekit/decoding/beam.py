@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import torch
 
 from decodekit.decoding.prompts import Constraint, Prompt, as_batch, check_beam_arguments, resolve_constraint
-from decodekit.decoding.search import NEG_INF, Rows, Selection, accepting, decode
+from decodekit.decoding.search import NEG_INF, Selection, accepting, decode
 from decodekit.decoding.trace import Pool
 from decodekit.models.base import LanguageModel, model_device
 from decodekit.outputs import Hypothesis
@@ -59,7 +59,9 @@ def beam_search(
     states = None if automaton is None else torch.full_like(cum, automaton.initial, dtype=torch.long).view(-1)
     select = beam_selection(beam_size, model.vocab_size, model.eos_id, automaton, max_length)
     pool = Pool(len(prompts), n_best, length_penalty)
-    out = decode(model, prompts, select, Rows(cum.view(-1), states), pool, max_length, automaton, ranked=True)
+    out = decode(
+        model, prompts, select, Selection(cum.view(-1), states), pool, max_length, automaton, ranked=True
+    )
     return out[0] if single else out
 
 
@@ -71,7 +73,7 @@ def beam_selection(beam: int, vocab: int, eos: int | None, automaton, max_length
     per_row = min(beam + (eos is not None), vocab)
     n_cand = min(2 * beam if eos is not None else beam, beam * per_row)
 
-    def select(t: int, logprobs: torch.Tensor, rows: Rows) -> Selection:
+    def select(t: int, logprobs: torch.Tensor, rows: Selection) -> Selection:
         batch, ended, ended_logprob = logprobs.shape[0] // beam, None, None
         row_base = torch.arange(batch, device=logprobs.device)[:, None] * beam  # [B, 1]
         if automaton is not None:
@@ -95,6 +97,6 @@ def beam_selection(beam: int, vocab: int, eos: int | None, automaton, max_length
             top_val, parent, token = top_val[:, :beam], parent[:, :beam], token[:, :beam]
         parents, tokens = parent.reshape(-1), token.reshape(-1)
         states = None if automaton is None else automaton.step(rows.states[parents], tokens)
-        return Selection(parents, tokens, top_val.reshape(-1), states, ended, ended_logprob)
+        return Selection(top_val.reshape(-1), states, parents, tokens, ended, ended_logprob)
 
     return select

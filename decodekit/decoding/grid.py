@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import torch
 
 from decodekit.decoding.prompts import Constraint, Prompt, as_batch, check_beam_arguments, resolve_constraint
-from decodekit.decoding.search import NEG_INF, Rows, Selection, decode
+from decodekit.decoding.search import NEG_INF, Selection, decode
 from decodekit.decoding.topk import GroupedTopK
 from decodekit.decoding.trace import Pool
 from decodekit.models.base import LanguageModel, model_device
@@ -67,7 +67,7 @@ def constrained_beam_search(
     select = anderson_selection(automaton, beam_size, model.eos_id, max_length)
     pool = Pool(len(prompts), n_best, length_penalty)
     out = decode(
-        model, prompts, select, Rows(cum.view(-1), slot_state), pool, max_length, automaton, ranked=True
+        model, prompts, select, Selection(cum.view(-1), slot_state), pool, max_length, automaton, ranked=True
     )
     return out[0] if single else out
 
@@ -79,7 +79,7 @@ def anderson_selection(automaton, beam: int, eos: int | None, max_length: int):
     need = automaton.min_tokens_to_accept  # [S]
     accepting = automaton.accepting.repeat_interleave(beam)  # [S*K] rows in an accepting state
 
-    def select(t: int, logprobs: torch.Tensor, rows: Rows) -> Selection:
+    def select(t: int, logprobs: torch.Tensor, rows: Selection) -> Selection:
         batch, vocab = logprobs.shape[0] // (states * beam), logprobs.shape[1]
         lp, cum = logprobs.view(batch, states, beam, vocab), rows.logprob.view(batch, states * beam)
         base = torch.arange(batch, device=cum.device)[:, None] * (states * beam)  # [B, 1]
@@ -95,6 +95,6 @@ def anderson_selection(automaton, beam: int, eos: int | None, max_length: int):
             ended = (~alive.view(batch, -1) & accepting).view(-1).nonzero()[:, 0]
             ended_logprob = rows.logprob[ended]
         parents = (row + base[:, :, None]).view(-1)
-        return Selection(parents, token.view(-1), value.view(-1), rows.states, ended, ended_logprob)
+        return Selection(value.view(-1), rows.states, parents, token.view(-1), ended, ended_logprob)
 
     return select

@@ -49,13 +49,13 @@ def check_length_penalty(value: float) -> None:
         raise DecodekitError(f"length_penalty must be a finite number, got {value!r}")
 
 
-def prefill(model: LanguageModel, prompts: list[list[int]]) -> tuple[torch.Tensor, State]:
-    """Encode every prompt (``bos_id`` first when the model has one).
+def prefill(model: LanguageModel, prompts: list[list[int]], copies: int = 1) -> tuple[torch.Tensor, State]:
+    """Encode every prompt (``bos_id`` first when the model has one), ``copies`` rows each.
 
     Prompts of equal length share one ``prefill`` call (or one ``step`` per token when the model
-    has no ``prefill``); the groups' states are joined and put back in prompt order.
+    has no ``prefill``); the groups' states are joined and put in prompt order, each repeated.
 
-    Returns (logprobs [B, V] for the first generated token, state with B rows)."""
+    Returns (logprobs [B * copies, V] for the first generated token, state): rows ``b * copies + j``."""
     vocab_size = model.vocab_size
     inputs = []
     for i, p in enumerate(prompts):
@@ -83,23 +83,11 @@ def prefill(model: LanguageModel, prompts: list[list[int]]) -> tuple[torch.Tenso
         order += members
         logprob_parts.append(logprobs)
         states.append(state)
-    logprobs = torch.cat(logprob_parts, 0)
-    state = st.concat(states, model)
-    if order != sorted(order):
-        inverse = torch.empty(len(order), dtype=torch.long)
-        inverse[torch.tensor(order)] = torch.arange(len(order))
-        inverse = inverse.to(device)
-        logprobs = logprobs.index_select(0, inverse)
-        state = st.select(state, inverse, model)
+    logprobs, state = torch.cat(logprob_parts, 0), st.concat(states, model)
+    if order != sorted(order) or copies > 1:  # one reorder: prompt order, each row `copies` times
+        rows = torch.tensor(order).argsort().repeat_interleave(copies).to(device)
+        logprobs, state = logprobs.index_select(0, rows), st.select(state, rows, model)
     return logprobs, state
-
-
-def expand(model: LanguageModel, logprobs: torch.Tensor, state: State, copies: int):
-    """Repeat each prompt's row ``copies`` times: rows ``b*copies + j``."""
-    if copies == 1:
-        return logprobs, state
-    rows = torch.arange(logprobs.shape[0], device=logprobs.device).repeat_interleave(copies)
-    return logprobs.index_select(0, rows), st.select(state, rows, model)
 
 
 def is_check_step(step: int) -> bool:

@@ -1,15 +1,11 @@
 """Greedy decoding and ancestral sampling: one independent row per output.
 
-Both run every row of every prompt through one ``step`` call per time step; rows that emit
-EOS leave the batch (their state rows are dropped with :func:`decodekit.models.state.select`).
-Under a constraint, tokens whose automaton transition is dead or cannot reach acceptance in
-the remaining steps are masked (``TokenAutomaton.allowed``); EOS is allowed only in accepting
-states. A token of probability 0 (-inf) is never chosen. A constrained row none of whose
-allowed tokens has non-zero probability cannot go on: without EOS, in an accepting state, it
-ends there (a match, ``finished=False``); otherwise it ends unmatched and returns nothing, so
-a prompt may get fewer hypotheses than asked for (greedy: none). The reported ``logprob`` is
-always the model's own log-probability of the tokens, not that of the masked or processed
-distribution the token was drawn from.
+A row leaves the batch when it emits EOS. Under a constraint, tokens that cannot reach
+acceptance in the remaining steps are masked (``TokenAutomaton.allowed``; EOS only in accepting
+states); a token of probability 0 is never chosen. A row none of whose allowed tokens has
+non-zero probability cannot go on: without EOS, in an accepting state, it ends there (a match,
+``finished=False``); otherwise it ends unmatched and returns nothing (greedy: ``[]``). The
+reported ``logprob`` is the model's own, not that of the masked or processed distribution.
 """
 
 from __future__ import annotations
@@ -20,7 +16,7 @@ import torch
 
 from decodekit.decoding import processors
 from decodekit.decoding.prompts import Constraint, Prompt, as_batch, check_positive, resolve_constraint
-from decodekit.decoding.search import NEG_INF, Rows, Selection, accepting, decode
+from decodekit.decoding.search import NEG_INF, Selection, accepting, decode
 from decodekit.decoding.trace import Pool
 from decodekit.models.base import LanguageModel, model_device
 from decodekit.outputs import Hypothesis
@@ -95,43 +91,41 @@ def sample(
 
 
 def _decode(model, prompt, max_length, choose: Chooser, copies: int, constraint):
-    """Each row ends alone: at EOS (finished), when it cannot go on (see the module docstring),
-    or at ``max_length``; the rows still going on after a step are its selection."""
+    """Each row ends alone (EOS, cannot go on, ``max_length``); the others are the selection."""
     check_positive("max_length", max_length, minimum=0)
     prompts, single = as_batch(prompt)
     automaton = resolve_constraint(constraint, model, max_length)
     eos, n = model.eos_id, len(prompts) * copies
     zeros = torch.zeros(n, dtype=torch.long, device=model_device(model))
-    start = Rows(zeros.double(), None if automaton is None else zeros + automaton.initial)
+    start = Selection(zeros.double(), None if automaton is None else zeros + automaton.initial)
 
-    def select(t: int, logprobs: torch.Tensor, rows: Rows) -> Selection:
-        keep, ended, ended_logprob, masked = None, None, None, logprobs
+    def select(t: int, logprobs: torch.Tensor, rows: Selection) -> Selection:
+        keep, ended, ended_logprob, cum, states, masked = (
+            None,
+            None,
+            None,
+            rows.logprob,
+            rows.states,
+            logprobs,
+        )
         if automaton is not None:
-            masked = logprobs.masked_fill(~automaton.allowed(rows.states, max_length - t), NEG_INF)
+            masked = logprobs.masked_fill(~automaton.allowed(states, max_length - t), NEG_INF)
             stuck = ~(masked > NEG_INF).any(-1)  # [N] no allowed token of non-zero probability
             if bool(stuck.any()):  # without EOS an accepting row ends as a match; others fail
                 if eos is None:
-                    ended = (stuck & accepting(automaton, rows.states)).nonzero()[:, 0]
-                    ended_logprob = rows.logprob[ended]
+                    ended = (stuck & accepting(automaton, states)).nonzero()[:, 0]
+                    ended_logprob = cum[ended]
                 keep = (~stuck).nonzero()[:, 0]
-                masked, logprobs = masked[keep], logprobs[keep]
+                masked, logprobs, cum, states = masked[keep], logprobs[keep], cum[keep], states[keep]
         tokens = choose(masked) if masked.shape[0] else masked.new_zeros(0, dtype=torch.long)  # [N']
-        logprob = (rows.logprob if keep is None else rows.logprob[keep]) + logprobs.gather(
-            1, tokens[:, None]
-        )[:, 0]
-        states = (
-            None
-            if automaton is None
-            else automaton.step(rows.states if keep is None else rows.states[keep], tokens)
-        )
+        cum = cum + logprobs.gather(1, tokens[:, None])[:, 0]
+        states = None if automaton is None else automaton.step(states, tokens)
         if eos is not None and bool((is_eos := tokens == eos).any()):
             go_on = (~is_eos).nonzero()[:, 0]
-            ended, ended_logprob = is_eos.nonzero()[:, 0], logprob[is_eos]
-            if keep is not None:
-                ended = keep[ended]
+            ended, ended_logprob = is_eos.nonzero()[:, 0] if keep is None else keep[is_eos], cum[is_eos]
             keep = go_on if keep is None else keep[go_on]
-            tokens, logprob, states = tokens[go_on], logprob[go_on], None if states is None else states[go_on]
-        return Selection(keep, tokens, logprob, states, ended, ended_logprob)
+            tokens, cum, states = tokens[go_on], cum[go_on], None if states is None else states[go_on]
+        return Selection(cum, states, keep, tokens, ended, ended_logprob)
 
     pool = Pool(n, 1, 0.0)  # one item per row: score = logprob
     results = decode(model, prompts, select, start, pool, max_length, automaton)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from decodekit.decoding.prompts import check_logprobs, expand, is_check_step, prefill
+from decodekit.decoding.prompts import check_logprobs, is_check_step, prefill
 from decodekit.decoding.trace import Pool, Trace
 from decodekit.models import state as st
 from decodekit.models.base import LanguageModel
@@ -27,33 +27,27 @@ NEG_INF = float("-inf")
 
 
 @dataclass(frozen=True)
-class Rows:
-    """The N live hypotheses: ``logprob [N]`` cumulative log-probability (-inf: an empty slot),
-    ``states [N]`` automaton states (-1: dead; None without a constraint)."""
-
-    logprob: torch.Tensor
-    states: torch.Tensor | None
-
-
-@dataclass(frozen=True)
 class Selection:
-    """What one step keeps: N' new rows and the hypotheses that end.
+    """The N' rows one step keeps, and the hypotheses that end (the loop starts from a Selection
+    with only ``logprob`` and ``states``: the rows of step -1).
 
-    parents [N'] long: the row (of the N) each new row extends; None: row i extends row i.
-    tokens [N'] long: the token each new row appended. logprob [N'], states [N']: as in :class:`Rows`.
-    ended [M] long: rows (of the N) whose hypothesis ends here, with total ``ended_logprob [M]``:
-    with EOS (EOS counted in the log-probability) when the model has an EOS, else unfinished.
+    logprob [N']: cumulative log-probability of each row (-inf: an empty slot).
+    states [N'] long: automaton states (-1: dead); None without a constraint.
+    parents [N'] long: the row of the previous step each row extends (None: row i extends row i).
+    tokens [N'] long: the token each row appended.
+    ended [M] long: rows of the previous step whose hypothesis ends here, with total log-probability
+    ``ended_logprob [M]``: with EOS (counted) when the model has an EOS, else unfinished.
     """
 
-    parents: torch.Tensor | None
-    tokens: torch.Tensor
     logprob: torch.Tensor
     states: torch.Tensor | None
+    parents: torch.Tensor | None = None
+    tokens: torch.Tensor | None = None
     ended: torch.Tensor | None = None
     ended_logprob: torch.Tensor | None = None
 
 
-Select = Callable[[int, torch.Tensor, Rows], Selection]  # (step t, logprobs [N, V], rows) -> Selection
+Select = Callable[[int, torch.Tensor, Selection], Selection]  # (t, logprobs [N, V], last) -> next
 
 
 def accepting(automaton, states: torch.Tensor) -> torch.Tensor:
@@ -65,23 +59,19 @@ def decode(
     model: LanguageModel,
     prompts: list[list[int]],
     select: Select,
-    start: Rows,
+    start: Selection,
     pool: Pool,
     max_length: int,
     automaton=None,
     ranked: bool = False,
 ) -> list[list[Hypothesis]]:
-    """Run ``select`` from ``start`` (rows ``b * W + j``: W = len(start.logprob) // len(prompts)
-    rows per prompt) for at most ``max_length`` tokens.
-
-    Pool item of a row: its prompt when ``ranked`` (beam searches: the layout stays [B, W] and a
-    prompt is done when no live row can beat its n best, see ``Pool.update``), else its starting
-    row (greedy and sampling: a row's item is done when the row ends). At the end the live rows
-    (in an accepting state, under a constraint) join the pool unfinished. Returns the pool's
-    results, one list per item."""
-    logprobs, state = prefill(model, prompts)
+    """Run ``select`` for at most ``max_length`` tokens from ``start``: W rows per prompt, rows
+    ``b * W + j``. ``ranked`` (beam searches): the layout stays [B, W], a row's pool item is its
+    prompt, done when no live row can beat its n best (``Pool.update``); else (greedy, sampling)
+    each row is its own item, done when the row ends. At the end the live rows (under a
+    constraint: the accepting ones) join the pool unfinished. Returns the pool's results."""
     width = start.logprob.shape[0] // len(prompts)
-    logprobs, state = expand(model, logprobs, state, width)
+    logprobs, state = prefill(model, prompts, width)
     rows, eos, vocab = start, model.eos_id, logprobs.shape[1]
     items = torch.arange(rows.logprob.shape[0], device=logprobs.device) // (width if ranked else 1)
     trace, steps = Trace(), 0
@@ -90,7 +80,7 @@ def decode(
         if sel.ended is not None:
             pool.add_many(items[sel.ended], sel.ended, sel.ended_logprob, t, eos is not None)
         trace.push(sel.parents, sel.tokens)
-        rows, steps = Rows(sel.logprob, sel.states), t + 1
+        rows, steps = sel, t + 1
         if sel.parents is not None:
             items = items[sel.parents]
         if ranked and (automaton is not None or pool.has_candidates(pool.n_best)):
@@ -102,22 +92,18 @@ def decode(
             state = st.select(state, sel.parents, model)
         logprobs, state = model.step(state, sel.tokens)
         check_logprobs(logprobs, sel.tokens.shape[0], vocab, t + 1, is_check_step(t + 1))
-    live = (
-        rows.logprob
-        if automaton is None
-        else rows.logprob.masked_fill(~accepting(automaton, rows.states), NEG_INF)
-    )
+    live = rows.logprob
+    if automaton is not None:  # only matches end unfinished
+        live = live.masked_fill(~accepting(automaton, rows.states), NEG_INF)
     pool.add_many(items, torch.arange(live.shape[0], device=live.device), live, steps, False)
     return pool.results(trace)
 
 
 def _shortest(automaton, states, length: int, max_length: int, eos: int | None, shape):
-    """The fewest tokens (EOS included) a completion of a live row of ``length`` tokens can
-    have, for :func:`~decodekit.decoding.trace.reachable_bound`. Unconstrained: ``length + 1``
-    (EOS next), or ``max_length`` without EOS (such a hypothesis ends only there). Under a
-    constraint: ``length + min_tokens_to_accept[state]``, plus 1 for EOS; without EOS an
-    accepting row (0 more tokens) may end unfinished at its current length. Dead rows (-1) are
-    empty slots (-inf), whatever their bound."""
+    """The fewest tokens (EOS included) a completion of a live row of ``length`` tokens can have
+    (:func:`~decodekit.decoding.trace.reachable_bound`): ``length + 1`` (EOS next), ``max_length``
+    without EOS; under a constraint ``length + min_tokens_to_accept[state]`` (+ 1 for EOS), so an
+    accepting row without EOS may end at its current length. Dead rows (-1) are empty slots."""
     if automaton is None:
         return length + 1 if eos is not None else max_length
     need = automaton.min_tokens_to_accept[states.clamp(min=0)]  # [N]

@@ -9,6 +9,7 @@ searches, one output row for greedy and sampling) and decides when an item is do
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -18,30 +19,26 @@ from decodekit.outputs import Hypothesis
 
 
 class Trace:
-    """Per step ``parents [N_t]`` (row of step t-1; None: row i extends row i) and ``tokens [N_t]``."""
+    """Per step ``parents [N_t]`` (rows of step t-1; None: row i extends row i) and ``tokens [N_t]``."""
 
     def __init__(self) -> None:
         self._steps: list[tuple[torch.Tensor | None, torch.Tensor]] = []
-        self._host: list[tuple[list | None, list]] | None = None
+        self._host: tuple[list, list, list] | None = None
 
     def push(self, parents: torch.Tensor | None, tokens: torch.Tensor) -> None:
         self._steps.append((parents, tokens))
 
     def history(self, step: int, row: int) -> tuple[int, ...]:
         """Tokens of ``row`` of step ``step`` (steps 0..step), oldest first."""
-        if self._host is None:  # one device->host copy per kind for the whole search
-            tokens = torch.cat([t for _, t in self._steps]).tolist() if self._steps else []
-            given = [p for p, _ in self._steps if p is not None]
-            parents = torch.cat(given).tolist() if given else []
-            self._host, at, pat = [], 0, 0
-            for p, t in self._steps:
-                n = t.shape[0]
-                self._host.append((None if p is None else parents[pat : pat + n], tokens[at : at + n]))
-                at, pat = at + n, pat + (0 if p is None else n)
+        if self._host is None:  # one device->host copy for the whole search
+            same = [torch.arange(len(t), device=t.device) if p is None else p for p, t in self._steps]
+            starts = [0, *itertools.accumulate(len(t) for _, t in self._steps)]
+            self._host = (torch.cat(same).tolist(), torch.cat([t for _, t in self._steps]).tolist(), starts)
+        parents, tokens, starts = self._host
         out = []
-        for parents, tokens in reversed(self._host[: step + 1]):
-            out.append(tokens[row])
-            row = row if parents is None else parents[row]
+        for s in range(step, -1, -1):
+            out.append(tokens[starts[s] + row])
+            row = parents[starts[s] + row]
         return tuple(reversed(out))
 
 
