@@ -31,6 +31,7 @@ but not bitwise-identical counterpart of the single-process run.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from typing import Any
@@ -40,6 +41,7 @@ import torch.distributed as dist
 from torch import nn
 
 from decodekit import distributed
+from decodekit.errors import DecodekitError
 from decodekit.models.state import batch_size, concat, map_state, select
 
 
@@ -189,3 +191,26 @@ def _rows(state: Any) -> int:
 def autocast(device: torch.device, amp: str) -> torch.autocast:
     """The autocast context of ``--amp``: "off" (float32) or "bf16" (bfloat16 forward, CUDA or CPU)."""
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp == "bf16")
+
+
+@functools.cache
+def bf16_unsupported(device_type: str) -> str | None:
+    """Why bfloat16 autocast cannot train here (None if it can): a small LSTM and linear layer
+    are run forward and backward under it once per device type. oneDNN on CPUs without bf16
+    instructions (AVX2 only) has no bfloat16 LSTM primitive and fails at the first forward."""
+    try:
+        lstm, head = torch.nn.LSTM(4, 4, batch_first=True), torch.nn.Linear(4, 3)
+        lstm, head = lstm.to(device_type), head.to(device_type)
+        with torch.autocast(device_type, dtype=torch.bfloat16):
+            out, _ = lstm(torch.randn(2, 3, 4, device=device_type))
+            loss = head(out).float().logsumexp(-1).sum()
+        loss.backward()
+    except RuntimeError as e:
+        return (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+    return None
+
+
+def check_amp(device: torch.device, amp: str) -> None:
+    """DecodekitError (one line) when ``amp`` cannot run on ``device``."""
+    if amp == "bf16" and (reason := bf16_unsupported(device.type)) is not None:
+        raise DecodekitError(f"--amp bf16 cannot run on this {device.type.upper()} ({reason}); use --amp off")

@@ -35,7 +35,7 @@ from decodekit.models.registry import config_to_dict
 from decodekit.models.state import detach
 from decodekit.training.allocator import reuse_freed_memory
 from decodekit.training.config import TrainConfig
-from decodekit.training.ddp import SingleProcess, autocast
+from decodekit.training.ddp import SingleProcess, autocast, check_amp
 from decodekit.training.evaluate import evaluate
 from decodekit.training.losses import Loss
 from decodekit.training.resume import RESUME, load_training_state, save_training_state
@@ -366,6 +366,7 @@ def train(
     Ctrl-C arrives.
     """
     _check_sizes(model, config, corpus)
+    check_amp(model.device, config.amp)
     if model.device.type == "cpu":
         reuse_freed_memory()  # no page faults for the same large buffers at every update
     out = Path(out) if out is not None else None

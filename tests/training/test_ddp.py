@@ -22,9 +22,10 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from decodekit.data import Corpus
+from decodekit.errors import DecodekitError
 from decodekit.models.registry import create_model, make_config
 from decodekit.training import TrainConfig, softmax_cross_entropy, train
-from decodekit.training.ddp import DataParallel, SingleProcess, local_rows
+from decodekit.training.ddp import DataParallel, SingleProcess, bf16_unsupported, local_rows
 from decodekit.vocab import WordVocab
 
 VOCAB = WordVocab(["<unk>", "<eos>", "the", "cat", "dog", "sat", "ran", "on", "mat"])
@@ -183,6 +184,13 @@ def test_batch_must_divide_by_world_size():
     assert torch.equal(DataParallel(1, 2, torch.device("cpu")).shard(data), data[2:])
 
 
+NO_CPU_BF16 = pytest.mark.skipif(
+    bf16_unsupported("cpu") is not None,
+    reason=f"this CPU cannot run bfloat16 autocast: {bf16_unsupported('cpu')}",
+)
+
+
+@NO_CPU_BF16
 def test_bf16_autocast_trains_on_cpu(tmp_path):
     torch.set_num_threads(1)
     model = tiny_model()
@@ -194,6 +202,7 @@ def test_bf16_autocast_trains_on_cpu(tmp_path):
         TrainConfig(amp="fp8")
 
 
+@NO_CPU_BF16
 def test_cli_under_a_torchrun_environment(tmp_path, monkeypatch):
     """``decodekit train`` as torchrun starts it (here a world of one process, in-process):
     DDP, rank 0's summary, the group closed afterwards; --amp bf16 is accepted."""
@@ -222,3 +231,23 @@ def test_cli_under_a_torchrun_environment(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert json.loads(result.output.splitlines()[-1])["event"] == "test"
     assert not dist.is_initialized()
+
+
+def test_bf16_on_a_cpu_without_it_is_a_one_line_error(tmp_path, monkeypatch, capsys):
+    """On an AVX2-only CPU oneDNN has no bfloat16 LSTM: `train --amp bf16` says so, before training."""
+    from decodekit.cli import main
+    from decodekit.training import ddp
+
+    monkeypatch.setattr(ddp, "bf16_unsupported", lambda device_type: "could not create a primitive")
+    with pytest.raises(DecodekitError, match="--amp bf16 cannot run on this CPU .*; use --amp off"):
+        train(tiny_model(), CORPUS, TrainConfig(epochs=1, batch_size=4, bptt=5, amp="bf16"), progress=False)
+    data = tmp_path / "data"
+    data.mkdir()
+    for split in ("train", "valid", "test"):
+        (data / f"{split}.txt").write_text("a b a b\nb a b a\n")
+    args = ["train", "--data", str(data), "--hidden", "8", "--embed", "8", "--epochs", "1", "--amp", "bf16"]
+    with pytest.raises(SystemExit) as exit:
+        main([*args, "--device", "cpu", "--no-progress", "--out", str(tmp_path / "o")])
+    assert exit.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("Error: --amp bf16 cannot run") and "\n" not in err
