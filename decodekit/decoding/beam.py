@@ -1,15 +1,11 @@
 """Length-normalised beam search (optionally masked by a regex constraint).
 
-Rows are laid out ``b * K + k`` (B prompts, K beams). Each step scores all K·V extensions
-of each prompt's beams, keeps the 2K best (so EOS candidates cannot starve the beam), sets
-aside EOS candidates ranked within the top K as finished, and continues with the K best
-non-EOS candidates, as fairseq and transformers do. Completed candidates are ranked by
-``score = logprob / len ** length_penalty`` (len counts EOS). The search stops for a prompt
-only when it holds ``n_best`` completed candidates that no live hypothesis can still beat
-(see :func:`~decodekit.decoding.trace.reachable_bound`), or at ``max_length``, where the live
-hypotheses join the candidates as unfinished. Under a constraint without EOS, a hypothesis in
-an accepting state that cannot go on (no allowed token of non-zero probability) joins them
-earlier, unfinished at its own length. Tokens of probability 0 never extend a hypothesis.
+Rows ``b * K + k`` (B prompts, K beams). Each step keeps the 2K best of the K·V extensions of
+a prompt's beams (so EOS cannot starve the beam), sets aside EOS candidates ranked within the
+top K as finished and goes on with the K best others, as fairseq and transformers do. Scores:
+``logprob / len ** length_penalty`` (len counts EOS); exact stopping (``trace.reachable_bound``).
+Under a constraint without EOS, an accepting hypothesis that cannot go on (no allowed token of
+non-zero probability) ends unfinished at its own length. Tokens of probability 0 never extend one.
 """
 
 from __future__ import annotations

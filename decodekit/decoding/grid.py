@@ -50,11 +50,9 @@ def constrained_beam_search(
         n_best: how many matching hypotheses to return per prompt.
 
     Returns:
-        The n-best **matching** hypotheses per prompt, best first; an empty list when no
-        matching hypothesis was found: always when every matching sequence has probability 0,
-        and, when the model gives some tokens probability 0, possibly also when each beam
-        kept only hypotheses whose every way on has probability 0 (a beam as wide as the set
-        of sequences finds the best matches exactly). Raises ConstraintError if nothing can
+        The n-best **matching** hypotheses per prompt, best first; ``[]`` when none was found
+        (always when every match has probability 0; possibly when each beam kept only
+        hypotheses whose every way on has probability 0). ConstraintError if nothing can
         match in max_length.
     """
     check_beam_arguments(beam_size, max_length, length_penalty, n_best)

@@ -141,7 +141,6 @@ def resolve_constraint(constraint: Constraint | None, model: LanguageModel, max_
 
 def check_beam_arguments(beam_size: int, max_length: int, length_penalty: float, n_best: int) -> None:
     """The checks both beam searches make (ValueError / DecodekitError naming the argument)."""
-    check_positive("beam_size", beam_size)
-    check_positive("n_best", n_best)
+    check_positive("beam_size", beam_size), check_positive("n_best", n_best)
     check_positive("max_length", max_length, minimum=0)
     check_length_penalty(length_penalty)

@@ -1,13 +1,10 @@
 """The one decoding loop: prefill -> expand -> [select -> record -> reorder -> step -> check].
 
 A strategy is a selection function (as fairseq separates ``Search.step`` from the generator):
-given the log-probabilities ``[N, V]`` of the N live rows after step t and the rows themselves,
-it returns a :class:`Selection`: which rows go on (each extending a parent row by a token, with
-its cumulative log-probability and automaton state) and which hypotheses end here. The loop
-records both (back-pointers in a :class:`~decodekit.decoding.trace.Trace`, completed
-hypotheses in a :class:`~decodekit.decoding.trace.Pool`), reorders the model state by the
-parents and calls the model once for all rows. ``model.step`` is called only here and in
-:func:`~decodekit.decoding.prompts.prefill`.
+from the log-probabilities ``[N, V]`` of the N live rows and the rows, a :class:`Selection` of
+the rows that go on and the hypotheses that end. The loop records both (``Trace``, ``Pool``),
+reorders the model state by the parents and calls the model once for all rows: ``model.step``
+is called only here and in :func:`~decodekit.decoding.prompts.prefill`.
 """
 
 from __future__ import annotations

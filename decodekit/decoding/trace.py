@@ -75,28 +75,18 @@ def length_normalised(logprob: float, length: int, length_penalty: float) -> flo
 def reachable_bound(
     cum_logprob: torch.Tensor, shortest: int | torch.Tensor, max_length: int, denominators: torch.Tensor
 ) -> torch.Tensor:
-    """Best score any completion of the live hypotheses can reach, per item.
+    """Best score any completion of the live hypotheses can reach, per item: ``[B]``.
 
-    Args:
-        cum_logprob: [B, W] cumulative log-probabilities of the live rows (-inf: empty slot).
-        shortest: the fewest tokens (EOS included) a completion of each row can have: an int,
-            or a long tensor broadcastable to [B, W]. Without EOS a hypothesis may end unfinished
-            at its *current* length (masked or Anderson search, in an accepting state that cannot
-            go on), so ``shortest`` is then the current length, not the next one.
-        max_length: the most tokens a completion can have.
-        denominators: float64 [max_length + 1], ``length_denominator(n, alpha)`` for each n.
-
-    Log-probabilities only decrease as tokens are added, and a completion of a row with
-    cumulative log-probability ``c <= 0`` has between ``shortest`` and ``max_length`` tokens;
-    ``c / n**alpha`` is monotonic in ``n`` for every sign of alpha, so the best reachable score
-    is ``max(c / shortest**alpha, c / max_length**alpha)``. Computed in float64 with the same
-    denominators (and division) as :func:`length_normalised`, so a bound is never below the
-    score the row later gets."""
+    ``cum_logprob [B, W]``: the live rows (-inf: empty slot); ``shortest``: the fewest tokens (EOS
+    included) a completion of each row can have, an int or [B, W] (without EOS a hypothesis may
+    end unfinished at its *current* length); ``denominators [max_length + 1]`` float64,
+    ``length_denominator(n, alpha)``. Log-probabilities only decrease, so a completion of a row
+    with ``c <= 0`` has a log-probability ``<= c`` and between ``shortest`` and ``max_length``
+    tokens; ``c / n**alpha`` is monotonic in ``n`` for every sign of alpha, so the bound is
+    ``max(c / shortest**alpha, c / max_length**alpha)``, computed with the same float64
+    denominators as :func:`length_normalised`: never below the score the row later gets."""
     c = cum_logprob.double()
-    if isinstance(shortest, torch.Tensor):
-        near = denominators[shortest.clamp(1, max_length)]
-    else:
-        near = denominators[min(max(shortest, 1), max_length)]
+    near = denominators[torch.as_tensor(shortest, device=c.device).clamp(1, max_length)]
     scaled = torch.maximum(c / near, c / denominators[max_length])
     scaled = torch.where((c < 0) & torch.isfinite(c), scaled, c)  # 0 stays 0, -inf stays -inf
     return scaled.amax(dim=1)  # [B]
