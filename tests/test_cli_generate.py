@@ -56,7 +56,7 @@ def test_generate_json_with_constraint_matches(model_dir, strategy):
         "3",
     )
     assert r.exit_code == 0, r.output
-    lines = [json.loads(x) for x in r.output.strip().splitlines()]
+    lines = [json.loads(x) for x in r.stdout.strip().splitlines()]
     assert lines and all(regex.fullmatch(pattern, d["text"]) for d in lines)
     assert set(lines[0]) >= {"text", "tokens", "logprob", "score", "finished"}
 

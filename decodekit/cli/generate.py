@@ -6,6 +6,7 @@ import contextlib
 import json
 import math
 import os
+import sys
 import warnings
 
 import click
@@ -80,6 +81,10 @@ STRATEGY_HELP = "Search strategy. Default: beam with --constraint (Anderson-styl
     show_default=True,
     help="Prompts decoded together (--input).",
 )
+@click.option("--max-new-tokens", type=click.IntRange(min=0), hidden=True)  # transformers' names:
+@click.option("--num-beams", type=click.IntRange(min=1), hidden=True)  # see TRANSFORMERS_NAMES
+@click.option("--num-return-sequences", type=click.IntRange(min=1), hidden=True)
+@click.option("--do-sample", is_flag=True, default=None, hidden=True)
 @click.option(
     "--max-memory",
     metavar="SIZE",
@@ -98,20 +103,32 @@ def generate(
     max_memory,
     **options,
 ):
-    """Generate a continuation of PROMPT (text, tokenised by the model's vocabulary).
+    """Generate a continuation of PROMPT (text, tokenised by the model's vocabulary; "-" or
+    a pipe: read it from standard input).
+
+    transformers' names are accepted: --max-new-tokens (= --max-length), --num-beams N
+    (= --strategy beam --beam-size N), --num-return-sequences N (= --n-best / --num-samples),
+    --do-sample (= --strategy sample).
 
     \b
     Examples:
       decodekit generate "the company said"
       decodekit generate "the company said" --constraint '.*\\bprofit\\b.*'
       decodekit generate "the" --strategy sample --top-p 0.9 --seed 1 --num-samples 3 --json
+      echo "the company said" | decodekit generate --strategy beam
       decodekit generate --input prompts.jsonl --output results.jsonl --resume
     """
     from decodekit import GenerationConfig
     from decodekit import generate as run
 
+    given = _given(click.get_current_context())
+    _from_transformers(options, given)
+    if prompt == "-" or (prompt is None and input_path is None and not sys.stdin.isatty()):
+        prompt = _read_stdin(required=prompt == "-")
     if (prompt is None) == (input_path is None):
-        raise UsageError("give either a PROMPT or --input FILE")
+        raise UsageError("give either a PROMPT (or text on standard input) or --input FILE")
+    if input_path is None:
+        _warn_ignored(options, given)
     if input_path is not None and output_path is None:
         raise UsageError("--input needs --output FILE")
     if max_memory is not None:
@@ -150,6 +167,72 @@ def generate(
         raise SystemExit(1)
     for h in hyps:
         click.echo(json.dumps(h.to_dict(vocab), ensure_ascii=False) if as_json else h.text(vocab))
+
+
+# transformers' generate() options -> decodekit's (docs/decoding.md has the table)
+TRANSFORMERS_NAMES = {
+    "max_new_tokens": "--max-length",
+    "num_beams": "--strategy beam --beam-size",
+    "num_return_sequences": "--n-best (beam) or --num-samples (sample)",
+    "do_sample": "--strategy sample",
+}
+ONLY_FOR = {  # options that only one strategy reads
+    "sample": ("temperature", "top_k", "top_p", "min_p", "num_samples", "seed"),
+    "beam": ("beam_size", "length_penalty", "n_best"),
+}
+
+
+def _given(ctx: click.Context) -> set[str]:
+    """The options the user typed (or set through the environment), not defaults."""
+    from click.core import ParameterSource
+
+    typed = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+    return {name for name in ctx.params if ctx.get_parameter_source(name) in typed}
+
+
+def _from_transformers(options: dict, given: set[str]) -> None:
+    """Fold transformers' option names into ours (in place), refusing contradictions."""
+    new_tokens = options.pop("max_new_tokens")
+    beams, returned, do_sample = (options.pop(k) for k in ("num_beams", "num_return_sequences", "do_sample"))
+    if new_tokens is not None:
+        if "max_length" in given:
+            raise UsageError("give --max-length or --max-new-tokens (the same option), not both")
+        options["max_length"] = new_tokens
+    wanted = "sample" if do_sample else ("beam" if beams is not None and beams > 1 else None)
+    if wanted is not None and options["strategy"] not in (None, wanted):
+        raise UsageError(
+            f"--strategy {options['strategy']} contradicts {'--do-sample' if do_sample else '--num-beams'}"
+        )
+    if wanted is not None:
+        options["strategy"] = wanted
+    if beams is not None:
+        options["beam_size"] = beams
+    if returned is not None:
+        strategy = options["strategy"] or ("beam" if options["constraint"] else "greedy")
+        if strategy == "greedy" and returned > 1:
+            raise UsageError("greedy search returns one sequence: add --num-beams N or --do-sample")
+        options["n_best" if strategy == "beam" else "num_samples"] = returned
+
+
+def _warn_ignored(options: dict, given: set[str]) -> None:
+    """Warn (as transformers does) about options the chosen strategy does not read."""
+    strategy = options["strategy"] or ("beam" if options["constraint"] else "greedy")
+    for owner, names in ONLY_FOR.items():
+        for name in names:
+            if owner != strategy and name in given:
+                flag = "--" + name.replace("_", "-")
+                click.echo(
+                    f"Warning: {flag} is ignored: it applies to --strategy {owner}; this run uses {strategy}",
+                    err=True,
+                )
+
+
+def _read_stdin(required: bool) -> str | None:
+    """The prompt piped in (one trailing newline removed); None when nothing came and it was optional."""
+    text = sys.stdin.read()
+    if not text and not required:
+        return None
+    return text[:-1] if text.endswith("\n") else text
 
 
 def _read_input(input_path: str) -> list[bytes]:

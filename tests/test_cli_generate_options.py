@@ -1,0 +1,89 @@
+"""generate's user-facing conveniences: transformers' option names, warnings for options the
+strategy ignores, prompts from standard input, capitalised prompts for a lower-case vocabulary."""
+
+import json
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from decodekit.checkpoint import save_checkpoint
+from decodekit.cli import _register, cli
+from decodekit.models.lstm import LSTMLM, LSTMConfig
+from decodekit.vocab import WordVocab
+
+WORDS = ["the", "company", "said", "profit", "rose", "market", "fell", "shares"]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    torch.manual_seed(0)
+    model = LSTMLM(LSTMConfig(embed=16, hidden=16, layers=1), WordVocab(["<unk>", "<eos>", *WORDS]))
+    path = tmp_path_factory.mktemp("ckpt") / "tiny"
+    save_checkpoint(model.eval(), path)
+    return str(path)
+
+
+def run(*args, input=None):
+    _register()
+    return CliRunner().invoke(cli, list(args), input=input, catch_exceptions=False)
+
+
+def hypotheses(result):
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def test_transformers_names_mean_the_same_search(model_dir):
+    ours = run("generate", "the", "--model", model_dir, "--strategy", "beam", "--beam-size", "3",
+               "--n-best", "2", "--max-length", "4", "--json")  # fmt: skip
+    theirs = run("generate", "the", "--model", model_dir, "--num-beams", "3", "--num-return-sequences", "2",
+                 "--max-new-tokens", "4", "--json")  # fmt: skip
+    assert ours.exit_code == theirs.exit_code == 0, theirs.output
+    assert hypotheses(ours) == hypotheses(theirs) and len(hypotheses(ours)) == 2
+    sampled = run("generate", "the", "--model", model_dir, "--do-sample", "--num-return-sequences", "3",
+                  "--seed", "1", "--max-new-tokens", "3", "--json")  # fmt: skip
+    assert sampled.exit_code == 0 and len(hypotheses(sampled)) == 3
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--strategy", "greedy", "--do-sample"], "contradicts --do-sample"),
+        (["--max-length", "3", "--max-new-tokens", "4"], "not both"),
+        (["--num-return-sequences", "2"], "greedy search returns one sequence"),
+    ],
+)
+def test_contradictory_transformers_names_are_usage_errors(model_dir, args, message, capsys):
+    from decodekit.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["generate", "the", "--model", model_dir, *args])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err
+
+
+def test_options_the_strategy_ignores_are_warned_about(model_dir):
+    r = run("generate", "the", "--model", model_dir, "--top-k", "5", "--n-best", "2", "--max-length", "3")
+    assert r.exit_code == 0
+    assert "Warning: --top-k is ignored: it applies to --strategy sample; this run uses greedy" in r.stderr
+    assert "Warning: --n-best is ignored" in r.stderr
+    quiet = run("generate", "the", "--model", model_dir, "--strategy", "sample", "--top-k", "5")
+    assert "Warning" not in quiet.stderr
+
+
+def test_prompt_from_standard_input(model_dir):
+    args = ("--model", model_dir, "--max-length", "4", "--json")
+    piped = run("generate", *args, input="the company\n")
+    dash = run("generate", "-", *args, input="the company\n")
+    typed = run("generate", "the company", *args)
+    assert piped.exit_code == dash.exit_code == typed.exit_code == 0, piped.output
+    assert hypotheses(piped) == hypotheses(dash) == hypotheses(typed)
+    assert run("generate", *args, input="").exit_code == 2  # nothing piped, no prompt: usage error
+
+
+def test_capitalised_prompt_is_lower_cased_with_a_warning(model_dir):
+    capital = run("generate", "The Company", "--model", model_dir, "--max-length", "4", "--json")
+    lower = run("generate", "the company", "--model", model_dir, "--max-length", "4", "--json")
+    assert hypotheses(capital) == hypotheses(lower)
+    assert "lower-cased to match the vocabulary: 'The', 'Company'" in capital.stderr
