@@ -57,7 +57,9 @@ STRATEGY_HELP = "Search strategy. Default: beam with --constraint (Anderson-styl
     "--num-samples", type=click.IntRange(min=1), default=1, show_default=True, help="Samples per prompt."
 )
 @click.option("--seed", type=int, default=None, help="Random seed for sampling (reproducible output).")
-@click.option("--device", default="cpu", show_default=True, help="cpu, cuda, cuda:1, ... or auto.")
+@click.option(
+    "--device", default="auto", show_default=True, help="cpu, cuda, cuda:1, ... or auto (a GPU if any)."
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per hypothesis per line.")
 @click.option(
     "--input",
