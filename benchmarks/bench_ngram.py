@@ -19,10 +19,11 @@ import numpy as np
 import torch
 
 from decodekit.data import load_brown, load_corpus
+from decodekit.models import NgramLM, stream_logprobs, train_kneser_ney
 from decodekit.models.arpa import read_arpa, write_arpa
 from decodekit.models.kneser_ney import _count
-from decodekit.models.mixture import MixtureLM, stream_logprobs
-from decodekit.models.ngram import NgramLM, train_kneser_ney
+from decodekit.models.mixture import MixtureLM
+from decodekit.training import evaluate
 
 PUBLISHED = {
     ("ptb", 5): "141.2 test (Mikolov et al. 2011, KN5)",
@@ -96,7 +97,7 @@ def main() -> None:
         t0 = time.perf_counter()
         model = train_kneser_ney(corpus.train, n, len(corpus.vocab), corpus.vocab.eos_id, vocab=corpus.vocab)
         secs = time.perf_counter() - t0
-        valid, test = model.perplexity(corpus.valid), model.perplexity(corpus.test)
+        valid, test = evaluate(model, corpus.valid).ppl, evaluate(model, corpus.test).ppl
         size = sum(len(k) for k in model.keys[1:]) + len(corpus.vocab)
         print(
             f"{n:>5} {size:>10} {secs:>8.2f} {valid:>10.2f} {test:>9.2f}"
@@ -104,8 +105,11 @@ def main() -> None:
         )
     if args.deleted_interpolation:
         di = deleted_interpolation(corpus)
-        lp = {k: torch.logsumexp(torch.stack([m.score(getattr(corpus, k)) for m in di.models]).double()
-                                 + di.weights.log().view(-1, 1), 0) for k in ("valid", "test")}  # fmt: skip
+        log_w = di.weights.log().view(-1, 1)
+        lp = {}
+        for k in ("valid", "test"):
+            parts = torch.stack([stream_logprobs(m, getattr(corpus, k)) for m in di.models]).double()
+            lp[k] = torch.logsumexp(parts + log_w, 0)
         weights = "/".join(f"{w:.2f}" for w in di.weights.tolist())
         print(f"{'DI 3':>5} {'':>10} {'':>8} {ppl(lp['valid']):>10.2f} {ppl(lp['test']):>9.2f}  "
               f"EM weights (3/2/1/uniform) {weights}; {PUBLISHED.get((args.corpus, 'di'), '')}")  # fmt: skip
@@ -115,10 +119,10 @@ def main() -> None:
         t1 = time.perf_counter()
         back = read_arpa(args.arpa, vocab=corpus.vocab)
         t2 = time.perf_counter()
-        diff = float((back.score(corpus.test) - model.score(corpus.test)).abs().max())
+        diff = float((stream_logprobs(back, corpus.test) - stream_logprobs(model, corpus.test)).abs().max())
         print(
             f"ARPA {args.arpa}: write {t1 - t0:.1f}s, read {t2 - t1:.1f}s, re-read test ppl "
-            f"{back.perplexity(corpus.test):.2f}, max |log p difference| {diff:.2e}"
+            f"{evaluate(back, corpus.test).ppl:.2f}, max |log p difference| {diff:.2e}"
         )
         kenlm_check(args.arpa, data / args.corpus if args.corpus == "ptb" else None, model, corpus)
     if args.mlp:
@@ -140,7 +144,7 @@ def kenlm_check(arpa: str, ptb: Path | None, model: NgramLM, corpus) -> None:
     total = sum(km.score(" ".join(ws), bos=True, eos=True) for ws in lines)
     n = sum(len(ws) + 1 for ws in lines)
     print(f"KenLM reads {arpa}: test ppl {10 ** (-total / n):.5f} over {n} tokens; "
-          f"decodekit {model.perplexity(corpus.test):.5f}")  # fmt: skip
+          f"decodekit {evaluate(model, corpus.test).ppl:.5f}")  # fmt: skip
 
 
 def mixture_report(path: str, corpus) -> None:
@@ -158,8 +162,9 @@ def mixture_report(path: str, corpus) -> None:
     for split in ("valid", "test"):
         ids = getattr(corpus, split)
         lp.setdefault("MLP", {})[split] = stream_logprobs(mlp, ids).double()
-        lp.setdefault("KN trigram", {})[split] = kn.score(ids).double()
-        parts = torch.stack([m.score(ids).double() for m in di.models]) + di.weights.log().view(-1, 1)
+        lp.setdefault("KN trigram", {})[split] = stream_logprobs(kn, ids).double()
+        parts = torch.stack([stream_logprobs(m, ids).double() for m in di.models])
+        parts = parts + di.weights.log().view(-1, 1)
         lp.setdefault("DI trigram", {})[split] = torch.logsumexp(parts, 0)
     print(f"{'model':>40} {'valid ppl':>10} {'test ppl':>9}")
     for name in ("MLP", "KN trigram", "DI trigram"):
