@@ -2,19 +2,28 @@
 
 See docs/constraints.md. ``compile_regex(pattern, token_strings, eos_id, separator)`` returns a
 :class:`TokenAutomaton` whose accepted token sequences are exactly those whose text
-``separator.join(token_strings)`` fully matches the pattern.
+``separator.join(token_strings)`` fully matches the pattern. Names are imported on first use
+(PEP 562): ``DEFAULT_MAX_STATES`` is read without importing numpy or torch (``--help``).
 """
 
-from decodekit.constraints.automaton import TokenAutomaton
-from decodekit.constraints.compile import (
-    DEFAULT_MAX_STATES,
-    as_automaton,
-    check_pattern,
-    clear_cache,
-    compile_for_vocab,
-    compile_regex,
-)
-from decodekit.errors import ConstraintError
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+DEFAULT_MAX_STATES = 100_000  # the state guard of a compile (its max_states)
+
+_LAZY = {  # public name -> its module
+    "ConstraintError": "decodekit.errors",
+    "TokenAutomaton": "decodekit.constraints.automaton",
+    "as_automaton": "decodekit.constraints.compile",
+    "check_pattern": "decodekit.constraints.compile",
+    "clear_cache": "decodekit.constraints.compile",
+    "compile_for_vocab": "decodekit.constraints.compile",
+    "compile_regex": "decodekit.constraints.compile",
+    "describe": "decodekit.constraints.inspect",
+    "to_dot": "decodekit.constraints.inspect",
+}
 
 __all__ = [
     "DEFAULT_MAX_STATES",
@@ -25,4 +34,29 @@ __all__ = [
     "clear_cache",
     "compile_for_vocab",
     "compile_regex",
+    "describe",
+    "to_dot",
 ]
+
+if TYPE_CHECKING:
+    from decodekit.constraints.automaton import TokenAutomaton
+    from decodekit.constraints.compile import (
+        as_automaton,
+        check_pattern,
+        clear_cache,
+        compile_for_vocab,
+        compile_regex,
+    )
+    from decodekit.constraints.inspect import describe, to_dot
+    from decodekit.errors import ConstraintError
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = globals()[name] = getattr(importlib.import_module(_LAZY[name]), name)
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

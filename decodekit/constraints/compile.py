@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from decodekit.constraints import DEFAULT_MAX_STATES
 from decodekit.constraints.automaton import TokenAutomaton
 from decodekit.constraints.chardfa import CharDFA, build_char_dfa
 from decodekit.constraints.graph import reverse_distances
@@ -19,7 +20,6 @@ from decodekit.constraints.pattern import OCCURRING_BITS, parse
 from decodekit.constraints.utf8 import byte_dfa, code_point_classes
 from decodekit.errors import ConstraintError
 
-DEFAULT_MAX_STATES = 100_000
 CACHE_VOCABS, CACHE_PATTERNS = 4, 32  # vocabularies kept, and automata kept per vocabulary
 FINGERPRINT_SAMPLE = 256  # tokens hashed into a vocabulary's fingerprint (hashing 10k: 0.3 ms)
 
