@@ -18,7 +18,8 @@ including that preparation). The token strings are passed as one tuple, the same
 every call. decodekit recognises a vocabulary by a fingerprint (its length and a hash of 256
 evenly spaced tokens) confirmed by comparing all the tokens, at once when it is the same tuple
 (a list is copied into a tuple and compared on every call: a little more for 10k strings, see
-``--list``). outlines-core does not support ``\\b``; it gets the equivalent ``(?:.*[^\\w\\n])?market(?:[^\\w\\n].*)?``.
+``--list``). outlines-core does not support ``\\b``; it gets the equivalent
+``(?:.*[^\\w\\n])?market(?:[^\\w\\n].*)?``.
 Over ``--repeats`` runs, alternating between the two, each with the garbage collector paused
 (as ``timeit`` does): the median wall time and the minimum CPU time (process time; both
 libraries build on one thread, and on a loaded shared machine CPU time is the steadier measure).
