@@ -32,19 +32,13 @@ def greedy(
     *,
     constraint: Constraint | None = None,
 ) -> list[Hypothesis] | list[list[Hypothesis]]:
-    """Greedy decoding: the argmax token at every step, until EOS or ``max_length`` tokens.
+    """Greedy decoding: the argmax token at every step, until EOS or ``max_length`` tokens
+    (EOS included). ``prompt``: one prompt (token ids) or a batch (list of lists).
+    ``constraint``: a regex (compiled against ``model.vocab``) or a ``TokenAutomaton``; tokens
+    that cannot lead to a full match are masked.
 
-    Args:
-        model: any step-protocol model.
-        prompt: one prompt (list of token ids) or a batch (list of lists).
-        max_length: most tokens to generate, EOS included.
-        constraint: a regex string (compiled against ``model.vocab``) or a compiled
-            ``TokenAutomaton``; tokens that cannot lead to a full match are masked.
-
-    Returns:
-        ``[Hypothesis]`` for one prompt, one such list per prompt for a batch. ``score`` = ``logprob``.
-        Under a constraint the list is empty when the row ended unmatched (it reached a point
-        where every allowed token has probability 0; see the module docstring).
+    Returns ``[Hypothesis]`` for one prompt, one such list per prompt for a batch; ``score`` =
+    ``logprob``; ``[]`` when the row ended unmatched (see the module docstring).
     """
     return _decode(model, prompt, max_length, lambda lp: lp.argmax(-1), 1, constraint)
 
