@@ -54,67 +54,6 @@ class CharDFA:
 
 
 _NO_EDGES: list[int] = []  # shared by the NFA states without eps edges (never mutated)
-
-
-class _Sparse(dict):
-    """\\b / \\B edges: few states have any, the others share one empty list."""
-
-    def __missing__(self, q: int) -> list[int]:
-        return _NO_EDGES
-
-
-class _Metered(list):
-    """The NFA's character edges, metering the subset construction (whose cost the number of DFA
-    states alone does not bound: each may hold many NFA states, and each row has one cell per
-    character class). Each read of ``char[q]`` (once per DFA state holding q) costs ``1 +`` the
-    classes q's edges accept (``weights``, set by :func:`_partition`); each DFA state's row costs
-    its cells (:class:`_Final`). Past either budget it stops with ConstraintError."""
-
-    def __init__(self, items, visits: int, cells: int) -> None:
-        super().__init__(items)
-        self.visits, self.cells = visits, cells
-        self.visits_left, self.cells_left = visits, cells
-        self.weights: list[int] | None = None
-        self.row_cells = 1
-
-    def __getitem__(self, q):
-        self.visits_left -= 1 if self.weights is None else self.weights[q]
-        if self.visits_left < 0:
-            raise ConstraintError(
-                f"regex too expensive: building its character automaton would visit more than "
-                f"{self.visits:,} (NFA state, class) pairs (patterns like (?:a?){{3000}} make every DFA "
-                "state hold many NFA states)"
-            )
-        return list.__getitem__(self, q)
-
-    def row(self) -> None:
-        self.cells_left -= self.row_cells
-        if self.cells_left < 0:
-            raise ConstraintError(
-                f"regex too large: its character automaton would need more than {self.cells:,} cells "
-                f"(DFA states x {self.row_cells:,} character classes; a long text of many distinct "
-                "characters does this)"
-            )
-
-
-class _Final(int):
-    """The NFA's final state. ``build_char_dfa`` asks ``final in closed`` once per DFA state: the
-    hash charges that state's row to the meter."""
-
-    meter: _Metered | None = None
-
-    def __hash__(self) -> int:
-        if self.meter is not None:
-            self.meter.row()
-        return int.__hash__(self)
-
-
-class _SetList(list):
-    """The NFA's character sets; carries the meter to :func:`_partition`."""
-
-    meter: _Metered | None = None
-
-
 SUBSET_VISITS = 5  # x the NFA limit (5,000,000 by default): about 3 s and 300 MB
 SUBSET_CELLS = 20  # x the NFA limit (20,000,000 by default): 320 MB of rows while building
 MEMBER_CELLS = 50_000_000  # sets x classes of the membership matrix (bools)
@@ -123,37 +62,42 @@ MEMBER_PAIRS = 5_000_000  # (set, class) pairs accepted, listed while building
 
 class _NFA:
     """Thompson NFA of a parsed pattern (:class:`decodekit.constraints.pattern.Node`): eps / \\b /
-    \\B edges and character edges labelled with a set id. Its size is known before it is built
-    (``Node.size``); past ``limit`` states it is refused without allocating anything. Built
-    iteratively (no recursion over the nesting)."""
+    \\B edges and character edges ``char[q] = ((set id, target), ...)``. Its size is known before
+    it is built (``Node.size``); past ``limit`` states it is refused without allocating anything."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.eps: list[list[int]] = []
-        self.wb: dict[int, list[int]] = _Sparse()
-        self.nwb: dict[int, list[int]] = _Sparse()
-        self.char: list = []
-        self.sets: list[tuple[frozenset[str], tuple[tuple[str, bool], ...], bool]] = _SetList()
-        self._set_ids: dict[tuple, int] = {}
+        self.wb: dict[int, list[int]] = {}
+        self.nwb: dict[int, list[int]] = {}
+        self.char: list[tuple[tuple[int, int], ...]] = []
+        self.sets: list[tuple[frozenset[str], tuple[tuple[str, bool], ...], bool]] = []
+        self._set_ids: dict = {}  # CharSet -> set id, and id(set node) -> set id
 
     def build(self, node) -> tuple[int, int]:
-        """Add the pattern ``node``; returns its (entry, exit) states."""
+        """Add the pattern ``node``; returns its (entry, exit) states. Iterative (no recursion
+        over the nesting): each node is a generator that yields its children and receives their
+        (entry, exit)."""
         if node.size > self.limit:
             raise ConstraintError(
                 f"regex too large: its NFA needs {node.size:,} states (limit {self.limit:,}; "
                 "repetition counts multiply)"
             )
-        base = len(self.eps)
+        base = self.count = len(self.eps)
         self.eps.extend([_NO_EDGES] * node.size)
         self.char.extend([()] * node.size)
-        self.count = base
-        entry, exit_ = self._instantiate(node)
+        stack, ret = [self._fragment(node)], None
+        while stack:
+            try:
+                child = stack[-1].send(ret)
+            except StopIteration as done:
+                stack.pop()
+                ret = done.value
+            else:
+                stack.append(self._fragment(child))
+                ret = None
         assert self.count == base + node.size, (self.count, base, node.size)
-        meter = _Metered(self.char, SUBSET_VISITS * self.limit, SUBSET_CELLS * self.limit)
-        self.char = self.sets.meter = meter
-        final = _Final(exit_)
-        final.meter = meter
-        return entry, final
+        return ret
 
     def _new(self, k: int) -> int:
         q = self.count
@@ -161,117 +105,72 @@ class _NFA:
         return q
 
     def _link(self, a: int, b: int) -> None:
-        edges = self.eps[a]
-        if edges is _NO_EDGES:
+        if self.eps[a] is _NO_EDGES:
             self.eps[a] = [b]
         else:
-            edges.append(b)
+            self.eps[a].append(b)
 
-    def _instantiate(self, root) -> tuple[int, int]:
-        """A fresh copy of ``root``'s fragment: post-order over an explicit stack of frames
-        [node, next child, entry, current exit, end]."""
-        link = self._link
-        ids: dict[int, int] = {}  # id(set node) -> set id (the nodes outlive this call)
-        ret = (-1, -1)
-        stack = [[root, 0, -1, -1, -1]]
-        while stack:
-            fr = stack[-1]
-            node = fr[0]
-            kind = node.kind
-            if kind == "set":
-                s = self._new(2)
-                g = ids.get(id(node))
-                if g is None:
-                    g = ids[id(node)] = self._set(node.cset)
-                self.char[s] = ((g, s + 1),)
-                ret = (s, s + 1)
-                stack.pop()
-                continue
-            if kind == "assert":
-                s = self._new(2)
-                if node.lo == WORD_BOUNDARY:
-                    self.wb[s] = [s + 1]
-                elif node.lo == NOT_WORD_BOUNDARY:
-                    self.nwb[s] = [s + 1]
-                else:  # anchors were checked to be trivial: no-ops
-                    link(s, s + 1)
-                ret = (s, s + 1)
-                stack.pop()
-                continue
-            i = fr[1]
-            items = node.items
+    def _fragment(self, node):
+        """A fresh copy of ``node``'s fragment (a generator: see :meth:`build`)."""
+        link, kind, items = self._link, node.kind, node.items
+        if kind in ("set", "assert", "seq") and not items:
+            s = self._new(1 if kind == "seq" else 2)
             if kind == "seq":
-                if i == 0 and not items:
-                    s = self._new(1)
-                    ret = (s, s)
-                    stack.pop()
-                    continue
-                if i > 0:
-                    a, b = ret
-                    if i == 1:
-                        fr[2] = a
-                    else:
-                        link(fr[3], a)
-                    fr[3] = b
-                if i < len(items):
-                    fr[1] = i + 1
-                    stack.append([items[i], 0, -1, -1, -1])
-                    continue
-                ret = (fr[2], fr[3])
-            elif kind == "alt":
-                if i == 0:
-                    fr[2] = self._new(2)
-                    fr[3] = fr[2] + 1
-                else:
-                    a, b = ret
-                    link(fr[2], a)
-                    link(b, fr[3])
-                if i < len(items):
-                    fr[1] = i + 1
-                    stack.append([items[i], 0, -1, -1, -1])
-                    continue
-                ret = (fr[2], fr[3])
-            else:  # rep: lo chained copies, then a loop (unbounded) or hi - lo optional copies
-                lo, hi = node.lo, node.hi
-                if i == 0:
-                    fr[2] = fr[3] = self._new(1)
-                    if hi is not None:
-                        fr[4] = self._new(1)
-                else:
-                    a, b = ret
-                    link(fr[3], a)
-                    if i > lo and hi is None:
-                        link(b, fr[3])
-                    else:
-                        if i > lo:
-                            link(fr[3], fr[4])
-                        fr[3] = b
-                if i < (lo + 1 if hi is None else hi):
-                    fr[1] = i + 1
-                    stack.append([items[0], 0, -1, -1, -1])
-                    continue
-                if hi is None:
-                    ret = (fr[2], fr[3])
-                else:
-                    link(fr[3], fr[4])
-                    ret = (fr[2], fr[4])
-            stack.pop()
-        return ret
+                return s, s
+            if kind == "set":
+                self.char[s] = ((self._set(node), s + 1),)
+            elif node.lo in (WORD_BOUNDARY, NOT_WORD_BOUNDARY):
+                (self.wb if node.lo == WORD_BOUNDARY else self.nwb)[s] = [s + 1]
+            else:  # anchors were checked to be trivial: no-ops
+                link(s, s + 1)
+            return s, s + 1
+        if kind == "seq":
+            entry, exit_ = yield items[0]
+            for item in items[1:]:
+                a, b = yield item
+                link(exit_, a)
+                exit_ = b
+            return entry, exit_
+        if kind == "alt":
+            s = self._new(2)
+            for item in items:
+                a, b = yield item
+                link(s, a)
+                link(b, s + 1)
+            return s, s + 1
+        # rep: lo chained copies, then a loop (unbounded) or hi - lo optional copies
+        lo, hi = node.lo, node.hi
+        entry = exit_ = self._new(1)
+        end = self._new(1) if hi is not None else -1
+        for i in range(lo + 1 if hi is None else hi):
+            a, b = yield items[0]
+            link(exit_, a)
+            if i >= lo and hi is None:
+                link(b, exit_)
+                return entry, exit_
+            if i >= lo:
+                link(exit_, end)
+            exit_ = b
+        if hi is None:
+            return entry, exit_
+        link(exit_, end)
+        return entry, end
 
-    def _set(self, cset) -> int:
-        """Register a character set (a :class:`~decodekit.constraints.pattern.CharSet`:
-        explicit characters, predicates, negated). A set met again keeps its id."""
-        known = self._set_ids.get(cset)
-        if known is not None:
-            return known
-        self._set_ids[cset] = len(self.sets)
-        self.sets.append((cset.chars, cset.preds, cset.negated))
-        return len(self.sets) - 1
+    def _set(self, node) -> int:
+        """The id of a set node's character set (:class:`~decodekit.constraints.pattern.CharSet`:
+        explicit characters, predicates, negated); a set met again keeps its id."""
+        ids, cset = self._set_ids, node.cset
+        if id(node) not in ids:  # the nodes outlive the build
+            if cset not in ids:
+                ids[cset] = len(self.sets)
+                self.sets.append((cset.chars, cset.preds, cset.negated))
+            ids[id(node)] = ids[cset]
+        return ids[id(node)]
 
 
 def _partition(sets, split_words: bool):
     """Character classes: characters named by the same sets and with the same (used) predicate
-    bits share a class. Returns (explicit char -> class, other [8], member [G, C], word [C],
+    bits share a class. Returns (explicit char -> class, other [8], member [G, C] bool, word [C],
     examples)."""
     names = {p for _, preds, _ in sets for p, _ in preds} | ({"w"} if split_words else set())
     used = sum(PREDICATE_BITS[p] for p in names)
@@ -319,11 +218,6 @@ def _partition(sets, split_words: bool):
             f"regex too large: its {len(sets):,} character sets accept {int(accepted.sum()):,} (set, class) "
             f"pairs (at most {MEMBER_PAIRS:,}): fewer distinct negated classes or distinct characters"
         )
-    meter = getattr(sets, "meter", None)
-    if meter is not None:  # the subset construction's cost per NFA state, and per DFA row
-        counts = accepted.tolist()
-        meter.weights = [1 + sum(counts[g] for g, _ in edges) for edges in list.__iter__(meter)]
-        meter.row_cells = len(keys)
     return explicit, other, member, word, tuple(examples)
 
 
@@ -333,7 +227,9 @@ def _closure(nfa: _NFA, states, wb: bool, nwb: bool) -> frozenset[int]:
     stack = list(states)
     while stack:
         q = stack.pop()
-        nxt = nfa.eps[q] + (nfa.wb[q] if wb else []) + (nfa.nwb[q] if nwb else [])
+        nxt = (
+            nfa.eps[q] + (nfa.wb.get(q, _NO_EDGES) if wb else []) + (nfa.nwb.get(q, _NO_EDGES) if nwb else [])
+        )
         for r in nxt:
             if r not in seen:
                 seen.add(r)
@@ -342,11 +238,18 @@ def _closure(nfa: _NFA, states, wb: bool, nwb: bool) -> frozenset[int]:
 
 
 def build_char_dfa(ast, has_boundaries: bool, max_states: int) -> CharDFA:
-    """Thompson NFA + subset construction (bounded by ``max_states``) + pruning + minimisation."""
+    """Thompson NFA + subset construction (bounded by ``max_states``) + pruning + minimisation.
+
+    The subset construction's cost is metered too (the number of DFA states alone does not bound
+    it): each DFA state costs, per NFA state it holds, ``1 +`` the classes of that state's
+    character edges, and its row one cell per class; past either budget, ConstraintError."""
     nfa = _NFA(limit=max(10 * max_states, 100_000))
     start, final = nfa.build(ast)
     explicit, other, member, word, examples = _partition(nfa.sets, has_boundaries)
     num_classes = member.shape[1]
+    accepted = member.sum(axis=1).tolist()
+    weight = [1 + sum(accepted[g] for g, _ in edges) for edges in nfa.char]
+    visits = cells = 0
     # per side (next character non-word / word; one side without \b): the classes each set accepts
     sides = (False, True) if has_boundaries else (False,)
     word_of = word.tolist() if has_boundaries else [False] * num_classes
@@ -360,9 +263,23 @@ def build_char_dfa(ast, has_boundaries: bool, max_states: int) -> CharDFA:
     accepting: list[bool] = []
     plain: dict[frozenset[int], frozenset[int]] = {}
     for states, prev in order:  # `order` grows while we iterate; small Python sets beat numpy here
+        cells += num_classes
+        if cells > SUBSET_CELLS * nfa.limit:
+            raise ConstraintError(
+                f"regex too large: its character automaton would need more than {SUBSET_CELLS * nfa.limit:,} "
+                f"cells (DFA states x {num_classes:,} character classes; a long text of many distinct "
+                "characters does this)"
+            )
         row = [-1] * num_classes
         for nxt_word in sides:
             closed = _closure(nfa, states, prev != nxt_word, prev == nxt_word) if has_boundaries else states
+            visits += sum(weight[q] for q in closed)
+            if visits > SUBSET_VISITS * nfa.limit:
+                raise ConstraintError(
+                    f"regex too expensive: building its character automaton would visit more than "
+                    f"{SUBSET_VISITS * nfa.limit:,} (NFA state, class) pairs (patterns like (?:a?){{3000}} "
+                    "make every DFA state hold many NFA states)"
+                )
             if not nxt_word:
                 accepting.append(final in closed)
             targets: dict[int, set[int]] = {}
