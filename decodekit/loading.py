@@ -1,11 +1,21 @@
-"""``load_model``: turn a model spec (None, a checkpoint directory) into a step-protocol model.
+"""``load_model``: turn a model spec into a step-protocol model, whatever kind of model it names.
 
-``None`` means the model shipped inside the package (``decodekit/pretrained/ptb-lstm/``, an
-LSTM trained on the Penn Treebank; see the README, "The default model").
+A spec is one of (checked in this order):
+
+* ``None``: the model shipped inside the package (``decodekit/pretrained/ptb-lstm/``, an LSTM
+  trained on the Penn Treebank; see the README, "The default model");
+* a decodekit checkpoint directory (``config.json`` written by ``decodekit train``);
+* a local transformers model directory (``config.json`` with ``model_type`` or ``architectures``,
+  safetensors weights; needs ``pip install 'decodekit[hf]'``); local directories only, never a
+  download;
+* an ARPA n-gram file (KenLM, SRILM, ``decodekit ngram``), read through a binary cache kept beside
+  it (:func:`decodekit.models.arpa.load_arpa`);
+* the name of a model under ``decodekit/pretrained/``.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +23,8 @@ from decodekit.errors import CheckpointError
 
 PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
 DEFAULT_MODEL = "ptb-lstm"
+KINDS = (None, "checkpoint", "hf", "arpa")
+_EXPECTED = "a checkpoint directory, a transformers model directory, an ARPA file or a bundled model name"
 
 
 def default_model_path() -> Path:
@@ -20,36 +32,102 @@ def default_model_path() -> Path:
     return PRETRAINED_DIR / DEFAULT_MODEL
 
 
-def load_model(spec: str | Path | None = None, device: Any = None) -> Any:
+def pretrained_names() -> list[str]:
+    """The names of the models under ``decodekit/pretrained/`` (what ``--model NAME`` accepts)."""
+    if not PRETRAINED_DIR.is_dir():
+        return []
+    return sorted(p.name for p in PRETRAINED_DIR.iterdir() if (p / "config.json").is_file())
+
+
+def model_kind(path: str | Path) -> str | None:
+    """What an existing path holds: ``"checkpoint"``, ``"hf"``, ``"arpa"``, or None (none of them).
+
+    A directory's ``config.json`` tells a transformers model (``model_type`` or ``architectures``)
+    from a decodekit checkpoint; a file is ARPA when it is named ``*.arpa`` or starts with the
+    ``\\data\\`` header."""
+    path = Path(path)
+    if path.is_dir():
+        config = path / "config.json"
+        if not config.is_file():
+            return None
+        try:
+            with open(config, encoding="utf-8") as f:
+                info = json.loads(f.read(1 << 20))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            return "checkpoint"  # load_checkpoint names what is wrong with it
+        is_hf = isinstance(info, dict) and ("model_type" in info or "architectures" in info)
+        return "hf" if is_hf else "checkpoint"
+    if path.is_file():
+        if path.suffix == ".arpa":
+            return "arpa"
+        try:
+            with open(path, "rb") as f:
+                head = f.read(4096).lstrip()
+        except OSError:
+            return None
+        return "arpa" if head.startswith(b"\\data\\") else None
+    return None
+
+
+def load_model(spec: str | Path | None = None, device: Any = None, *, kind: str | None = None) -> Any:
     """Load a model for decoding (eval mode, float32).
 
     Args:
-        spec: None -> the shipped default model; a name of a model under ``decodekit/pretrained/``;
-            or a checkpoint directory written by :func:`decodekit.checkpoint.save_checkpoint`.
+        spec: None -> the shipped default model; a checkpoint directory, a local transformers
+            model directory, an ARPA file, or the name of a model under ``decodekit/pretrained/``
+            (see the module docstring).
         device: torch device (default: CPU).
+        kind: None (recognise ``spec``), or ``"checkpoint"``, ``"hf"``, ``"arpa"`` to insist on one.
 
     Raises:
-        CheckpointError: the spec names no checkpoint, or the checkpoint is damaged.
+        CheckpointError: the spec names no model, or not one of ``kind``; a damaged checkpoint.
+        DecodekitError: a transformers directory without transformers installed, a malformed
+            ARPA file (:class:`~decodekit.models.arpa.ArpaError`).
     """
-    from decodekit.checkpoint import CONFIG, load_checkpoint
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    if kind == "hf":
+        from decodekit.models.hf import load_hf
 
+        return load_hf(spec, device=device)
+    path = _resolve(spec)
+    found = model_kind(path)
+    if kind is not None and found is not None and found != kind:
+        raise CheckpointError(f"{spec} holds {_NAMES[found]}, not {_NAMES[kind]}")
+    if found == "hf":
+        from decodekit.models.hf import load_hf
+
+        return load_hf(path, device=device)
+    if found == "arpa":
+        from decodekit.models.arpa import load_arpa
+
+        return load_arpa(path).to(device or "cpu")
+    if path.is_dir() and found is None:
+        raise CheckpointError(f"{spec} is not a model: config.json is missing (expected {_EXPECTED})")
+    if not path.is_dir():
+        raise CheckpointError(f"model {spec} is a file but not an ARPA file (expected {_EXPECTED})")
+    from decodekit.checkpoint import load_checkpoint
+
+    return load_checkpoint(path, device=device)
+
+
+_NAMES = {"checkpoint": "a decodekit checkpoint", "hf": "a transformers model", "arpa": "an ARPA file"}
+
+
+def _resolve(spec: str | Path | None) -> Path:
+    """The path a spec names (None: the shipped model; a bare name: a bundled model)."""
     if spec is None:
         path = default_model_path()
-        if not (path / CONFIG).is_file():
+        if not (path / "config.json").is_file():
             raise CheckpointError(
-                f"no default model is installed ({path} is missing); pass --model DIR (a checkpoint "
-                "directory written by `decodekit train`)"
+                f"no default model is installed ({path} is missing); pass --model (a checkpoint "
+                "directory written by `decodekit train`, an ARPA file or a transformers model directory)"
             )
-        return load_checkpoint(path, device=device)
+        return path
     path = Path(spec)
-    if not path.exists() and (PRETRAINED_DIR / str(spec) / CONFIG).is_file():
-        path = PRETRAINED_DIR / str(spec)
-    if not path.exists():
-        raise CheckpointError(f"model not found: {spec} (expected a checkpoint directory)")
-    if path.suffix == ".arpa" and not path.is_dir():  # an n-gram model (KenLM, SRILM, decodekit)
-        from decodekit.models.arpa import read_arpa
-
-        return read_arpa(path).to(device or "cpu")
-    if not path.is_dir():
-        raise CheckpointError(f"model {spec} is a file; expected a checkpoint directory with {CONFIG}")
-    return load_checkpoint(path, device=device)
+    if path.exists():
+        return path
+    if str(spec) in pretrained_names():
+        return PRETRAINED_DIR / str(spec)
+    names = ", ".join(pretrained_names()) or "none installed"
+    raise CheckpointError(f"model not found: {spec} (expected {_EXPECTED}; bundled: {names})")

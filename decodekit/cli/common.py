@@ -1,9 +1,13 @@
-"""Shared CLI plumbing: one-line errors with exit code 2, JSON output helpers."""
+"""Shared CLI plumbing: one-line errors with exit code 2, one-line warnings, the model and device
+options every model-using command shares."""
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
+import warnings
+from typing import Any
 
 import click
 
@@ -23,7 +27,9 @@ def run_main(group: click.Group, argv: list[str] | None) -> None:
     global ARGV
     ARGV = list(sys.argv[1:] if argv is None else argv)
     try:
-        group.main(args=argv, prog_name="decodekit", standalone_mode=False)
+        with warnings.catch_warnings():  # restores the caller's showwarning afterwards
+            warnings.showwarning = show_warning
+            group.main(args=argv, prog_name="decodekit", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("Aborted.", err=True)
         sys.exit(130)
@@ -47,3 +53,66 @@ def rerun_command(add: str, drop: tuple[str, ...] = ()) -> str:
         return f"the same command with {add}"
     args = [a for a in ARGV if a not in drop and a != add]
     return shlex.join(["decodekit", *args, add])
+
+
+def show_warning(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+    """Print a Python warning as ``Warning: <message>`` on stderr (one style for every command;
+    no file path or source line of the package)."""
+    click.echo(f"Warning: {message}", err=True)
+
+
+MODEL_HELP = (
+    "A decodekit checkpoint directory, an ARPA n-gram file (read through a binary cache kept beside "
+    "it), a local transformers model directory (needs decodekit[hf]), or a bundled model name. "
+    "Default: the bundled PTB LSTM."
+)
+HF_HELP = (
+    "A local transformers causal LM directory (written by save_pretrained, safetensors weights; "
+    "needs decodekit[hf]). Local directories only: nothing is downloaded."
+)
+DEVICE_HELP = "cpu, cuda, cuda:1, ... or auto (a GPU if any)."
+
+
+def model_options(command: Any) -> Any:
+    """The options every model-using command shares: --model, --hf-model, --device (default auto)."""
+    command = click.option("--device", default="auto", show_default=True, help=DEVICE_HELP)(command)
+    command = click.option("--hf-model", metavar="DIR", help=HF_HELP)(command)
+    return click.option("--model", "model_spec", metavar="SPEC", help=MODEL_HELP)(command)
+
+
+def load_model_option(model_spec: str | None, hf_model: str | None, device: str) -> Any:
+    """The model the options name, on the device they name (one library call)."""
+    from decodekit import load_model
+
+    if model_spec and hf_model:
+        raise UsageError("give either --model or --hf-model, not both")
+    if hf_model:
+        return load_model(hf_model, device=resolve_device(device), kind="hf")
+    return load_model(model_spec, device=resolve_device(device))
+
+
+def resolve_device(name: str) -> Any:
+    """``--device`` as a ``torch.device``: ``auto`` is a GPU if there is one (under torchrun, this
+    process's GPU); a device that cannot be used here is a usage error."""
+    import torch
+
+    if name in ("auto", "cuda") and torch.cuda.is_available() and "LOCAL_RANK" in os.environ:
+        return torch.device(f"cuda:{os.environ['LOCAL_RANK']}")  # one GPU per torchrun process
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(name)
+    except RuntimeError as e:
+        raise UsageError(f"invalid --device {name!r}: {e}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda was asked for but no CUDA device is available; use --device cpu")
+    if dev.type == "meta":
+        raise UsageError(
+            "--device meta cannot run a model (meta tensors hold no data); use cpu, cuda or auto"
+        )
+    try:  # a backend torch knows by name but cannot use here fails in many ways
+        torch.empty(0, device=dev)
+    except Exception as e:
+        reason = (str(e).strip().splitlines() or [type(e).__name__])[0].split(". ")[0][:160]
+        raise UsageError(f"--device {name!r} is not usable here: {reason}") from None
+    return dev

@@ -8,14 +8,11 @@ import warnings
 import click
 
 from decodekit.cli import cli
+from decodekit.cli.common import UsageError, load_model_option, model_options
 
 
 @cli.command("eval")
-@click.option(
-    "--model",
-    "model_spec",
-    help="Checkpoint directory or ARPA n-gram file (default: the model shipped with decodekit).",
-)
+@model_options
 @click.option(
     "--data",
     required=True,
@@ -23,28 +20,35 @@ from decodekit.cli import cli
     help="Text file, one sentence per line (<eos> appended per line); a corpus directory: its test "
     "file; NLTK's brown.zip (or its directory): the test part of Bengio et al.'s split.",
 )
-@click.option("--device", default="cpu", show_default=True)
 @click.option("--threads", type=int, help="torch CPU threads (default: torch's choice).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
-def eval_command(model_spec: str | None, data: str, device: str, threads: int | None, as_json: bool) -> None:
+def eval_command(
+    model_spec: str | None, hf_model: str | None, data: str, device: str, threads: int | None, as_json: bool
+) -> None:
     """Perplexity exp(-(1/L) sum_t log p(x_t | x_<t)) of --data under the model, every token
-    (each line's <eos> included) predicted from the whole preceding stream."""
+    (each line's <eos> included) predicted from the whole preceding stream. A progress bar is
+    drawn on stderr when it is a terminal."""
     import torch
 
-    from decodekit import encode_tokens, eval_tokens, load_model
+    from decodekit import encode_tokens, eval_tokens
     from decodekit.training import evaluate
 
     if threads:
         torch.set_num_threads(threads)
-    model = load_model(model_spec, device=device)
+    model = load_model_option(model_spec, hf_model, device)
+    if getattr(model, "vocab", None) is None:
+        raise UsageError("eval needs a model with a vocabulary (this transformers model has no tokenizer)")
     tokens, path = eval_tokens(data, chars=model.vocab.kind == "char")
-    ids, unknown = encode_tokens(tokens, model.vocab)
+    if model.vocab.kind == "hf":  # the model's own subword tokens, each line followed by its eos
+        ids, unknown = _subword_ids(model, tokens), 0
+    else:
+        ids, unknown = encode_tokens(tokens, model.vocab)
     if unknown:
         warnings.warn(
             f"{unknown} of {ids.numel()} tokens in {path} are not in the vocabulary: mapped to <unk>",
             stacklevel=1,
         )
-    result = evaluate(model, ids)  # any model: checkpoints, ARPA n-grams
+    result = evaluate(model, ids, progress=True)  # any model: checkpoints, ARPA n-grams, transformers
     if as_json:
         click.echo(
             json.dumps(
@@ -54,9 +58,24 @@ def eval_command(model_spec: str | None, data: str, device: str, threads: int | 
                     "nll": result.nll,
                     "unknown": unknown,
                     "data": str(path),
-                    "model": model_spec or "default",
+                    "model": model_spec or hf_model or "default",
                 }
             )
         )
     else:
         click.echo(f"perplexity {result.ppl:.2f} ({result.tokens} tokens, {unknown} mapped to <unk>)")
+
+
+def _subword_ids(model, words: list[str]):
+    """The lines of a word stream (``<eos>`` after each) in a transformers model's own tokens,
+    its eos after each line (none when it has none)."""
+    import torch
+
+    ids, line = [], []
+    for w in words:
+        if w != "<eos>":
+            line.append(w)
+            continue
+        ids += model.encode(" ".join(line)) + ([] if model.eos_id is None else [model.eos_id])
+        line = []
+    return torch.tensor(ids, dtype=torch.long)

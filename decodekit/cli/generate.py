@@ -12,7 +12,7 @@ import warnings
 import click
 
 from decodekit.cli import cli
-from decodekit.cli.common import UsageError
+from decodekit.cli.common import UsageError, load_model_option, model_options
 
 STRATEGIES = ("greedy", "sample", "beam")
 STRATEGY_HELP = "Search strategy. Default: beam with --constraint (Anderson-style search), else greedy."
@@ -20,12 +20,7 @@ STRATEGY_HELP = "Search strategy. Default: beam with --constraint (Anderson-styl
 
 @cli.command()
 @click.argument("prompt", required=False)
-@click.option(
-    "--model", "model_spec", metavar="DIR", help="Checkpoint directory (default: the bundled PTB LSTM)."
-)
-@click.option(
-    "--hf-model", metavar="PATH", help="A local transformers causal LM directory (needs decodekit[hf])."
-)
+@model_options
 @click.option("--strategy", type=click.Choice(STRATEGIES), help=STRATEGY_HELP)
 @click.option(
     "--constraint", metavar="REGEX", help="Regex the whole continuation must match: '.*\\bprofit\\b.*'."
@@ -57,9 +52,6 @@ STRATEGY_HELP = "Search strategy. Default: beam with --constraint (Anderson-styl
     "--num-samples", type=click.IntRange(min=1), default=1, show_default=True, help="Samples per prompt."
 )
 @click.option("--seed", type=int, default=None, help="Random seed for sampling (reproducible output).")
-@click.option(
-    "--device", default="auto", show_default=True, help="cpu, cuda, cuda:1, ... or auto (a GPU if any)."
-)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per hypothesis per line.")
 @click.option(
     "--input",
@@ -141,7 +133,7 @@ def generate(
         except ValueError as e:
             raise UsageError(f"--max-memory: {e}") from None
     config = GenerationConfig(**options)  # the remaining options are GenerationConfig's fields
-    model = _load(model_spec, hf_model, device)
+    model = load_model_option(model_spec, hf_model, device)
     if input_path is not None:
         _batch(model, input_path, output_path, config, resume, batch_size, max_memory)
         return
@@ -326,40 +318,3 @@ def _finite(value: float) -> float:
     if not math.isfinite(value):
         raise click.BadParameter(f"must be a finite number, got {value}")
     return value
-
-
-def _load(model_spec, hf_model, device):
-    from decodekit import load_model
-
-    if model_spec and hf_model:
-        raise UsageError("give either --model or --hf-model, not both")
-    if hf_model:
-        from decodekit import load_hf
-
-        return load_hf(hf_model, device=_device(device))
-    return load_model(model_spec, device=_device(device))
-
-
-def _device(name: str):
-    import torch
-
-    if name in ("auto", "cuda") and torch.cuda.is_available() and "LOCAL_RANK" in os.environ:
-        return torch.device(f"cuda:{os.environ['LOCAL_RANK']}")  # one GPU per torchrun process
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(name)
-    except RuntimeError as e:
-        raise UsageError(f"invalid --device {name!r}: {e}") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise UsageError("--device cuda was asked for but no CUDA device is available; use --device cpu")
-    if dev.type == "meta":
-        raise UsageError(
-            "--device meta cannot run a model (meta tensors hold no data); use cpu, cuda or auto"
-        )
-    try:  # a backend torch knows by name but cannot use here fails in many ways
-        torch.empty(0, device=dev)
-    except Exception as e:
-        reason = (str(e).strip().splitlines() or [type(e).__name__])[0].split(". ")[0][:160]
-        raise UsageError(f"--device {name!r} is not usable here: {reason}") from None
-    return dev

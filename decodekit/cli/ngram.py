@@ -28,7 +28,8 @@ from decodekit.cli.common import UsageError
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
 def ngram_command(data: str, order: int, out: str, min_count: int | None, chars: bool, as_json: bool) -> None:
     """Interpolated modified Kneser-Ney (Chen & Goodman's three discounts per order) trained on
-    the training split, written as ARPA; prints validation and test perplexity."""
+    the training split, written as ARPA; prints validation and test perplexity. Progress bars are
+    drawn on stderr when it is a terminal."""
     from decodekit import load_data
     from decodekit.models import train_kneser_ney, write_arpa
     from decodekit.training import evaluate
@@ -45,8 +46,8 @@ def ngram_command(data: str, order: int, out: str, min_count: int | None, chars:
         "ngrams": [len(k) for k in model.keys],
         "discounts": [list(d) for d in model.discounts],
         "train_seconds": round(seconds, 3),
-        "valid_ppl": evaluate(model, corpus.valid).ppl,
-        "test_ppl": evaluate(model, corpus.test).ppl,
+        "valid_ppl": evaluate(model, corpus.valid, progress=True).ppl,
+        "test_ppl": evaluate(model, corpus.test, progress=True).ppl,
         "out": out,
     }
     if as_json:

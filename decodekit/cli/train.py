@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from decodekit.cli import cli
-from decodekit.cli.common import UsageError
+from decodekit.cli.common import DEVICE_HELP, UsageError, resolve_device
 
 _HELP_DATA = (
     "Corpus: a directory with ptb.{train,valid,test}.txt or {train,valid,test}.txt (one sentence per line, "
@@ -70,16 +70,6 @@ def _stack_config(opts: dict):
         stack_states=opts["stack_states"], stack_symbols=opts["stack_symbols"], window=opts["window"],
         depth=opts["stack_depth"], init_range=opts["init_range"],
     )  # fmt: skip
-
-
-def _device(name: str):
-    import torch
-
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise UsageError(f"--device {name}: CUDA is not available")
-    return torch.device(name)
 
 
 def _parallel(device, batch_size: int):
@@ -207,7 +197,7 @@ def _load_embeddings(model, path: str, freeze: bool) -> None:
 @click.option("--chars", is_flag=True, help="Character-level vocabulary (text corpora).")
 @click.option("--max-vocab", type=int, help="Vocabulary: maximum size.")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--device", default="auto", show_default=True, help="cpu, cuda, cuda:1, ... or auto.")
+@click.option("--device", default="auto", show_default=True, help=DEVICE_HELP)
 @click.option("--threads", type=int, help="torch CPU threads (default: torch's choice).")
 @click.option(
     "--amp",
@@ -224,7 +214,12 @@ def _load_embeddings(model, path: str, freeze: bool) -> None:
     "--resume", is_flag=True, help="Continue the run in --out exactly where it stopped (or start it)."
 )
 @click.option("--overwrite", is_flag=True, help="Delete an earlier run's files in --out and start again.")
-@click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
+@click.option(
+    "--progress/--no-progress",
+    default=True,
+    help="A progress bar on stderr while an epoch runs (only when stderr is a terminal). One line "
+    "per epoch is printed on stderr either way.",
+)
 def train_command(data: str, kind: str, out: str, resume: bool, overwrite: bool, **opts) -> None:
     """Train a language model with truncated BPTT; write the best checkpoint to --out.
 
@@ -289,7 +284,7 @@ def _train(stack, data: str, kind: str, out: str, resume: bool, overwrite: bool,
     config = _model_config(kind, opts)
     # the options named like TrainConfig's fields set them; --mean-loss is the one negated
     train_config = TrainConfig.from_dict(opts | {"sum_over_time": not opts["mean_loss"]})
-    parallel, device = _parallel(_device(opts["device"]), train_config.batch_size)
+    parallel, device = _parallel(resolve_device(opts["device"]), train_config.batch_size)
     resume = _take_out(stack, out, resume, overwrite, parallel)
     corpus = load_data(data, min_count=opts["min_count"], max_size=opts["max_vocab"], chars=opts["chars"])
     torch.manual_seed(train_config.seed)
@@ -301,7 +296,7 @@ def _train(stack, data: str, kind: str, out: str, resume: bool, overwrite: bool,
     try:
         result = train(
             model, corpus, train_config, out=out, resume=resume, overwrite=overwrite,
-            progress=opts["progress"], parallel=parallel,
+            progress=True, bar=opts["progress"], parallel=parallel,
         )  # fmt: skip
     except TrainingInterrupted as e:
         if parallel is None or parallel.is_main:

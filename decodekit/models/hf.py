@@ -311,32 +311,33 @@ def _check_local_dir(path: Path) -> None:
 
 
 def load_hf(path_or_name: str | Path, device: str | torch.device | None = None) -> HuggingFaceLM:
-    """Load a causal LM and its tokenizer from local files only (no network access), from
-    safetensors weights only (nothing is unpickled).
+    """Load a causal LM and its tokenizer from a local directory (written by ``save_pretrained``;
+    never a download, never a hub name), from safetensors weights only (nothing is unpickled).
 
     Raises:
-        DecodekitError: transformers is not installed, or nothing loadable is at ``path_or_name``
-            (a directory with pickled weights only, a FIFO or a device among its files, ...).
+        DecodekitError: transformers is not installed, ``path_or_name`` is not a directory, or
+            nothing loadable is in it (pickled weights only, a FIFO or a device among its files, ...).
     """
+    path = Path(path_or_name)
+    where = f"cannot load a transformers causal LM from {str(path)!r} (local files only, no downloads)"
+    if not path.is_dir():
+        raise DecodekitError(f"{where}: {'not a directory' if path.exists() else 'no such directory'}")
     try:
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError as e:
-        raise DecodekitError("--hf-model needs transformers: pip install 'decodekit[hf]'") from e
-    if Path(path_or_name).is_dir():
-        _check_local_dir(Path(path_or_name))
+        raise DecodekitError(
+            f"{path} is a transformers model; loading it needs transformers: pip install 'decodekit[hf]'"
+        ) from e
+    _check_local_dir(path)
     try:
-        model = AutoModelForCausalLM.from_pretrained(
-            str(path_or_name), local_files_only=True, use_safetensors=True
-        )
+        model = AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True, use_safetensors=True)
     except Exception as e:  # transformers raises many types; the user needs one line, not 48
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
         raise DecodekitError(
-            f"cannot load a transformers causal LM from {path_or_name!r} (local files only, safetensors "
-            "weights: a directory written by save_pretrained, or a model already in the local cache): "
-            f"{first}"
+            f"{where}: {first} (expected a directory written by save_pretrained with safetensors weights)"
         ) from None
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(path_or_name), local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     except (OSError, ValueError, TypeError):
         tokenizer = None
     if device is not None:

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import math
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -157,6 +157,7 @@ class _Run:
         parallel: SingleProcess | None = None,
         *,
         progress: bool = False,
+        bar: bool = True,
         stop_after: int | None = None,
     ) -> None:
         self.model, self.corpus, self.config, self.out = model, corpus, config, out
@@ -170,7 +171,8 @@ class _Run:
         self.loop = LoopState()
         self.fixed = {"model": config_to_dict(model.config), "vocab": model.vocab.fingerprint}
         self.hidden: Any = None
-        self.progress = progress and self.par.is_main
+        self.progress = progress and self.par.is_main  # one line per epoch on stderr
+        self.bar = bar and self.progress  # and a bar, when stderr is a terminal
         self.main_out = out if self.par.is_main else None  # only rank 0 writes
         self.stop_after = stop_after
         self.interrupt = _DeferInterrupt()
@@ -237,7 +239,8 @@ class _Run:
                 if self.main_out is not None:
                     write_metrics(self.main_out, self.loop.history)  # after the state that holds it
                 if self.progress:
-                    tqdm.write(json.dumps(record))
+                    tqdm.write(epoch_line(record), file=sys.stderr)
+                    sys.stderr.flush()  # before what comes next on stdout
                 if config.early_stop and self.loop.bad_epochs >= config.early_stop:
                     return "early_stop"
         return "epochs"
@@ -279,15 +282,16 @@ class _Run:
             initial=loop.position,
             desc=f"epoch {epoch}",
             unit="batch",
-            disable=not self.progress,
+            disable=None if self.bar else True,  # None: only when stderr is a terminal
             mininterval=5.0,
+            leave=False,
         )
         t0 = time.perf_counter() - loop.run_seconds
         for x, y in bptt_batches(self.data, self.config.bptt, start=loop.position):
             lr = self.schedule.lr(epoch, loop.update)
             self.update(x, y, lr)
             loop.run_seconds = time.perf_counter() - t0
-            if self.progress:
+            if not bar.disable:
                 bar.update(1)
                 bar.set_postfix(
                     ppl=f"{math.exp(loop.run_nll / loop.run_tokens):.1f}",
@@ -334,6 +338,17 @@ class _Run:
         return record
 
 
+def epoch_line(record: dict[str, Any]) -> str:
+    """An epoch's record as one readable line (``metrics.jsonl`` holds it as JSON)."""
+    r = record
+    fit = f"train ppl {r['train_ppl']:.2f}" if r.get("train_ppl") else f"train loss {r['train_loss']:.4f}"
+    return (
+        f"epoch {r['epoch']}: {fit}, valid ppl {r['valid_ppl']:.2f}{' (best)' if r.get('best') else ''}, "
+        f"lr {r['lr']:.4g}, {r['updates']} updates, {r['train_seconds']:.1f} s "
+        f"({r['train_tokens_per_s']:,.0f} tok/s) + valid {r['valid_seconds']:.1f} s"
+    )
+
+
 def train(
     model: NeuralLM,
     corpus: Corpus,
@@ -343,6 +358,7 @@ def train(
     resume: bool = False,
     loss_fn: Loss | Callable | None = None,
     progress: bool = True,
+    bar: bool = True,
     stop_after_updates: int | None = None,
     parallel: SingleProcess | None = None,
     overwrite: bool = False,
@@ -357,6 +373,9 @@ def train(
         loss_fn: the training loss, a :class:`.losses.Loss` or a per-token loss function (see
             :mod:`.losses`); default: the one ``config.loss`` names (:func:`.sampled.loss_for`:
             softmax, NCE, sampled softmax). Validation always uses the full softmax.
+        progress: print one line per epoch on stderr (:func:`epoch_line`; rank 0 only).
+        bar: with ``progress``, also draw a progress bar during each epoch when stderr is a
+            terminal (never into a log file).
         stop_after_updates: save the resume state and stop after this many updates in all (tests).
         parallel: a :class:`.ddp.DataParallel` under torchrun (this rank's share of the batch,
             DDP gradients; only rank 0 writes and shows progress); default: one process.
@@ -379,7 +398,15 @@ def train(
         if not resume:
             loss.init_model(model)  # e.g. NCE's output biases -log V
         run = _Run(
-            model, corpus, config, out, loss, parallel, progress=progress, stop_after=stop_after_updates
+            model,
+            corpus,
+            config,
+            out,
+            loss,
+            parallel,
+            progress=progress,
+            bar=bar,
+            stop_after=stop_after_updates,
         )
         stopped = run.run(resume)
     return TrainResult(tuple(run.loop.history), run.loop.best, stopped)
