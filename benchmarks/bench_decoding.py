@@ -133,7 +133,7 @@ def main() -> None:
     )
     if args.skip_constrained:
         return
-    from decodekit.constraints import compile_for_vocab
+    from decodekit.constraints import as_automaton
 
     print("\nConstrained (Anderson) search vs plain beam search with K*S beams, time per step:")
     print("| constraint | S | K | constrained ms/step | beam K*S ms/step | ratio |")
@@ -143,7 +143,7 @@ def main() -> None:
         (r"the (market|company) .*\brose\b.*", 4),
         (r"(w[0-9]+ ){3,6}.*", 2),
     ]:
-        automaton = compile_for_vocab(pattern, base.vocab)
+        automaton = as_automaton(pattern, model)  # the model's EOS (None here), not the vocabulary's
         s = automaton.num_states
         tc = compare(
             {
