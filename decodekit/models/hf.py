@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import inspect
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -329,6 +330,11 @@ def load_hf(path_or_name: str | Path, device: str | torch.device | None = None) 
             f"{path} is a transformers model; loading it needs transformers: pip install 'decodekit[hf]'"
         ) from e
     _check_local_dir(path)
+    from transformers.utils import logging as hf_logging
+
+    quiet = hf_logging.is_progress_bar_enabled() and not sys.stderr.isatty()  # bars only on a terminal
+    if quiet:
+        hf_logging.disable_progress_bar()
     try:
         model = AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True, use_safetensors=True)
     except Exception as e:  # transformers raises many types; the user needs one line, not 48
@@ -336,6 +342,9 @@ def load_hf(path_or_name: str | Path, device: str | torch.device | None = None) 
         raise DecodekitError(
             f"{where}: {first} (expected a directory written by save_pretrained with safetensors weights)"
         ) from None
+    finally:
+        if quiet:
+            hf_logging.enable_progress_bar()
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     except (OSError, ValueError, TypeError):
