@@ -53,7 +53,7 @@ def args(command: str, d) -> list[str]:
     return [str(d / "test.txt") if a == "DATA" else a for a in COMMANDS[command]]
 
 
-@pytest.mark.parametrize("command", ["generate", "eval"])
+@pytest.mark.parametrize("command", ["generate", "eval", "constraint"])
 @pytest.mark.parametrize("kind", ["ckpt", "kn2.arpa"])
 def test_model_option_takes_checkpoints_and_arpa_files(models, command, kind, capsys):
     code, out, err = run([*args(command, models), "--model", str(models / kind)], capsys)
@@ -61,7 +61,7 @@ def test_model_option_takes_checkpoints_and_arpa_files(models, command, kind, ca
     assert out.strip()
 
 
-@pytest.mark.parametrize("command", ["generate", "eval"])
+@pytest.mark.parametrize("command", ["generate", "eval", "constraint"])
 def test_hf_model_that_does_not_exist_is_one_decodekit_line(models, command, capsys):
     code, _, err = run([*args(command, models), "--hf-model", "/nonexistent/model"], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1, err
@@ -69,7 +69,7 @@ def test_hf_model_that_does_not_exist_is_one_decodekit_line(models, command, cap
     assert "repo" not in err.lower()  # not transformers' repo-id error
 
 
-@pytest.mark.parametrize("command", ["generate", "eval"])
+@pytest.mark.parametrize("command", ["generate", "eval", "constraint"])
 def test_model_and_hf_model_are_exclusive(models, command, capsys):
     code, _, err = run([*args(command, models), "--model", str(models / "ckpt"), "--hf-model", "x"], capsys)
     assert code == 2 and "either --model or --hf-model" in err
@@ -126,10 +126,11 @@ def hf_dir(tmp_path_factory):
     return path
 
 
-@pytest.mark.parametrize("command", ["generate", "eval"])
+@pytest.mark.parametrize("command", ["generate", "eval", "constraint"])
 @pytest.mark.parametrize("flag", ["--model", "--hf-model"])
 def test_transformers_directory_from_either_flag(models, hf_dir, command, flag, capsys):
-    code, out, err = run([*args(command, models), flag, str(hf_dir), "--device", "cpu"], capsys)
+    device = [] if command == "constraint" else ["--device", "cpu"]  # constraint runs no model
+    code, out, err = run([*args(command, models), flag, str(hf_dir), *device], capsys)
     assert code == 0, err
     assert "not a decodekit checkpoint" not in err and out.strip()
 

@@ -73,22 +73,28 @@ HF_HELP = (
 DEVICE_HELP = "cpu, cuda, cuda:1, ... or auto (a GPU if any)."
 
 
-def model_options(command: Any) -> Any:
-    """The options every model-using command shares: --model, --hf-model, --device (default auto)."""
-    command = click.option("--device", default="auto", show_default=True, help=DEVICE_HELP)(command)
+def model_options(command: Any = None, *, device: bool = True) -> Any:
+    """The options every model-using command shares: --model, --hf-model and (unless ``device`` is
+    False: a command that runs no model) --device, default auto. ``@model_options`` or
+    ``@model_options(device=False)``."""
+    if command is None:
+        return lambda command: model_options(command, device=device)
+    if device:
+        command = click.option("--device", default="auto", show_default=True, help=DEVICE_HELP)(command)
     command = click.option("--hf-model", metavar="DIR", help=HF_HELP)(command)
     return click.option("--model", "model_spec", metavar="SPEC", help=MODEL_HELP)(command)
 
 
-def load_model_option(model_spec: str | None, hf_model: str | None, device: str) -> Any:
-    """The model the options name, on the device they name (one library call)."""
+def load_model_option(model_spec: str | None, hf_model: str | None, device: str | None = None) -> Any:
+    """The model the options name, on the device they name (None: the CPU), in one library call."""
     from decodekit import load_model
 
     if model_spec and hf_model:
         raise UsageError("give either --model or --hf-model, not both")
+    where = None if device is None else resolve_device(device)
     if hf_model:
-        return load_model(hf_model, device=resolve_device(device), kind="hf")
-    return load_model(model_spec, device=resolve_device(device))
+        return load_model(hf_model, device=where, kind="hf")
+    return load_model(model_spec, device=where)
 
 
 def resolve_device(name: str) -> Any:

@@ -7,15 +7,13 @@ import json
 import click
 
 from decodekit.cli import cli
-from decodekit.cli.common import UsageError
+from decodekit.cli.common import UsageError, load_model_option, model_options
 from decodekit.constraints import DEFAULT_MAX_STATES
 
 
 @cli.command("constraint")
 @click.argument("regex")
-@click.option(
-    "--model", "model_spec", metavar="DIR", help="Checkpoint directory (default: the bundled PTB LSTM)."
-)
+@model_options(device=False)  # only the vocabulary is used: the model stays on the CPU
 @click.option("--dot", is_flag=True, help="Print a Graphviz drawing of the token-level automaton instead.")
 @click.option("--json", "as_json", is_flag=True, help="Print the sizes as one JSON object.")
 @click.option(
@@ -25,16 +23,17 @@ from decodekit.constraints import DEFAULT_MAX_STATES
     show_default=True,
     help="State guard: the most automaton states a compile may build.",
 )
-def constraint(regex: str, model_spec: str | None, dot: bool, as_json: bool, max_states: int) -> None:
+def constraint(
+    regex: str, model_spec: str | None, hf_model: str | None, dot: bool, as_json: bool, max_states: int
+) -> None:
     """Compile REGEX (a full match of the generated text) for a model's vocabulary and print the
     token automaton's size: states, live states, shortest accepted length in tokens."""
-    from decodekit import load_model
     from decodekit.constraints import as_automaton, check_pattern, describe, to_dot
 
     if dot and as_json:
         raise UsageError("--dot and --json are exclusive")
     check_pattern(regex)  # a bad regex is reported before any model is loaded
-    model = load_model(model_spec)
+    model = load_model_option(model_spec, hf_model)
     automaton = as_automaton(regex, model, max_states=max_states)
     if dot:
         vocab = model.vocab
