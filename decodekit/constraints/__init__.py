@@ -9,7 +9,7 @@ See docs/constraints.md. ``compile_regex(pattern, token_strings, eos_id, separat
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 DEFAULT_MAX_STATES = 100_000  # the state guard of a compile (its max_states)
 
@@ -25,36 +25,13 @@ _LAZY = {  # public name -> its module
     "to_dot": "decodekit.constraints.inspect",
 }
 
-__all__ = [
-    "DEFAULT_MAX_STATES",
-    "ConstraintError",
-    "TokenAutomaton",
-    "as_automaton",
-    "check_pattern",
-    "clear_cache",
-    "compile_for_vocab",
-    "compile_regex",
-    "describe",
-    "to_dot",
-]
-
-if TYPE_CHECKING:
-    from decodekit.constraints.automaton import TokenAutomaton
-    from decodekit.constraints.compile import (
-        as_automaton,
-        check_pattern,
-        clear_cache,
-        compile_for_vocab,
-        compile_regex,
-    )
-    from decodekit.constraints.inspect import describe, to_dot
-    from decodekit.errors import ConstraintError
+__all__ = ["DEFAULT_MAX_STATES", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = globals()[name] = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value = getattr(importlib.import_module(_LAZY[name]), name)
     return value
 
 

@@ -26,8 +26,7 @@ FINGERPRINT_SAMPLE = 256  # tokens hashed into a vocabulary's fingerprint (hashi
 
 @dataclass
 class _Cached:
-    """One vocabulary in the cache: its tokens (to confirm a hit), its trie (shared by its
-    patterns, built on first use) and its automata by (pattern, separator, eos_id, max_states)."""
+    """A cached vocabulary: its tokens (to confirm a hit), trie (built on first use) and automata."""
 
     tokens: tuple
     encoded: EncodedVocab | None = None
@@ -64,17 +63,14 @@ def compile_regex(
 ) -> TokenAutomaton:
     """Compile ``pattern`` into a :class:`TokenAutomaton` over ``len(token_strings)`` tokens.
 
-    Tokens are byte strings: a ``str`` token stands for its UTF-8 encoding, a ``bytes`` token
-    (byte-level BPE: GPT-2, Llama 3, Qwen) for itself, and may hold part of a character. A token
-    sequence is accepted iff the bytes ``separator.join(token_strings[t] for t in tokens)`` are
-    valid UTF-8 and their decoding fully matches ``pattern`` (``regex.fullmatch``).
-    ``token_strings[i]`` is None for special tokens that never appear in text (they, and
-    ``eos_id``, get no transitions); so is a ``str`` token with a lone surrogate.
+    A ``str`` token stands for its UTF-8 encoding, a ``bytes`` token (byte-level BPE) for itself.
+    A token sequence is accepted iff the bytes ``separator.join(token_strings[t] for t in
+    tokens)`` are valid UTF-8 and their decoding fully matches ``pattern``. None tokens (special
+    tokens, a ``str`` with a lone surrogate) and ``eos_id`` get no transitions.
 
-    Results are cached per vocabulary (the last 4, 32 automata each) and (pattern, separator,
-    eos_id, max_states): compiling again returns the same object. A vocabulary's fingerprint is
-    its length and a hash of 256 evenly spaced tokens; a hit is confirmed by comparing all the
-    tokens (at once if they are the same tuple).
+    Cached per vocabulary (the last 4, by its length and a hash of 256 evenly spaced tokens,
+    confirmed by comparing the tokens) and (pattern, separator, eos_id, max_states): the last
+    32 automata each; compiling again returns the same object.
 
     Raises:
         ConstraintError: invalid regex (with the position), unsupported feature (back-references,
@@ -121,8 +117,7 @@ def compile_regex(
 
 
 def _optional_index(name: str, value) -> int | None:
-    """``value`` as an int (numpy integers too), None as None; anything else (a float, a bool, a
-    string) is a ConstraintError."""
+    """``value`` as an int (numpy integers too), None as None, else ConstraintError."""
     if value is None:
         return None
     if isinstance(value, bool) or not hasattr(value, "__index__"):
@@ -131,8 +126,7 @@ def _optional_index(name: str, value) -> int | None:
 
 
 def _build(pattern: str, entry: _Cached, eos_id, separator: str, max_states: int) -> TokenAutomaton:
-    """Parse, build the character DFA, expand it to UTF-8 bytes, lift it, and assemble the
-    dense tables."""
+    """Parse, character DFA, UTF-8 byte DFA, lift, dense tables."""
     ast, boundaries = parse(pattern)
     dfa = build_char_dfa(ast, boundaries, max_states)
     if entry.encoded is None:
@@ -171,8 +165,7 @@ def compile_for_vocab(pattern: str, vocab, *, max_states: int = DEFAULT_MAX_STAT
 
 
 def _token_bytes(vocab) -> tuple:
-    """The vocabulary's tokens as bytes (``surface_bytes()``), or its ``surfaces()`` for a
-    vocabulary-like object without them."""
+    """``vocab.surface_bytes()``, or ``surfaces()`` for a vocabulary-like object without them."""
     surface_bytes = getattr(vocab, "surface_bytes", None)
     return surface_bytes() if surface_bytes is not None else vocab.surfaces()
 

@@ -19,9 +19,8 @@ def reverse_distances(src: np.ndarray, dst: np.ndarray, targets: np.ndarray, num
         src, dst: [E] edges ``src -> dst`` (duplicates allowed).
         targets: [S] bool, the states at distance 0.
     Returns: [S] int64 distances, breadth-first over the reversed edges: the first
-    ``DENSE_LEVELS`` levels, and any reaching 1/``WIDE`` of the states, are one vectorised pass
-    over all edges; then each level gathers its states' predecessors from a CSR adjacency
-    (narrow levels in plain Python). O(S + E log E) overall (a 100,000-state chain: 0.05 s)."""
+    ``DENSE_LEVELS`` levels, and wide ones, are one vectorised pass over all edges; the others
+    gather predecessors from a CSR adjacency (narrow levels in plain Python). O(S + E log E)."""
     if len(src) <= SMALL_TABLE:
         return _reverse_distances_small(src, dst, targets, num_states)
     dist = np.full(num_states, -1, dtype=np.int64)
@@ -74,8 +73,7 @@ def reverse_distances(src: np.ndarray, dst: np.ndarray, targets: np.ndarray, num
 
 
 def _reverse_distances_small(src, dst, targets, num_states: int) -> np.ndarray:
-    """:func:`reverse_distances` as a plain breadth-first search (few edges: numpy calls per
-    level would dominate)."""
+    """:func:`reverse_distances` in plain Python (few edges: numpy's per-call cost would dominate)."""
     preds: list[list[int]] = [[] for _ in range(num_states)]
     for a, b in zip(src.tolist(), dst.tolist()):
         preds[b].append(a)
@@ -97,8 +95,8 @@ def _reverse_distances_small(src, dst, targets, num_states: int) -> np.ndarray:
 
 
 def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct rows of a 2-D array (sorted bytewise) and the inverse [N] -> row index; fast for
-    wide rows (each row is compared as one opaque byte string)."""
+    """Distinct rows of a 2-D array (sorted bytewise, each row one opaque byte string) and the
+    inverse [N] -> row index."""
     rows = np.ascontiguousarray(rows)
     n, width = rows.shape
     packed = rows.view(np.dtype((np.void, max(width, 1) * rows.itemsize))).reshape(n)
@@ -160,11 +158,10 @@ def _refine(table: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 def _hopcroft(table: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """Hopcroft's partition refinement from the partition ``labels`` [S] (0 .. B-1), over the
-    live transitions of ``table`` [S, X] (-1 = dead; every state is assumed live, so a dead
-    transition tells states apart from live ones without a sink state, as long as every initial
-    block is a splitter). Plain Python over a CSR of the reversed transitions and a refinable
-    partition (states grouped by block, the marked ones first). Returns the blocks [S]."""
+    """Hopcroft's refinement of the partition ``labels`` [S] (0 .. B-1) over the live transitions
+    of ``table`` [S, X] (-1 = dead; all states live, every initial block a splitter, so no sink
+    is needed): plain Python over a CSR of the reversed transitions and a refinable partition
+    (states grouped by block, the marked ones first). Returns the blocks [S]."""
     n, _ = table.shape
     src, sym = np.nonzero(table >= 0)
     dst = table[src, sym].astype(np.int64)
@@ -227,8 +224,7 @@ def _hopcroft(table: np.ndarray, labels: np.ndarray) -> np.ndarray:
 
 
 def _minimize_small(table: np.ndarray, start: np.ndarray) -> np.ndarray:
-    """:func:`_refine` on Python tuples for a tiny table (numpy's per-call cost would dominate):
-    Moore's rounds to the fixpoint. Returns the blocks [S]."""
+    """:func:`_refine` for a tiny table: Moore's rounds on Python tuples. Returns the blocks [S]."""
     rows, labels = table.tolist(), start.tolist()
     count = len(set(labels))
     while True:
@@ -254,21 +250,15 @@ class Minimized(NamedTuple):
 def minimize(
     table: np.ndarray, accepting: np.ndarray, initial: int, hint: np.ndarray | None = None
 ) -> Minimized:
-    """Merge equivalent states (Moore's partition refinement, vectorised per round).
-
-    Args:
-        table: [S, X] int next state per symbol, -1 = dead (all states assumed live).
-        accepting: [S] bool.
-        hint: optional [S] int64 invariant that equivalent states share (e.g. the distance to
-            acceptance); starting from it saves refinement rounds.
-    Returns: the minimal DFA; the initial state becomes state 0, the others keep the order of
-    their first member."""
+    """Merge the equivalent states of ``table`` [S, X] (-1 = dead, all states live) with
+    ``accepting`` [S]; ``hint`` [S] an optional invariant equivalent states share (the distance
+    to acceptance), which saves rounds. The initial state becomes 0, the others keep the order
+    of their first member."""
     n, width = table.shape
     start = accepting.astype(np.int64) if hint is None else hint * 2 + accepting
     small = n * (width + 1) <= SMALL_TABLE
     block = _minimize_small(table, start) if small else _refine(table, start)[0]
     count = int(block.max()) + 1 if n else 0
-    # number blocks: the initial state's first, then by first member
     firsts = np.full(count, n, dtype=np.int64)
     np.minimum.at(firsts, block, np.arange(n))
     firsts[block[initial]] = -1

@@ -1,12 +1,8 @@
 """Lift a byte DFA to a token-level automaton for one vocabulary, vectorised over tokens.
 
-The vocabulary is a trie of its tokens' bytes (:class:`EncodedVocab`). A set of states is
-stepped through all trie nodes of a depth at once: ``state[f, n] = T[state[f, parent[n]],
-class[byte[n]]]`` with a dead sink, cutting subtrees dead from every state; a token's end state
-is its node's. The text is ``sep.join(tokens)``: token-level state 0 is "nothing emitted yet",
-state 1 + q is "byte-DFA state q after a token" (the separator is read first). The states
-between characters are stepped first, then, round by round, the states inside a character that
-some token ends in (a character has at most 3 continuation bytes: few rounds).
+States are stepped through all nodes of a depth of the vocabulary's trie at once:
+``state[f, n] = T[state[f, parent[n]], class[byte[n]]]`` with a dead sink, cutting subtrees
+dead from every state; a token's end state is its node's.
 """
 
 from __future__ import annotations
@@ -62,17 +58,15 @@ class EncodedVocab:
 
 
 def as_bytes(token: str | bytes | None) -> bytes | None:
-    """A token's bytes: ``bytes`` as they are, ``str`` UTF-8 encoded (None if it holds a lone
-    surrogate, which no UTF-8 text contains), None stays None."""
-    if token is None or type(token) is bytes:
-        return token
+    """A token's bytes: ``str`` UTF-8 encoded (None if it holds a lone surrogate, which no UTF-8
+    text contains), None stays None."""
     if isinstance(token, str):
         try:
             return token.encode("utf-8")
         except UnicodeEncodeError:
             return None
-    if isinstance(token, (bytes, bytearray, memoryview)):
-        return bytes(token)
+    if token is None or isinstance(token, (bytes, bytearray, memoryview)):
+        return token if token is None or type(token) is bytes else bytes(token)
     raise ConstraintError(
         f"token_strings must hold str, bytes or None, got {type(token).__name__}: {token!r}"
     )
@@ -127,8 +121,8 @@ def _stepper(dfa: ByteDFA):
 
 
 class Reads(NamedTuple):
-    """What the tokens do from a set of starts: ``tokens`` [n] alive from some start (ids),
-    ``ends`` [f, n] the (premultiplied) state each start reaches after each, ``dead`` if none."""
+    """``tokens`` [n] alive from some of the starts (ids), ``ends`` [f, n] the (premultiplied)
+    state each start reaches after each, ``dead`` if none."""
 
     tokens: np.ndarray
     ends: np.ndarray
@@ -206,17 +200,10 @@ def _walk_chain(state, pos, enc: EncodedVocab, lut, flat, dead: int) -> Iterator
 
 
 def _run(starts: np.ndarray, enc: EncodedVocab, lut: np.ndarray, flat, dead: int) -> Reads:
-    """Every token alive from some of ``starts`` [f], with its end state from each."""
     reads = list(_walk(starts, enc, lut, flat, dead))
     if not reads:
         return Reads(np.zeros(0, dtype=np.int64), np.zeros((len(starts), 0), dtype=flat.dtype))
     return Reads(np.concatenate([r.tokens for r in reads]), np.concatenate([r.ends for r in reads], axis=1))
-
-
-def _readable(start: int, usable: np.ndarray, enc: EncodedVocab, lut: np.ndarray, flat, dead: int) -> bool:
-    """Whether some token with ``usable`` [V] true can be read from ``start``: the walk stops at
-    the first depth where one is."""
-    return any(usable[r.tokens].any() for r in _walk(np.array([start]), enc, lut, flat, dead))
 
 
 @dataclass(frozen=True)
@@ -260,9 +247,9 @@ def lift(
     nothing.
 
     Token-level candidate 0 is "nothing emitted yet" (the DFA start), candidate 1 + q is "DFA
-    state q after at least one token" (the separator comes first). Before any lifting, the trie
-    is walked from candidate 0 alone until a first token is readable: if none is (and the empty
-    text does not match), nothing is accepted. Unreachable and non-co-reachable states are then
+    state q after at least one token" (the separator comes first). The states between characters
+    are stepped first, then, round by round, those inside a character that some token ends in
+    (at most 3 continuation bytes: few rounds). Unreachable and non-co-reachable states are then
     removed and equivalent states merged."""
     if not _spellable(dfa, enc.available(separator)):
         return None
@@ -274,14 +261,13 @@ def lift(
         usable[eos_id] = False
     dead = num_byte * width
     start = dfa.initial * width
-    if not dfa.accepting[dfa.initial] and not _readable(start, usable, enc, lut, flat, dead):
+    first = _walk(np.array([start]), enc, lut, flat, dead)  # stops at the first readable token
+    if not dfa.accepting[dfa.initial] and not any(usable[r.tokens].any() for r in first):
         return None
     after_sep = np.arange(num_byte + 1, dtype=flat.dtype) * width
     for k in lut[np.frombuffer(separator, dtype=np.uint8)].tolist():
         after_sep = flat[after_sep + k]
     candidate_start = np.concatenate([[start], after_sep[:num_byte]])  # [1 + Q] premultiplied
-    # round 1: nothing emitted yet and every state between characters; then the states inside
-    # a character that some token ends in (its last byte is not ASCII), until none is new
     pending = np.concatenate([[0], 1 + np.flatnonzero(dfa.boundary)])
     done = np.zeros(num_byte + 1, dtype=bool)
     rounds = []
