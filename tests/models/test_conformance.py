@@ -30,6 +30,7 @@ from decodekit.models.neural import NeuralLM
 from decodekit.models.registry import MODELS, create_model, make_config
 from decodekit.models.scoring import stream_logprobs
 from decodekit.models.state import concat, select
+from decodekit.models.suppress import Suppressed
 from decodekit.vocab import WordVocab
 
 VOCAB = WordVocab(["<unk>", "<eos>", "a", "b", "c", "d", "e"])
@@ -125,6 +126,7 @@ CASES: dict[str, Case] = {
     "ngram-kn2-no-eos": Case(functools.partial(ngram, 2, eos=False), tol=1e-5),
     "mixture": Case(lambda: MixtureLM([ngram(3), neural("lstm")], [0.3, 0.7]), tol=1e-5),
     "hf-gpt2": Case(gpt2, tol=1e-5, forward=hf_forward),
+    "suppressed-lstm": Case(lambda: Suppressed(neural("lstm"), [2, 5])),
 }
 NAMES = sorted(CASES)
 
