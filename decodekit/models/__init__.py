@@ -34,6 +34,7 @@ _LAZY: dict[str, str] = {
     "make_config": "decodekit.models.registry",
     "register": "decodekit.models.registry",
     "stream_logprobs": "decodekit.models.scoring",
+    "Suppressed": "decodekit.models.suppress",
     "concat": "decodekit.models.state",
     "select": "decodekit.models.state",
 }
@@ -47,6 +48,7 @@ __all__ = [
     "NeuralLM",
     "NgramLM",
     "State",
+    "Suppressed",
     "concat",
     "config_from_dict",
     "config_to_dict",
@@ -97,3 +99,4 @@ if TYPE_CHECKING:
     )
     from decodekit.models.scoring import stream_logprobs
     from decodekit.models.state import concat, select
+    from decodekit.models.suppress import Suppressed
