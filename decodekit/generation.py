@@ -7,46 +7,17 @@ options that strategy takes.
 from __future__ import annotations
 
 import dataclasses
-import math
-import numbers
 from dataclasses import dataclass
 from typing import Any
 
+from decodekit.checks import at_least, one_of, real, require, shown
 from decodekit.decoding import beam_search, constrained_beam_search, greedy, sample
-from decodekit.errors import DecodekitError
 from decodekit.memory import check as check_memory
 from decodekit.models.base import LanguageModel
 from decodekit.outputs import Hypothesis
 
 STRATEGIES = ("greedy", "sample", "beam")
 SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed accepts
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _integer(name: str, value: Any, minimum: int, optional: bool = False) -> None:
-    if value is None and optional:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        null = " or null" if optional else ""
-        raise DecodekitError(f"{name} must be an integer >= {minimum}{null}, got {_shown(value)}")
-
-
-def _real(name: str, value: Any, low: float, high: float, closed_low: bool, optional: bool = False) -> None:
-    if value is None and optional:
-        return
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-    ok = ok and (low <= value if closed_low else low < value) and value <= high
-    if not ok:
-        if high != math.inf:
-            where = f" in {'[' if closed_low else '('}{low:g}, {high:g}]"
-        else:
-            where = "" if low == -math.inf else f" > {low:g}"
-        null = " or null" if optional else ""
-        raise DecodekitError(f"{name} must be a finite number{where}{null}, got {_shown(value)}")
 
 
 @dataclass(frozen=True)
@@ -69,34 +40,27 @@ class GenerationConfig:
     seed: int | None = None
 
     def __post_init__(self) -> None:
-        """Every field is checked here (a JSON line may hold anything): DecodekitError, one line."""
-        if self.strategy is not None and self.strategy not in STRATEGIES:
-            raise DecodekitError(
-                f"unknown strategy {_shown(self.strategy)}; choose one of {', '.join(STRATEGIES)}"
-            )
+        """Every field is checked here (a JSON line may hold anything): ConfigError, one line."""
+        if self.strategy is not None:
+            one_of("strategy", self.strategy, STRATEGIES)
         if self.constraint is not None and not isinstance(self.constraint, str):
             from decodekit.constraints import TokenAutomaton
 
-            if not isinstance(self.constraint, TokenAutomaton):
-                raise DecodekitError(
-                    f"constraint must be a regex string or null, got {_shown(self.constraint)}"
-                )
-        _integer("max_length", self.max_length, 0)
+            ok = isinstance(self.constraint, TokenAutomaton)
+            require(ok, f"constraint must be a regex string or null, got {shown(self.constraint)}")
+        at_least("max_length", self.max_length, 0)
         for name in ("beam_size", "n_best", "num_samples"):
-            _integer(name, getattr(self, name), 1)
-        _integer("top_k", self.top_k, 1, optional=True)
-        _real("length_penalty", self.length_penalty, -math.inf, math.inf, True)
-        _real("temperature", self.temperature, 0.0, math.inf, False)
-        _real("top_p", self.top_p, 0.0, 1.0, False, optional=True)
-        _real("min_p", self.min_p, 0.0, 1.0, True, optional=True)
-        if self.seed is not None and (
-            isinstance(self.seed, bool)
-            or not isinstance(self.seed, int)
-            or not SEED_RANGE[0] <= self.seed <= SEED_RANGE[1]
-        ):
-            raise DecodekitError(
-                f"seed must be an integer in [-2**63, 2**64) or null, got {_shown(self.seed)}"
-            )
+            at_least(name, getattr(self, name))
+        at_least("top_k", self.top_k, optional=True, note=" or null")
+        real("length_penalty", self.length_penalty)
+        real("temperature", self.temperature, 0.0, open_low=True)
+        real("top_p", self.top_p, 0.0, 1.0, open_low=True, optional=True, note=" or null")
+        real("min_p", self.min_p, 0.0, 1.0, optional=True, note=" or null")
+        seed = self.seed
+        ok = seed is None or (
+            isinstance(seed, int) and not isinstance(seed, bool) and SEED_RANGE[0] <= seed <= SEED_RANGE[1]
+        )
+        require(ok, f"seed must be an integer in [-2**63, 2**64) or null, got {shown(seed)}")
 
     @property
     def resolved_strategy(self) -> str:
@@ -106,8 +70,7 @@ class GenerationConfig:
         """A copy with ``changes``; unknown option names raise ValueError naming them."""
         names = {f.name for f in dataclasses.fields(self)}
         unknown = sorted(set(changes) - names)
-        if unknown:
-            raise ValueError(f"unknown generation option(s) {unknown}; known: {sorted(names)}")
+        require(not unknown, f"unknown generation option(s) {unknown}; known: {sorted(names)}")
         return dataclasses.replace(self, **changes)
 
 

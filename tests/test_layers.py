@@ -71,6 +71,7 @@ def test_imports_flow_one_way(sub, forbidden, allowed):
 # part's own modules are always allowed). Lowest first; a new module needs a line here.
 DEPENDS = {
     "errors": (),
+    "checks": ("errors",),  # argument checks (ConfigError), torch-free
     "files": ("errors",),  # checked reads of regular files
     "locking": ("errors",),  # one writer per output file
     "distributed": (),  # torchrun helpers
@@ -80,17 +81,17 @@ DEPENDS = {
     "tasks": ("errors", "vocab"),  # formal languages and PCFGs (synthetic corpora)
     "plotting": ("errors",),  # training curves (matplotlib, optional)
     "constraints": ("errors", "vocab"),  # regex -> token automaton, beside the models
-    "models": ("errors", "files", "vocab"),  # the step protocol and the nets
+    "models": ("errors", "checks", "files", "vocab"),  # the step protocol and the nets
     "checkpoint": ("errors", "files", "vocab", "models"),
     "loading": ("errors", "checkpoint", "models"),
     # the decoders see models only through the protocol and the state operations
-    "decoding": ("errors", "outputs", "constraints", "models.base", "models.state"),
+    "decoding": ("errors", "checks", "outputs", "constraints", "models.base", "models.state"),
     "memory": ("errors", "constraints", "models.base"),  # a search's memory estimate
-    "generation": ("errors", "outputs", "constraints", "decoding", "memory", "models.base"),
+    "generation": ("errors", "checks", "outputs", "constraints", "decoding", "memory", "models.base"),
     "results": ("errors", "files"),
     "batch": ("errors", "generation", "memory", "locking", "results", "models.base"),
     # beside decoding: never imports the decoders, generation or the CLI
-    "training": ("errors", "files", "locking", "distributed", "data", "models", "checkpoint"),
+    "training": ("errors", "checks", "files", "locking", "distributed", "data", "models", "checkpoint"),
     "cli": ("",),  # the public API only: test_cli_uses_the_public_api
     "__main__": ("cli",),
     "__init__": ("",),  # the public API: every name, imported lazily

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import torch
 
+from decodekit.checks import at_least, real
+
 
 def temperature(logprobs: torch.Tensor, t: float) -> torch.Tensor:
     """p_i ∝ exp(logprob_i / t)."""
@@ -86,12 +88,6 @@ def process(
 
 
 def validate(t: float, k: int | None, p: float | None, minp: float | None) -> None:
-    """Raise ValueError for out-of-range sampling parameters."""
-    if not t > 0 or t != t or t == float("inf"):
-        raise ValueError(f"temperature must be > 0 and finite, got {t}")
-    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
-        raise ValueError(f"top_k must be an integer >= 1, got {k!r}")
-    if p is not None and not 0 < p <= 1:
-        raise ValueError(f"top_p must be in (0, 1], got {p}")
-    if minp is not None and not 0 <= minp <= 1:
-        raise ValueError(f"min_p must be in [0, 1], got {minp}")
+    """Raise :class:`~decodekit.errors.ConfigError` for out-of-range sampling parameters."""
+    real("temperature", t, 0.0, open_low=True), at_least("top_k", k, optional=True)
+    real("top_p", p, 0.0, 1.0, open_low=True, optional=True), real("min_p", minp, 0.0, 1.0, optional=True)

@@ -3,14 +3,13 @@ cheap checks of what a model's ``step`` returns."""
 
 from __future__ import annotations
 
-import math
-import numbers
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
-from decodekit.errors import ConstraintError, DecodekitError, ModelOutputError
+from decodekit.checks import at_least, real
+from decodekit.errors import ConstraintError, ModelOutputError
 from decodekit.models import state as st
 from decodekit.models.base import LanguageModel, State, model_device
 
@@ -35,18 +34,6 @@ def as_batch(prompt: Prompt | Sequence[Prompt]) -> tuple[list[list[int]], bool]:
             raise ValueError(f"prompt {i} must be a list of token ids, got {type(p).__name__}")
         batch.append([int(x) for x in p])
     return batch, False
-
-
-def check_positive(name: str, value: int | None, minimum: int = 1) -> None:
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < minimum):
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-
-
-def check_length_penalty(value: float) -> None:
-    """Raise :class:`DecodekitError` (a ValueError) unless ``value`` is a finite real number."""
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok:
-        raise DecodekitError(f"length_penalty must be a finite number, got {value!r}")
 
 
 def prefill(model: LanguageModel, prompts: list[list[int]], copies: int = 1) -> tuple[torch.Tensor, State]:
@@ -140,7 +127,6 @@ def resolve_constraint(constraint: Constraint | None, model: LanguageModel, max_
 
 
 def check_beam_arguments(beam_size: int, max_length: int, length_penalty: float, n_best: int) -> None:
-    """The checks both beam searches make (ValueError / DecodekitError naming the argument)."""
-    check_positive("beam_size", beam_size), check_positive("n_best", n_best)
-    check_positive("max_length", max_length, minimum=0)
-    check_length_penalty(length_penalty)
+    """The checks both beam searches make (:class:`~decodekit.errors.ConfigError` naming the argument)."""
+    at_least("beam_size", beam_size), at_least("n_best", n_best), at_least("max_length", max_length, 0)
+    real("length_penalty", length_penalty)

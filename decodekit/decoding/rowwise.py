@@ -14,8 +14,9 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from decodekit.checks import at_least
 from decodekit.decoding import processors
-from decodekit.decoding.prompts import Constraint, Prompt, as_batch, check_positive, resolve_constraint
+from decodekit.decoding.prompts import Constraint, Prompt, as_batch, resolve_constraint
 from decodekit.decoding.search import NEG_INF, Selection, accepting, decode
 from decodekit.decoding.trace import Pool
 from decodekit.models.base import LanguageModel, model_device
@@ -70,7 +71,7 @@ def sample(
     are left out, so a prompt may get fewer.
     """
     processors.validate(temperature, top_k, top_p, min_p)
-    check_positive("num_samples", num_samples)
+    at_least("num_samples", num_samples)
     if isinstance(generator, int):
         seed = generator
         generator = torch.Generator(device=model_device(model))
@@ -86,7 +87,7 @@ def sample(
 
 def _decode(model, prompt, max_length, choose: Chooser, copies: int, constraint):
     """Each row ends alone (EOS, cannot go on, ``max_length``); the others are the selection."""
-    check_positive("max_length", max_length, minimum=0)
+    at_least("max_length", max_length, 0)
     prompts, single = as_batch(prompt)
     automaton = resolve_constraint(constraint, model, max_length)
     eos, n = model.eos_id, len(prompts) * copies

@@ -24,8 +24,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import torch
 
+from decodekit.checks import at_least
 from decodekit.errors import DecodekitError
-from decodekit.models.checks import at_least
 from decodekit.models.ngram import NgramLM
 from decodekit.vocab import Vocab, WordVocab
 

@@ -20,7 +20,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from decodekit.models.checks import at_least, fraction, positive, require
+from decodekit.checks import at_least, fraction, positive, require
 from decodekit.models.neural import NeuralLM
 from decodekit.models.rnn import init_uniform_
 from decodekit.vocab import Vocab

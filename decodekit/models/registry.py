@@ -10,8 +10,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from decodekit.checks import require
 from decodekit.errors import ConfigError
-from decodekit.models.checks import require
 from decodekit.models.lstm import LSTMLM, LSTMConfig
 from decodekit.models.mlp import MLPLM, MLPConfig
 from decodekit.models.neural import NeuralLM

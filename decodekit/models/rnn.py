@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from decodekit.models.checks import at_least, fraction, positive, require
+from decodekit.checks import at_least, fraction, positive, require
 from decodekit.models.neural import NeuralLM
 from decodekit.vocab import Vocab
 

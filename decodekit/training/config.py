@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from decodekit.checks import at_least, fraction, one_of, real, require
 from decodekit.training.sampled import check_loss_options
 
 
@@ -72,18 +73,13 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         for name in ("epochs", "batch_size", "bptt"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.lr <= 0 or self.clip < 0 or self.weight_decay < 0:
-            raise ValueError(
-                f"need lr > 0, clip >= 0, weight_decay >= 0; got {self.lr}, {self.clip}, {self.weight_decay}"
-            )
-        if not 0 <= self.threshold < 1:
-            raise ValueError(f"threshold must be in [0, 1), got {self.threshold}")
-        if self.amp not in ("off", "bf16"):
-            raise ValueError(f"amp must be 'off' or 'bf16', got {self.amp!r}")
-        if self.optimizer not in ("sgd", "adam"):
-            raise ValueError(f"optimizer must be 'sgd' or 'adam', got {self.optimizer!r}")
+            at_least(name, getattr(self, name))
+        real("lr", self.lr, 0.0, open_low=True)
+        real("clip", self.clip, 0.0)
+        real("weight_decay", self.weight_decay, 0.0)
+        fraction("threshold", self.threshold)
+        require(self.amp in ("off", "bf16"), f"amp must be 'off' or 'bf16', got {self.amp!r}")
+        one_of("optimizer", self.optimizer, ("sgd", "adam"))
         check_loss_options(
             self.loss, self.noise_samples, self.noise_alpha, self.learn_log_z, self.noise_smoothing
         )

@@ -35,8 +35,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from decodekit.checks import at_least, one_of
 from decodekit.errors import DecodekitError
-from decodekit.models.checks import at_least, one_of
 from decodekit.models.stack.logspace import log_add, log_einsum
 
 NSState = tuple[torch.Tensor, torch.Tensor]

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from decodekit.models.checks import at_least, one_of, positive
+from decodekit.checks import at_least, one_of, positive
 from decodekit.models.neural import NeuralLM
 from decodekit.models.stack.nondeterministic import NondeterministicStack, check_pda_sizes
 from decodekit.models.stack.stratification import StratificationStack

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from decodekit.models.checks import at_least, require
+from decodekit.checks import at_least, require
 
 
 def check_vector_stack(stack_embed: int, depth: int | None, push_hidden_size: int | None = None) -> None:
