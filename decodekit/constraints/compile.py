@@ -209,38 +209,21 @@ def _unspellable(pattern: str, dfa: CharDFA, enc: EncodedVocab, separator: str) 
     the shortest matching text, which whole tokens cannot form."""
     if dfa.initial < 0:
         return f"regex {pattern!r} matches no text at all"
-    size = enc.size
-    head = (
-        f"no token sequence of this vocabulary ({size} tokens, separator {separator!r}) matches {pattern!r}"
-    )
+    head = f"no token sequence of this vocabulary ({enc.size} tokens, separator {separator!r})"
+    head += f" matches {pattern!r}"
     available = enc.available(separator.encode("utf-8"))
-    present = {int(k) for k in dfa.other[list(OCCURRING_BITS)]}  # not only named characters: assume present
+    present = np.zeros(dfa.table.shape[1], dtype=bool)  # a class with a character the tokens have
+    present[dfa.other[list(OCCURRING_BITS)]] = True  # not only named characters: assume present
     for c, k in dfa.explicit.items():
-        if available[list(c.encode("utf-8", "surrogatepass"))].all():
-            present.add(k)
-    _, cls = np.nonzero(dfa.table >= 0)
-    used = set(cls.tolist())
-    missing = sorted(used - present)
-    by_class: dict[int, list[str]] = {}
-    for c, k in dfa.explicit.items():
-        by_class.setdefault(k, []).append(c)
-    wanted = sorted(c for k in missing for c in by_class.get(k, []))[:12]
-    if wanted:
-        return head + f": it needs characters that no token contains, e.g. {', '.join(map(repr, wanted))}"
-    return (
-        head
-        + f": whole tokens joined by {separator!r} cannot form a matching text, e.g. {_shortest_text(dfa)!r}"
-    )
-
-
-def _shortest_text(dfa: CharDFA) -> str:
-    """A shortest text the character DFA accepts."""
+        present[k] |= available[list(c.encode("utf-8", "surrogatepass"))].all()
+    missing = (dfa.table >= 0).any(axis=0) & ~present
+    if wanted := sorted(c for c, k in dfa.explicit.items() if missing[k])[:12]:
+        return f"{head}: it needs characters that no token contains, e.g. {', '.join(map(repr, wanted))}"
     src, cls = np.nonzero(dfa.table >= 0)
-    dist = reverse_distances(src, dfa.table[src, cls], dfa.accepting, len(dfa.accepting))
-    out, q = [], dfa.initial
+    dist = np.append(reverse_distances(src, dfa.table[src, cls], dfa.accepting, len(dfa.accepting)), -1)
+    text, q = [], dfa.initial  # a shortest matching text: each step one class closer to acceptance
     while dist[q] > 0:
-        row = dfa.table[q]
-        k = int(np.flatnonzero((row >= 0) & (dist[np.maximum(row, 0)] == dist[q] - 1))[0])
-        out.append(dfa.examples[k])
-        q = int(row[k])
-    return "".join(out)
+        k = int(np.flatnonzero(dist[dfa.table[q]] == dist[q] - 1)[0])  # dead (-1) reads the -1
+        text.append(dfa.examples[k])
+        q = int(dfa.table[q, k])
+    return f"{head}: whole tokens joined by {separator!r} cannot form a matching text, e.g. {''.join(text)!r}"
