@@ -14,23 +14,21 @@ from decodekit.errors import ConstraintError
 @dataclass(frozen=True, eq=False)
 class TokenAutomaton:
     """A DFA over token ids whose accepted token sequences are exactly those whose text
-    ``separator.join(token_strings[t] for t in tokens)`` fully matches ``pattern``.
-
-    Every state is reachable from ``initial`` and can still reach acceptance (dead = -1), and
-    equivalent states are merged. EOS never has a transition: it may be emitted exactly in
-    accepting states.
+    ``separator.join(token_strings[t] for t in tokens)`` fully matches ``pattern``. Every state is
+    reachable from ``initial`` and can still reach acceptance (dead = -1); equivalent states are
+    merged. EOS never has a transition: it may be emitted exactly in accepting states.
 
     Attributes:
-        next_state: [S, V] int64, next state after token v, -1 = dead (always -1 for EOS and
-            for tokens whose surface is None).
+        next_state: [S, V] int64 next state after token v, -1 = dead (always for EOS and for
+            tokens whose surface is None).
         accepting: [S] bool, the text so far fully matches.
-        min_tokens_to_accept: [S] int64, the fewest tokens (EOS not counted) leading from the
-            state to an accepting state; 0 iff accepting.
+        min_tokens_to_accept: [S] int64, the fewest tokens (EOS not counted) from the state to
+            acceptance; 0 iff accepting.
         initial: the start state (always 0). eos_id: the EOS column or None.
         pattern: the regex. separator: the text between tokens. vocab_size: V. num_states: S.
-        stats: sizes along the way: ``char_states`` (minimal character DFA), ``candidate_states``
-            (token-level candidates: each DFA state, plus "nothing emitted yet"), ``live_states``
-            (reachable and co-reachable, before merging equivalent states).
+        stats: sizes along the way: ``char_states`` (minimal character DFA), ``byte_states``
+            (its UTF-8 byte DFA), ``candidate_states`` (each byte DFA state, plus "nothing emitted
+            yet"), ``live_states`` (reachable and co-reachable, before merging equivalent states).
     """
 
     next_state: torch.Tensor
@@ -61,26 +59,16 @@ class TokenAutomaton:
 
     def to(self, device: torch.device | str) -> TokenAutomaton:
         """A copy with the tables on ``device`` (self if already there)."""
-        device = torch.device(device)
-        if self.next_state.device == device:
+        if self.next_state.device == torch.device(device):
             return self
-        return dataclasses.replace(
-            self,
-            next_state=self.next_state.to(device),
-            accepting=self.accepting.to(device),
-            min_tokens_to_accept=self.min_tokens_to_accept.to(device),
-        )
+        tables = ("next_state", "accepting", "min_tokens_to_accept")
+        return dataclasses.replace(self, **{k: getattr(self, k).to(device) for k in tables})
 
     def allowed(self, states: torch.Tensor, remaining: int | torch.Tensor | None = None) -> torch.Tensor:
-        """Which tokens may be emitted next.
-
-        Args:
-            states: [N] long automaton states (-1 = dead row: nothing allowed).
-            remaining: None (no length limit) or the number of tokens that may still be
-                generated *including this one*, EOS not counted: an int or [N] long.
-        Returns: [N, V] bool. Token t (not EOS) is allowed iff ``next = next_state[s, t] >= 0``
-        and ``min_tokens_to_accept[next] <= remaining - 1``; EOS iff ``accepting[s]``.
-        """
+        """[N] long states (-1 = dead row: nothing allowed) -> [N, V] bool, the tokens that may be
+        emitted next: t (not EOS) iff ``next = next_state[s, t] >= 0`` and
+        ``min_tokens_to_accept[next] <= remaining - 1``; EOS iff ``accepting[s]``. ``remaining``
+        (int or [N] long; None: no limit) counts the tokens still allowed *including this one*."""
         states = states.to(self.device).long()
         live = states >= 0
         s = states.clamp(min=0)
@@ -102,14 +90,13 @@ class TokenAutomaton:
     def walk(self, tokens: Iterable[int], state: int | None = None) -> int:
         """The state after reading ``tokens`` from ``state`` (default: initial), or -1 if dead."""
         s = self.initial if state is None else int(state)
-        table = self.next_state
         for t in tokens:
             t = int(t)
             if not 0 <= t < self.vocab_size:
                 raise ConstraintError(f"token id {t} out of range for vocabulary size {self.vocab_size}")
             if s < 0:
                 return -1
-            s = int(table[s, t])
+            s = int(self.next_state[s, t])
         return s
 
     def accepts(self, tokens: Iterable[int]) -> bool:
