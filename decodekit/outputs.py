@@ -1,8 +1,9 @@
-"""Decoding results: plain dataclasses and their rendering to text / JSON."""
+"""Decoding results: plain dataclasses and their rendering to text / JSON / Graphviz DOT."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import math
+from dataclasses import asdict, dataclass, field
 
 from decodekit.vocab import Vocab
 
@@ -17,21 +18,93 @@ class Hypothesis:
         score: what the search ranked by (``logprob / len**length_penalty`` for beam searches,
             ``len`` counting EOS; ``logprob`` for greedy and sampling).
         finished: True if the hypothesis ended with EOS, False if it stopped at ``max_length``.
+        token_logprobs: the model's log-probability of each generated token, EOS included when
+            ``finished`` (transformers' ``compute_transition_scores``); they sum to ``logprob``.
     """
 
     tokens: tuple[int, ...]
     logprob: float
     score: float
     finished: bool
+    token_logprobs: tuple[float, ...] = ()
 
     def text(self, vocab: Vocab) -> str:
         """The continuation as text (detokenised by ``vocab``)."""
         return vocab.decode(self.tokens)
 
     def to_dict(self, vocab: Vocab | None = None) -> dict:
-        """A JSON-ready dict: ``tokens``, ``logprob``, ``score``, ``finished`` (+ ``text``)."""
+        """A JSON-ready dict: ``tokens`` (ids), ``logprob``, ``score``, ``finished``,
+        ``token_logprobs``; with ``vocab`` also ``text`` and ``token_texts`` (each generated
+        token's text, EOS included when finished: aligned with ``token_logprobs``)."""
         d = asdict(self)
-        d["tokens"] = list(self.tokens)
+        d["tokens"], d["token_logprobs"] = list(self.tokens), list(self.token_logprobs)
         if vocab is not None:
-            d = {"text": self.text(vocab), **d}
+            ids = [*self.tokens, vocab.eos_id] if self.finished and vocab.eos_id is not None else self.tokens
+            d = {"text": self.text(vocab), **d, "token_texts": [token_text(vocab, i) for i in ids]}
         return d
+
+
+def token_text(vocab: Vocab, i: int) -> str:
+    """Token ``i``'s surface text, or its vocabulary entry for specials (``<eos>``)."""
+    text = vocab.surface(i)
+    return vocab.tokens[i] if text is None else text
+
+
+@dataclass
+class SearchTree:
+    """What a search did, for drawing: pass ``record=SearchTree()`` to a strategy (or to
+    :func:`decodekit.generation.generate`) and it is filled in; :meth:`to_dot` draws it.
+
+    Step t's rows: ``parents[t][i]`` (the row of step t-1 it extends; at step 0 a start row),
+    ``tokens[t][i]``, ``logprobs[t][i]`` (cumulative; -inf: an empty slot), ``states[t][i]``
+    (automaton state; None without a constraint), ``prompts[t][i]`` (the prompt it belongs to).
+    ``ended[b]``: every hypothesis of prompt b that ended, as ``(last_step, row, finished,
+    logprob, score)`` (its last non-EOS token is ``row`` of ``last_step``; -1: none);
+    ``best[b]``: the indices into ``ended[b]`` of the hypotheses returned, best first.
+    """
+
+    parents: list[list[int]] = field(default_factory=list)
+    tokens: list[list[int]] = field(default_factory=list)
+    logprobs: list[list[float]] = field(default_factory=list)
+    states: list[list[int] | None] = field(default_factory=list)
+    prompts: list[list[int]] = field(default_factory=list)
+    ended: list[list[tuple[int, int, bool, float, float]]] = field(default_factory=list)
+    best: list[list[int]] = field(default_factory=list)
+
+    def to_dot(self, vocab: Vocab | None = None, prompt: int = 0) -> str:
+        """Graphviz DOT of prompt ``prompt``'s search, left to right: one node per kept row of
+        each step (its token and cumulative log-probability), edges from parents; hypotheses
+        that ended are filled (EOS as its own node), the best one's path is bold. Under a
+        constraint each automaton state's rows form a cluster (``cluster_state_q``): Anderson's
+        per-state beams over time."""
+
+        def label(token: int | None, value: float) -> str:
+            token = token if token is not None or vocab is None else vocab.eos_id
+            text = "EOS" if token is None else str(token) if vocab is None else token_text(vocab, token)
+            return text.replace("\\", "\\\\").replace('"', '\\"') + f"\\n{value:.3f}"
+
+        ended, best, highlight = self.ended[prompt], self.best[prompt], ", style=filled, fillcolor=lightblue"
+        filled = {(s, r) for s, r, finished, _, _ in ended if not finished}
+        bold, clusters = set(), {}
+        lines = ["digraph search {", "  rankdir=LR;", '  root [label="prompt", shape=box];']
+        if best:  # the winner's path: (step, row) back to the root
+            step, row = ended[best[0]][:2]
+            for s in range(step, -1, -1):
+                bold.add((s, row))
+                row = self.parents[s][row]
+        for t, (parents, tokens, values) in enumerate(zip(self.parents, self.tokens, self.logprobs)):
+            for i, (parent, token, value) in enumerate(zip(parents, tokens, values)):
+                if self.prompts[t][i] != prompt or value == -math.inf:
+                    continue
+                node = f'  n{t}_{i} [label="{label(token, value)}"{highlight if (t, i) in filled else ""}];'
+                (lines if self.states[t] is None else clusters.setdefault(self.states[t][i], [])).append(node)
+                source = "root" if t == 0 else f"n{t - 1}_{parent}"
+                lines.append(f"  {source} -> n{t}_{i}" + (" [penwidth=3];" if (t, i) in bold else ";"))
+        for q, nodes in sorted(clusters.items()):
+            lines += [f"  subgraph cluster_state_{q} {{", f'    label="state {q}";', *nodes, "  }"]
+        for k, (step, row, finished, logprob, _) in enumerate(ended):
+            if finished:  # EOS: a node of its own
+                source = "root" if step < 0 else f"n{step}_{row}"
+                lines.append(f'  e{k} [label="{label(None, logprob)}"{highlight}];')
+                lines.append(f"  {source} -> e{k}" + (" [penwidth=3];" if best and k == best[0] else ";"))
+        return "\n".join([*lines, "}"]) + "\n"

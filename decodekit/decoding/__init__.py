@@ -1,8 +1,19 @@
 """Decoding strategies over the step protocol: one loop (:mod:`~decodekit.decoding.search`),
-strategies as selection functions (rowwise, beam, grid)."""
+strategies as selection functions (:mod:`~.rowwise`: greedy, sampling; :mod:`~.beam`: beam
+search, Anderson-style constrained beam search).
 
-from decodekit.decoding.beam import beam_search
-from decodekit.decoding.grid import constrained_beam_search
+Arguments every strategy takes: ``model``, any step-protocol model (with ``vocab`` when the
+constraint is a pattern string); ``prompt``, one prompt (token ids) or a batch (a list of
+lists); ``max_length``, the most tokens to generate, EOS included; ``constraint``, a regex the
+continuation text must fully match, or a compiled ``TokenAutomaton`` (ConstraintError when
+nothing can match in ``max_length`` tokens); ``record``, a
+:class:`~decodekit.outputs.SearchTree` filled with what the search did (to draw it). Each
+returns a list of :class:`~decodekit.outputs.Hypothesis` for one prompt, a list of such lists
+for a batch; invalid arguments raise :class:`~decodekit.errors.ConfigError` naming them.
+"""
+
+from decodekit.decoding.beam import beam_search, constrained_beam_search
 from decodekit.decoding.rowwise import greedy, sample
+from decodekit.outputs import SearchTree
 
-__all__ = ["beam_search", "constrained_beam_search", "greedy", "sample"]
+__all__ = ["SearchTree", "beam_search", "constrained_beam_search", "greedy", "sample"]

@@ -1,11 +1,9 @@
-"""Length-normalised beam search (optionally masked by a regex constraint).
+"""Beam searches: length-normalised beam search (optionally masked by a constraint) and
+Anderson-style constrained beam search, as selection functions for :func:`~.search.decode`.
 
-Rows ``b * K + k`` (B prompts, K beams). Each step keeps the 2K best of the K·V extensions of
-a prompt's beams (so EOS cannot starve the beam), sets aside EOS candidates ranked within the
-top K as finished and goes on with the K best others, as fairseq and transformers do. Scores:
-``logprob / len ** length_penalty`` (len counts EOS); exact stopping (``trace.reachable_bound``).
-Under a constraint without EOS, an accepting hypothesis that cannot go on (no allowed token of
-non-zero probability) ends unfinished at its own length. Tokens of probability 0 never extend one.
+Both rank by ``logprob / len ** length_penalty`` (len counts EOS) and stop exactly
+(``trace.reachable_bound``); tokens of probability 0 never extend a hypothesis. Under a
+constraint without EOS, an accepting hypothesis that cannot go on ends unfinished there.
 """
 
 from __future__ import annotations
@@ -14,11 +12,12 @@ from collections.abc import Sequence
 
 import torch
 
-from decodekit.decoding.prompts import Constraint, Prompt, as_batch, check_beam_arguments, resolve_constraint
-from decodekit.decoding.search import NEG_INF, Selection, accepting, decode
-from decodekit.decoding.trace import Pool
+from decodekit.checks import at_least, real
+from decodekit.decoding.prompts import Constraint, Prompt
+from decodekit.decoding.search import NEG_INF, Selection, accepting, run
+from decodekit.decoding.topk import GroupedTopK
 from decodekit.models.base import LanguageModel, model_device
-from decodekit.outputs import Hypothesis
+from decodekit.outputs import Hypothesis, SearchTree
 
 
 @torch.inference_mode()
@@ -31,39 +30,36 @@ def beam_search(
     n_best: int = 1,
     *,
     constraint: Constraint | None = None,
+    record: SearchTree | None = None,
 ) -> list[Hypothesis] | list[list[Hypothesis]]:
-    """Beam search with ``beam_size`` live hypotheses per prompt.
+    """Beam search with ``beam_size`` (K) live hypotheses per prompt, rows ``b * K + k``.
 
-    Args:
-        model: any step-protocol model.
-        prompt: one prompt (list of token ids) or a batch (list of lists).
-        beam_size: K, live hypotheses kept per prompt.
-        max_length: most tokens to generate, EOS included.
-        length_penalty: alpha in ``score = logprob / len**alpha``; 0 ranks by raw log-probability.
-        n_best: how many hypotheses to return per prompt (at most the number found).
-        constraint: a regex or compiled automaton; tokens that cannot lead to a full match are
-            masked (use :func:`constrained_beam_search` for Anderson-style search instead).
-
-    Returns:
-        The n-best hypotheses, best first: a list for one prompt, a list of lists for a batch.
+    Each step keeps the 2K best of the K·V extensions of a prompt's beams (so EOS cannot starve
+    the beam), sets aside EOS candidates ranked within the top K as finished and goes on with
+    the K best others, as fairseq and transformers do. ``length_penalty``: alpha (0 ranks by
+    raw log-probability); ``constraint``: tokens that cannot lead to a full match are masked
+    (:func:`constrained_beam_search` is Anderson-style search). Other arguments and the
+    result: see :mod:`decodekit.decoding`; the ``n_best`` best hypotheses, best first.
     """
-    check_beam_arguments(beam_size, max_length, length_penalty, n_best)
-    prompts, single = as_batch(prompt)
-    automaton = resolve_constraint(constraint, model, max_length)
-    cum = torch.full((len(prompts), beam_size), NEG_INF, device=model_device(model))
-    cum[:, 0] = 0.0  # only the first beam is live at step 0
-    states = None if automaton is None else torch.full_like(cum, automaton.initial, dtype=torch.long).view(-1)
-    select = beam_selection(beam_size, model.vocab_size, model.eos_id, automaton, max_length)
-    pool = Pool(len(prompts), n_best, length_penalty)
-    out = decode(
-        model, prompts, select, Selection(cum.view(-1), states), pool, max_length, automaton, ranked=True
-    )
-    return out[0] if single else out
+    _check_beam(beam_size, length_penalty, n_best)
+
+    def start(automaton, batch: int):
+        cum = torch.full((batch, beam_size), NEG_INF, device=model_device(model))
+        cum[:, 0] = 0.0  # only the first beam is live at step 0
+        states = None if automaton is None else torch.full_like(cum, automaton.initial, dtype=torch.long)
+        select = beam_selection(beam_size, model.vocab_size, model.eos_id, automaton, max_length)
+        return select, Selection(cum.view(-1), None if states is None else states.view(-1))
+
+    return run(model, prompt, max_length, constraint, start, n_best, length_penalty, record)
+
+
+def _check_beam(beam_size: int, length_penalty: float, n_best: int) -> None:
+    at_least("beam_size", beam_size), at_least("n_best", n_best), real("length_penalty", length_penalty)
 
 
 def beam_selection(beam: int, vocab: int, eos: int | None, automaton, max_length: int):
-    """The K best extensions of each prompt's K rows (rows ``b * K + k``), EOS candidates ranked
-    within the K best ending as finished; see the module docstring."""
+    """The K best extensions of each prompt's K rows, EOS candidates ranked within the K best
+    ending as finished (see :func:`beam_search`)."""
     # A row contributes at most K survivors and one EOS, so its K+1 best tokens suffice (K
     # without EOS); 2K candidates per prompt hold K non-EOS ones, since each row has one EOS.
     per_row = min(beam + (eos is not None), vocab)
@@ -94,5 +90,71 @@ def beam_selection(beam: int, vocab: int, eos: int | None, automaton, max_length
         parents, tokens = parent.reshape(-1), token.reshape(-1)
         states = None if automaton is None else automaton.step(rows.states[parents], tokens)
         return Selection(top_val.reshape(-1), states, parents, tokens, ended, ended_logprob)
+
+    return select
+
+
+@torch.inference_mode()
+def constrained_beam_search(
+    model: LanguageModel,
+    prompt: Prompt | Sequence[Prompt],
+    constraint: Constraint,
+    beam_size: int,
+    max_length: int,
+    length_penalty: float = 1.0,
+    n_best: int = 1,
+    *,
+    record: SearchTree | None = None,
+) -> list[Hypothesis] | list[list[Hypothesis]]:
+    """Anderson-style constrained beam search (Anderson et al. 2017, arXiv:1612.00576): text
+    that fully matches ``constraint``, with **one beam of K hypotheses per automaton state**.
+
+    Rows ``(b * S + q) * K + k`` hold the hypotheses in state q. A candidate (hypothesis,
+    token) moves to the beam of its target state, and each state keeps its K best candidates
+    from the **whole vocabulary** (the paper's forced transitions: a transition toward
+    acceptance survives however improbable its tokens; :mod:`~decodekit.decoding.topk`). EOS
+    ends a hypothesis only in an accepting state (the K best such per prompt). Arguments: as
+    :func:`beam_search`. Returns the n-best **matching** hypotheses, best first; ``[]`` when none
+    was found (always when every match has probability 0; possibly when each beam kept only
+    hypotheses whose every way on has probability 0).
+    """
+    _check_beam(beam_size, length_penalty, n_best)
+
+    def start(automaton, batch: int):
+        states, width = automaton.num_states, automaton.num_states * beam_size
+        cum = torch.full((batch, width), NEG_INF, device=model_device(model))  # [B, S*K]
+        cum[:, automaton.initial * beam_size] = 0.0
+        slot_state = torch.arange(states, device=cum.device).repeat_interleave(beam_size).repeat(batch)
+        return anderson_selection(automaton, beam_size, model.eos_id, max_length), Selection(
+            cum.view(-1), slot_state
+        )
+
+    return run(model, prompt, max_length, constraint, start, n_best, length_penalty, record)
+
+
+def anderson_selection(automaton, beam: int, eos: int | None, max_length: int):
+    """One beam of K per automaton state: rows ``(b * S + q) * K + k`` are in state q."""
+    states = automaton.num_states
+    best_per_state = GroupedTopK(automaton.next_state, states, beam, beam)
+    need = automaton.min_tokens_to_accept  # [S]
+    accepting = automaton.accepting.repeat_interleave(beam)  # [S*K] rows in an accepting state
+
+    def select(t: int, logprobs: torch.Tensor, rows: Selection) -> Selection:
+        batch, vocab = logprobs.shape[0] // (states * beam), logprobs.shape[1]
+        lp, cum = logprobs.view(batch, states, beam, vocab), rows.logprob.view(batch, states * beam)
+        base = torch.arange(batch, device=cum.device)[:, None] * (states * beam)  # [B, 1]
+        # Each state keeps the K best candidates leading to it, from every state's rows and tokens;
+        # a state that cannot reach acceptance in the tokens left after this one gets none.
+        closed = need > max_length - t - 1  # [S]
+        value, row, token, alive = best_per_state(lp, cum.view(batch, states, beam, 1), closed)  # [B, S, K]
+        if eos is not None:  # EOS ends a hypothesis in an accepting state: the K best per prompt
+            done = (cum + lp[..., eos].view(batch, -1)).masked_fill(~accepting, NEG_INF)
+            top, slot = done.topk(min(beam, states * beam), dim=1)
+            ended, ended_logprob = (base + slot)[top > NEG_INF], top[top > NEG_INF]
+        else:  # an accepting hypothesis with no way on (a token of p > 0 reaching acceptance in time)
+            ended = (~alive.view(batch, -1) & accepting).view(-1).nonzero()[:, 0]
+            ended_logprob = rows.logprob[ended]
+        parents = (row + base[:, :, None]).view(-1)
+        return Selection(value.view(-1), rows.states, parents, token.view(-1), ended, ended_logprob)
 
     return select

@@ -8,7 +8,6 @@ from typing import Any
 
 import torch
 
-from decodekit.checks import at_least, real
 from decodekit.errors import ConstraintError, ModelOutputError
 from decodekit.models import state as st
 from decodekit.models.base import LanguageModel, State, model_device
@@ -124,9 +123,3 @@ def resolve_constraint(constraint: Constraint | None, model: LanguageModel, max_
             f"more than max_length={max_length}"
         )
     return automaton.to(model_device(model))
-
-
-def check_beam_arguments(beam_size: int, max_length: int, length_penalty: float, n_best: int) -> None:
-    """The checks both beam searches make (:class:`~decodekit.errors.ConfigError` naming the argument)."""
-    at_least("beam_size", beam_size), at_least("n_best", n_best), at_least("max_length", max_length, 0)
-    real("length_penalty", length_penalty)

@@ -5,7 +5,8 @@ acceptance in the remaining steps are masked (``TokenAutomaton.allowed``; EOS on
 states); a token of probability 0 is never chosen. A row none of whose allowed tokens has
 non-zero probability cannot go on: without EOS, in an accepting state, it ends there (a match,
 ``finished=False``); otherwise it ends unmatched and returns nothing (greedy: ``[]``). The
-reported ``logprob`` is the model's own, not that of the masked or processed distribution.
+reported ``logprob`` is the model's own, not that of the masked or processed distribution;
+``score`` = ``logprob``.
 """
 
 from __future__ import annotations
@@ -16,11 +17,10 @@ import torch
 
 from decodekit.checks import at_least
 from decodekit.decoding import processors
-from decodekit.decoding.prompts import Constraint, Prompt, as_batch, resolve_constraint
-from decodekit.decoding.search import NEG_INF, Selection, accepting, decode
-from decodekit.decoding.trace import Pool
+from decodekit.decoding.prompts import Constraint, Prompt
+from decodekit.decoding.search import NEG_INF, Selection, accepting, run
 from decodekit.models.base import LanguageModel, model_device
-from decodekit.outputs import Hypothesis
+from decodekit.outputs import Hypothesis, SearchTree
 
 Chooser = Callable[[torch.Tensor], torch.Tensor]  # masked logprobs [N, V] -> tokens [N]
 
@@ -32,16 +32,12 @@ def greedy(
     max_length: int,
     *,
     constraint: Constraint | None = None,
+    record: SearchTree | None = None,
 ) -> list[Hypothesis] | list[list[Hypothesis]]:
     """Greedy decoding: the argmax token at every step, until EOS or ``max_length`` tokens
-    (EOS included). ``prompt``: one prompt (token ids) or a batch (list of lists).
-    ``constraint``: a regex (compiled against ``model.vocab``) or a ``TokenAutomaton``; tokens
-    that cannot lead to a full match are masked.
-
-    Returns ``[Hypothesis]`` for one prompt, one such list per prompt for a batch; ``score`` =
-    ``logprob``; ``[]`` when the row ended unmatched (see the module docstring).
-    """
-    return _decode(model, prompt, max_length, lambda lp: lp.argmax(-1), 1, constraint)
+    (EOS included). Arguments and the result: see :mod:`decodekit.decoding`; one hypothesis
+    per prompt, none when it ended unmatched."""
+    return _decode(model, prompt, max_length, lambda lp: lp.argmax(-1), 1, constraint, record)
 
 
 @torch.inference_mode()
@@ -57,72 +53,55 @@ def sample(
     num_samples: int = 1,
     *,
     constraint: Constraint | None = None,
+    record: SearchTree | None = None,
 ) -> list[Hypothesis] | list[list[Hypothesis]]:
-    """Ancestral sampling: draw each token from the model's (processed) distribution.
-
-    The distribution sampled at each step is ``softmax(process(logprobs))`` with temperature,
-    top-k, top-p and min-p applied in that order (see :mod:`decodekit.decoding.processors`),
-    after masking by the constraint if one is given. Draws use ``torch.multinomial`` with
-    ``generator`` (an int seeds a new CPU/device generator; None uses torch's global one), so
-    a fixed seed gives the same samples.
-
-    Returns ``num_samples`` hypotheses per prompt, in draw order; ``score`` = ``logprob``.
-    Under a constraint, samples that ended unmatched (every allowed token had probability 0)
-    are left out, so a prompt may get fewer.
+    """Ancestral sampling: each token drawn from ``softmax(process(logprobs))`` with temperature,
+    top-k, top-p and min-p applied in that order (:mod:`~decodekit.decoding.processors`), after
+    masking by the constraint. Draws use ``torch.multinomial`` with ``generator`` (an int seeds
+    a new generator on the model's device; None: torch's global one), so a fixed seed gives the
+    same samples. Returns ``num_samples`` hypotheses per prompt in draw order, less those that
+    ended unmatched under a constraint.
     """
     processors.validate(temperature, top_k, top_p, min_p)
     at_least("num_samples", num_samples)
     if isinstance(generator, int):
-        seed = generator
-        generator = torch.Generator(device=model_device(model))
-        generator.manual_seed(seed)
+        generator = torch.Generator(device=model_device(model)).manual_seed(generator)
 
     def choose(logprobs: torch.Tensor) -> torch.Tensor:
         weights = processors.process(logprobs, t=temperature, k=top_k, p=top_p, minp=min_p)
-        probs = torch.softmax(weights.float(), dim=-1)
-        return torch.multinomial(probs, 1, generator=generator)[:, 0]
+        return torch.multinomial(torch.softmax(weights.float(), dim=-1), 1, generator=generator)[:, 0]
 
-    return _decode(model, prompt, max_length, choose, num_samples, constraint)
+    return _decode(model, prompt, max_length, choose, num_samples, constraint, record)
 
 
-def _decode(model, prompt, max_length, choose: Chooser, copies: int, constraint):
+def _decode(model, prompt, max_length, choose: Chooser, copies: int, constraint, record):
     """Each row ends alone (EOS, cannot go on, ``max_length``); the others are the selection."""
-    at_least("max_length", max_length, 0)
-    prompts, single = as_batch(prompt)
-    automaton = resolve_constraint(constraint, model, max_length)
-    eos, n = model.eos_id, len(prompts) * copies
-    zeros = torch.zeros(n, dtype=torch.long, device=model_device(model))
-    start = Selection(zeros.double(), None if automaton is None else zeros + automaton.initial)
+    eos = model.eos_id
 
-    def select(t: int, logprobs: torch.Tensor, rows: Selection) -> Selection:
-        keep, ended, ended_logprob, cum, states, masked = (
-            None,
-            None,
-            None,
-            rows.logprob,
-            rows.states,
-            logprobs,
-        )
-        if automaton is not None:
-            masked = logprobs.masked_fill(~automaton.allowed(states, max_length - t), NEG_INF)
-            stuck = ~(masked > NEG_INF).any(-1)  # [N] no allowed token of non-zero probability
-            if bool(stuck.any()):  # without EOS an accepting row ends as a match; others fail
-                if eos is None:
-                    ended = (stuck & accepting(automaton, states)).nonzero()[:, 0]
-                    ended_logprob = cum[ended]
-                keep = (~stuck).nonzero()[:, 0]
-                masked, logprobs, cum, states = masked[keep], logprobs[keep], cum[keep], states[keep]
-        tokens = choose(masked) if masked.shape[0] else masked.new_zeros(0, dtype=torch.long)  # [N']
-        cum = cum + logprobs.gather(1, tokens[:, None])[:, 0]
-        states = None if automaton is None else automaton.step(states, tokens)
-        if eos is not None and bool((is_eos := tokens == eos).any()):
-            go_on = (~is_eos).nonzero()[:, 0]
-            ended, ended_logprob = is_eos.nonzero()[:, 0] if keep is None else keep[is_eos], cum[is_eos]
-            keep = go_on if keep is None else keep[go_on]
-            tokens, cum, states = tokens[go_on], cum[go_on], None if states is None else states[go_on]
-        return Selection(cum, states, keep, tokens, ended, ended_logprob)
+    def start(automaton, batch: int):
+        def select(t: int, logprobs: torch.Tensor, rows: Selection) -> Selection:
+            keep = ended = ended_logprob = None
+            cum, states, masked = rows.logprob, rows.states, logprobs
+            if automaton is not None:
+                masked = logprobs.masked_fill(~automaton.allowed(states, max_length - t), NEG_INF)
+                stuck = ~(masked > NEG_INF).any(-1)  # [N] no allowed token of non-zero probability
+                if bool(stuck.any()):  # without EOS an accepting row ends as a match; others fail
+                    if eos is None:
+                        ended = (stuck & accepting(automaton, states)).nonzero()[:, 0]
+                        ended_logprob = cum[ended]
+                    keep = (~stuck).nonzero()[:, 0]
+                    masked, logprobs, cum, states = masked[keep], logprobs[keep], cum[keep], states[keep]
+            tokens = choose(masked) if masked.shape[0] else masked.new_zeros(0, dtype=torch.long)  # [N']
+            cum = cum + logprobs.gather(1, tokens[:, None])[:, 0]
+            states = None if automaton is None else automaton.step(states, tokens)
+            if eos is not None and bool((is_eos := tokens == eos).any()):
+                go_on = (~is_eos).nonzero()[:, 0]
+                ended, ended_logprob = is_eos.nonzero()[:, 0] if keep is None else keep[is_eos], cum[is_eos]
+                keep = go_on if keep is None else keep[go_on]
+                tokens, cum, states = tokens[go_on], cum[go_on], None if states is None else states[go_on]
+            return Selection(cum, states, keep, tokens, ended, ended_logprob)
 
-    pool = Pool(n, 1, 0.0)  # one item per row: score = logprob
-    results = decode(model, prompts, select, start, pool, max_length, automaton)
-    out = [sum(results[b * copies : (b + 1) * copies], []) for b in range(len(prompts))]
-    return out[0] if single else out
+        zeros = torch.zeros(batch * copies, dtype=torch.long, device=model_device(model))
+        return select, Selection(zeros.double(), None if automaton is None else zeros + automaton.initial)
+
+    return run(model, prompt, max_length, constraint, start, 1, 0.0, record, ranked=False)

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 
 import torch
 
-from decodekit.decoding.prompts import check_logprobs, is_check_step, prefill
+from decodekit.checks import at_least
+from decodekit.decoding.prompts import as_batch, check_logprobs, is_check_step, prefill, resolve_constraint
 from decodekit.decoding.trace import Pool, Trace
 from decodekit.models import state as st
 from decodekit.models.base import LanguageModel
-from decodekit.outputs import Hypothesis
+from decodekit.outputs import Hypothesis, SearchTree
 
 NEG_INF = float("-inf")
 
@@ -52,6 +53,23 @@ def accepting(automaton, states: torch.Tensor) -> torch.Tensor:
     return (states >= 0) & automaton.accepting[states.clamp(min=0)]
 
 
+def run(model, prompt, max_length: int, constraint, start, n_best, length_penalty, record, ranked=True):
+    """What every strategy does around :func:`decode`: check ``max_length``, batch the prompt(s),
+    compile the constraint, ``start(automaton, B) -> (select, rows of step -1)``, decode. Returns
+    a list of hypotheses for one prompt, a list of lists for a batch (greedy and sampling: the
+    hypotheses of a prompt's rows together)."""
+    at_least("max_length", max_length, 0)
+    prompts, single = as_batch(prompt)
+    automaton = resolve_constraint(constraint, model, max_length)
+    select, rows = start(automaton, len(prompts))
+    width = rows.logprob.shape[0] // len(prompts)
+    pool = Pool(len(prompts) if ranked else rows.logprob.shape[0], n_best, length_penalty)
+    out = decode(model, prompts, select, rows, pool, max_length, automaton, ranked, record)
+    if not ranked:
+        out = [sum(out[b * width : (b + 1) * width], []) for b in range(len(prompts))]
+    return out[0] if single else out
+
+
 def decode(
     model: LanguageModel,
     prompts: list[list[int]],
@@ -61,12 +79,14 @@ def decode(
     max_length: int,
     automaton=None,
     ranked: bool = False,
+    record: SearchTree | None = None,
 ) -> list[list[Hypothesis]]:
     """Run ``select`` for at most ``max_length`` tokens from ``start``: W rows per prompt, rows
     ``b * W + j``. ``ranked`` (beam searches): the layout stays [B, W], a row's pool item is its
     prompt, done when no live row can beat its n best (``Pool.update``); else (greedy, sampling)
     each row is its own item, done when the row ends. At the end the live rows (under a
-    constraint: the accepting ones) join the pool unfinished. Returns the pool's results."""
+    constraint: the accepting ones) join the pool unfinished. Returns the pool's results;
+    ``record`` is filled with the search (:class:`~decodekit.outputs.SearchTree`)."""
     width = start.logprob.shape[0] // len(prompts)
     logprobs, state = prefill(model, prompts, width)
     rows, eos, vocab = start, model.eos_id, logprobs.shape[1]
@@ -76,10 +96,10 @@ def decode(
         sel = select(t, logprobs, rows)
         if sel.ended is not None:
             pool.add_many(items[sel.ended], sel.ended, sel.ended_logprob, t, eos is not None)
-        trace.push(sel.parents, sel.tokens)
         rows, steps = sel, t + 1
         if sel.parents is not None:
             items = items[sel.parents]
+        trace.push(sel.parents, sel.tokens, sel.logprob, sel.states, items)
         if ranked and (automaton is not None or pool.has_candidates(pool.n_best)):
             cum = rows.logprob.view(len(prompts), width)
             pool.update(cum, _shortest(automaton, rows.states, t + 1, max_length, eos, cum.shape), max_length)
@@ -93,6 +113,8 @@ def decode(
     if automaton is not None:  # only matches end unfinished
         live = live.masked_fill(~accepting(automaton, rows.states), NEG_INF)
     pool.add_many(items, torch.arange(live.shape[0], device=live.device), live, steps, False)
+    if record is not None:
+        trace.draw(record, pool, 1 if ranked else width)
     return pool.results(trace)
 
 

@@ -15,31 +15,63 @@ from dataclasses import dataclass, field
 
 import torch
 
-from decodekit.outputs import Hypothesis
+from decodekit.outputs import Hypothesis, SearchTree
 
 
 class Trace:
-    """Per step ``parents [N_t]`` (rows of step t-1; None: row i extends row i) and ``tokens [N_t]``."""
+    """Per step ``parents [N_t]`` (rows of step t-1; None: row i extends row i), ``tokens [N_t]``,
+    cumulative ``logprob [N_t]`` (per-token values are differences along the back-pointers),
+    and, for :class:`~decodekit.outputs.SearchTree`, ``states [N_t]`` and ``items [N_t]``."""
 
     def __init__(self) -> None:
-        self._steps: list[tuple[torch.Tensor | None, torch.Tensor]] = []
-        self._host: tuple[list, list, list] | None = None
+        self.steps: list[tuple] = []
+        self._host: tuple[list, list, list, list] | None = None
 
-    def push(self, parents: torch.Tensor | None, tokens: torch.Tensor) -> None:
-        self._steps.append((parents, tokens))
+    def push(self, parents, tokens, logprob, states, items) -> None:
+        self.steps.append((parents, tokens, logprob, states, items))
 
-    def history(self, step: int, row: int) -> tuple[int, ...]:
-        """Tokens of ``row`` of step ``step`` (steps 0..step), oldest first."""
-        if self._host is None:  # one device->host copy for the whole search
-            same = [torch.arange(len(t), device=t.device) if p is None else p for p, t in self._steps]
-            starts = [0, *itertools.accumulate(len(t) for _, t in self._steps)]
-            self._host = (torch.cat(same).tolist(), torch.cat([t for _, t in self._steps]).tolist(), starts)
-        parents, tokens, starts = self._host
-        out = []
-        for s in range(step, -1, -1):
+    def host(self) -> tuple[list, list, list, list]:
+        """(parents, tokens, logprob, step starts), all steps in one list each: one device->host copy."""
+        if self._host is None:
+            same = [torch.arange(len(t), device=t.device) if p is None else p for p, t, *_ in self.steps]
+            starts = [0, *itertools.accumulate(len(t) for _, t, *_ in self.steps)]
+            columns = (same, [s[1] for s in self.steps], [s[2].double() for s in self.steps])
+            self._host = (*(torch.cat(x).tolist() if x else [] for x in columns), starts)
+        return self._host
+
+    def history(self, c: Candidate) -> tuple[tuple[int, ...], float, float, bool, tuple[float, ...]]:
+        """Candidate ``c`` as :class:`Hypothesis` fields: its tokens, oldest first, and each
+        token's log-probability (EOS included when finished) from the differences of the rows'
+        cumulative log-probabilities along the back-pointers."""
+        parents, tokens, logprob, starts = self.host()
+        out, cum, row = [], [], c.row
+        for s in range(c.last_step, -1, -1):
             out.append(tokens[starts[s] + row])
+            cum.append(logprob[starts[s] + row])
             row = parents[starts[s] + row]
-        return tuple(reversed(out))
+        cum.reverse()
+        steps = [b - a for a, b in zip([0.0, *cum], cum)]
+        if c.finished:
+            steps.append(c.logprob - (cum[-1] if cum else 0.0))
+        return tuple(reversed(out)), c.logprob, c.score, c.finished, tuple(steps)
+
+    def draw(self, tree: SearchTree, pool: Pool, per_prompt: int) -> None:
+        """Fill ``tree`` (items ``per_prompt`` to a prompt) with this search and ``pool``'s ends."""
+        parents, tokens, logprob, starts = self.host()
+        for t, (_, _, _, states, items) in enumerate(self.steps):
+            span = slice(starts[t], starts[t + 1])
+            tree.parents.append(parents[span]), tree.tokens.append(tokens[span])
+            (
+                tree.logprobs.append(logprob[span]),
+                tree.states.append(None if states is None else states.tolist()),
+            )
+            tree.prompts.append([i // per_prompt for i in items.tolist()])
+        for b in range(len(pool.items) // per_prompt):
+            items = range(b * per_prompt, (b + 1) * per_prompt)
+            ends = [c for i in items for c in pool.items[i]]
+            tree.ended.append([(c.last_step, c.row, c.finished, c.logprob, c.score) for c in ends])
+            where = {id(c): k for k, c in enumerate(ends)}
+            tree.best.append([where[id(c)] for i in items for c in pool.best(i)])
 
 
 @dataclass(order=True)
@@ -142,17 +174,10 @@ class Pool:
         """Whether some item not yet done holds at least ``n`` candidates."""
         return any(not d and len(c) >= n for d, c in zip(self.done, self.items))
 
+    def best(self, item: int) -> list[Candidate]:
+        """The n-best candidates of ``item``, best first (ties: in the order they ended)."""
+        return heapq.nlargest(self.n_best, self.items[item])
+
     def results(self, trace: Trace) -> list[list[Hypothesis]]:
-        """The n-best hypotheses of each item, best first (ties: in the order they ended)."""
-        return [
-            [
-                Hypothesis(
-                    trace.history(c.last_step, c.row) if c.last_step >= 0 else (),
-                    c.logprob,
-                    c.score,
-                    c.finished,
-                )
-                for c in heapq.nlargest(self.n_best, cands)
-            ]
-            for cands in self.items
-        ]
+        """The n-best hypotheses of each item, best first."""
+        return [[Hypothesis(*trace.history(c)) for c in self.best(b)] for b in range(len(self.items))]
