@@ -256,21 +256,32 @@ class _Wrapped:
         return self._encode(text)
 
 
+class _EagerKernel:
+    """The peers' torch apply kernel without ``torch.compile`` (seconds on first use), for quick
+    tests: the mask's bits unpacked and -inf written where they are 0."""
+
+    @staticmethod
+    def apply_token_bitmask_inplace(logits: torch.Tensor, bitmask: torch.Tensor) -> None:
+        bits = (bitmask.unsqueeze(-1) >> torch.arange(32, dtype=torch.int32)) & 1
+        logits.masked_fill_(bits.view(bitmask.shape[0], -1)[:, : logits.shape[1]] == 0, NEG_INF)
+
+
 class LlguidanceEngine:
     name = "llguidance"
 
-    def __init__(self, encode) -> None:
-        self.encode = encode
+    def __init__(self, encode, compiled_kernels: bool = True) -> None:
+        self.encode, self.compiled_kernels = encode, compiled_kernels
 
     def prepare(self, tokens, eos: int) -> None:
         import llguidance
         import llguidance.torch as llt
 
         self.ll, self.llt, self.vocab = llguidance, llt, len(tokens)
+        self.kernels = llt if self.compiled_kernels else _EagerKernel
         wrapper = llguidance.TokenizerWrapper(_Wrapped(tokens, eos, self.encode))
         self.tokenizer = llguidance.LLTokenizer(wrapper, n_vocab=len(tokens), eos_token=eos)
         self.bitmask = llt.allocate_token_bitmask(1, self.vocab)
-        self.llt.apply_token_bitmask_inplace(torch.zeros(1, self.vocab), self.bitmask)  # torch.compile once
+        self.kernels.apply_token_bitmask_inplace(torch.zeros(1, self.vocab), self.bitmask)  # compiled once
 
     def compile(self, pattern: str):
         grammar = self.ll.LLMatcher.grammar_from_regex(pattern)
@@ -288,7 +299,7 @@ class LlguidanceEngine:
 
     def mask_apply(self, m, logits: torch.Tensor) -> None:
         self.llt.fill_next_token_bitmask(m, self.bitmask)
-        self.llt.apply_token_bitmask_inplace(logits, self.bitmask)
+        self.kernels.apply_token_bitmask_inplace(logits, self.bitmask)
 
     def advance(self, m, token: int) -> bool:
         return m.consume_token(token)
@@ -304,15 +315,19 @@ class LlguidanceEngine:
 class OutlinesEngine:
     name = "outlines-core"
 
+    def __init__(self, compiled_kernels: bool = True) -> None:
+        self.compiled_kernels = compiled_kernels
+
     def prepare(self, tokens, eos: int) -> None:
         import outlines_core
         import outlines_core.kernels.torch as ock
 
         self.oc, self.ock, self.vocab = outlines_core, ock, len(tokens)
+        self.kernels = ock if self.compiled_kernels else _EagerKernel
         mapping = {t: [i] for i, t in enumerate(tokens) if t is not None and i != eos}
         self.vocabulary = outlines_core.Vocabulary(eos, mapping)
         self.bitmask = ock.allocate_token_bitmask(self.vocab)
-        self.ock.apply_token_bitmask_inplace(torch.zeros(1, self.vocab), self.bitmask)  # torch.compile once
+        self.kernels.apply_token_bitmask_inplace(torch.zeros(1, self.vocab), self.bitmask)  # compiled once
 
     def compile(self, pattern: str):
         index = self.oc.Index(pattern, self.vocabulary)
@@ -327,7 +342,7 @@ class OutlinesEngine:
 
     def mask_apply(self, g, logits: torch.Tensor) -> None:
         self.ock.fill_next_token_bitmask(g, self.bitmask)
-        self.ock.apply_token_bitmask_inplace(logits, self.bitmask)
+        self.kernels.apply_token_bitmask_inplace(logits, self.bitmask)
 
     def advance(self, g, token: int) -> bool:
         try:
@@ -346,13 +361,14 @@ class OutlinesEngine:
         return f"{len(index.get_transitions())} states"
 
 
-def make_engines(names, tokens, eos: int, encode) -> dict:
-    """Prepared engines by name (the vocabulary preparation timed, once)."""
+def make_engines(names, tokens, eos: int, encode, compiled_kernels: bool = True) -> dict:
+    """Prepared engines by name (the vocabulary preparation timed, once); ``compiled_kernels``:
+    llguidance's and outlines-core's torch apply kernels, else the same uncompiled."""
     makers = {
         "decodekit": DecodekitEngine,
         "xgrammar": XgrammarEngine,
-        "llguidance": lambda: LlguidanceEngine(encode),
-        "outlines-core": OutlinesEngine,
+        "llguidance": lambda: LlguidanceEngine(encode, compiled_kernels),
+        "outlines-core": lambda: OutlinesEngine(compiled_kernels),
     }
     out = {}
     for name in names:
@@ -383,7 +399,6 @@ def _error(e: BaseException) -> str:
 
 def try_compile(engine, pattern: str):
     """(wall, CPU) seconds, handle or None, error or None; garbage collector paused."""
-    gc.collect()
     gc.disable()
     t0 = clocks()
     try:
