@@ -71,8 +71,7 @@ class _NFA:
         self.wb: dict[int, list[int]] = {}
         self.nwb: dict[int, list[int]] = {}
         self.char: list[tuple[tuple[int, int], ...]] = []
-        self.sets: list[tuple[frozenset[str], tuple[tuple[str, bool], ...], bool]] = []
-        self._set_ids: dict = {}  # CharSet -> set id, and id(set node) -> set id
+        self.sets: dict = {}  # CharSet -> set id (its position)
 
     def build(self, node) -> tuple[int, int]:
         """Add the pattern ``node``; returns its (entry, exit) states. Iterative (no recursion
@@ -118,7 +117,7 @@ class _NFA:
             if kind == "seq":
                 return s, s
             if kind == "set":
-                self.char[s] = ((self._set(node), s + 1),)
+                self.char[s] = ((self.sets.setdefault(node.cset, len(self.sets)), s + 1),)
             elif node.lo in (WORD_BOUNDARY, NOT_WORD_BOUNDARY):
                 (self.wb if node.lo == WORD_BOUNDARY else self.nwb)[s] = [s + 1]
             else:  # anchors were checked to be trivial: no-ops
@@ -156,17 +155,6 @@ class _NFA:
         link(exit_, end)
         return entry, end
 
-    def _set(self, node) -> int:
-        """The id of a set node's character set (:class:`~decodekit.constraints.pattern.CharSet`:
-        explicit characters, predicates, negated); a set met again keeps its id."""
-        ids, cset = self._set_ids, node.cset
-        if id(node) not in ids:  # the nodes outlive the build
-            if cset not in ids:
-                ids[cset] = len(self.sets)
-                self.sets.append((cset.chars, cset.preds, cset.negated))
-            ids[id(node)] = ids[cset]
-        return ids[id(node)]
-
 
 def _partition(sets, split_words: bool):
     """Character classes: characters named by the same sets and with the same (used) predicate
@@ -178,26 +166,21 @@ def _partition(sets, split_words: bool):
     for g, (chars, _, _) in enumerate(sets):
         for c in chars:
             sig[c].append(g)
-    keys: dict[tuple, int] = {}
-    examples: list[str] = []
-
-    def key_id(key: tuple, example: str) -> int:
-        if key not in keys:
-            keys[key] = len(keys)
-            examples.append(example)
-        return keys[key]
-
+    keys: dict[tuple, int] = {}  # (sets naming it, predicate bits) -> class
+    examples: dict[int, str] = {}  # class -> its first character
     named = list(sig)
     if used:  # the predicate bits of the named characters (the table costs 0.1 s, once)
         bits = predicate_bits()[np.fromiter(map(ord, named), dtype=np.int64, count=len(named))] & used
     else:
         bits = np.zeros(len(named), dtype=np.int64)
-    explicit = {c: key_id((tuple(sig[c]), b), c) for c, b in zip(named, bits.tolist())}
+    explicit = {c: keys.setdefault((tuple(sig[c]), b), len(keys)) for c, b in zip(named, bits.tolist())}
+    for c, k in explicit.items():
+        examples.setdefault(k, c)
     spare = {0: " !#%&,;~\x01", 4: "xqzjkwé", 6: "0123456789", 1: " \t\n\r"}
     other = np.zeros(8, dtype=np.int64)
     for b in OCCURRING_BITS:
-        example = next((c for c in spare[b] if c not in sig), spare[b][0])
-        other[b] = key_id(((), b & used), example)
+        other[b] = keys.setdefault(((), b & used), len(keys))
+        examples.setdefault(other[b], next((c for c in spare[b] if c not in sig), spare[b][0]))
     if len(sets) * len(keys) > MEMBER_CELLS:
         raise ConstraintError(
             f"regex too large: {len(sets):,} distinct character sets over {len(keys):,} character classes "
@@ -218,7 +201,7 @@ def _partition(sets, split_words: bool):
             f"regex too large: its {len(sets):,} character sets accept {int(accepted.sum()):,} (set, class) "
             f"pairs (at most {MEMBER_PAIRS:,}): fewer distinct negated classes or distinct characters"
         )
-    return explicit, other, member, word, tuple(examples)
+    return explicit, other, member, word, tuple(examples.values())
 
 
 def _closure(nfa: _NFA, states, wb: bool, nwb: bool) -> frozenset[int]:
@@ -227,10 +210,7 @@ def _closure(nfa: _NFA, states, wb: bool, nwb: bool) -> frozenset[int]:
     stack = list(states)
     while stack:
         q = stack.pop()
-        nxt = (
-            nfa.eps[q] + (nfa.wb.get(q, _NO_EDGES) if wb else []) + (nfa.nwb.get(q, _NO_EDGES) if nwb else [])
-        )
-        for r in nxt:
+        for r in nfa.eps[q] + (nfa.wb.get(q, []) if wb else []) + (nfa.nwb.get(q, []) if nwb else []):
             if r not in seen:
                 seen.add(r)
                 stack.append(r)
@@ -256,9 +236,8 @@ def build_char_dfa(ast, has_boundaries: bool, max_states: int) -> CharDFA:
     accepts = [
         [[c for c in np.flatnonzero(m).tolist() if word_of[c] == side] for m in member] for side in sides
     ]
-    first = (_closure(nfa, [start], False, False), False)
-    index = {first: 0}
-    order = [first]
+    order = [(_closure(nfa, [start], False, False), False)]
+    index = {order[0]: 0}
     rows: list[list[int]] = []
     accepting: list[bool] = []
     plain: dict[frozenset[int], frozenset[int]] = {}
@@ -304,15 +283,10 @@ def build_char_dfa(ast, has_boundaries: bool, max_states: int) -> CharDFA:
         rows.append(row)
     table = np.array(rows, dtype=np.int64).reshape(len(rows), num_classes)
     acc = np.array(accepting, dtype=bool)
-    # keep only states from which acceptance is reachable, then merge equivalent states
-    src, cls = np.nonzero(table >= 0)
+    src, cls = np.nonzero(table >= 0)  # keep the states that can still accept, merge equivalent ones
     dist = reverse_distances(src, table[src, cls], acc, len(acc))
     live = dist >= 0
-    remap = np.where(live, np.cumsum(live) - 1, -1)
-    table = np.where(table >= 0, remap[np.maximum(table, 0)], -1)[live]
-    acc = acc[live]
-    initial = int(remap[0])
-    if initial >= 0:
-        table, acc, _ = minimize(table, acc, initial, hint=dist[live])
-        initial = 0
-    return CharDFA(table.astype(np.int32), acc, initial, explicit, other, examples)
+    table, acc = np.append(np.where(live, np.cumsum(live) - 1, -1), -1)[table[live]], acc[live]
+    if live[0]:  # else nothing is live (every state is reachable from 0)
+        table, acc, _ = minimize(table, acc, 0, hint=dist[live])
+    return CharDFA(table.astype(np.int32), acc, 0 if live[0] else -1, explicit, other, examples)
