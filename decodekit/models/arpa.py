@@ -263,10 +263,14 @@ def read_arpa(path: str | Path, vocab: Vocab | None = None) -> NgramLM:
     probability the back-off rule gives it and no back-off weight, which changes no probability
     (KenLM does the same); a warning says how many.
     """
+    with _bar(f"reading {Path(path).name}", 2, "step") as bar:  # closed on errors too
+        return _read(Path(path), vocab, bar)
+
+
+def _read(path: Path, vocab: Vocab | None, bar: tqdm) -> NgramLM:
     where = str(path)
     gc_was_enabled = gc.isenabled()
     gc.disable()  # millions of small lists: the cyclic collector would rescan them over and over
-    bar = _bar(f"reading {Path(path).name}", 2, "step")
     try:
         counts, sections = _parse(Path(path))
     finally:
@@ -299,11 +303,10 @@ def read_arpa(path: str | Path, vocab: Vocab | None = None) -> NgramLM:
         warnings.warn(
             f"{where}: {sum(len(a) for a in added)} n-gram contexts are not listed (e.g. {example!r}); "
             "added with their back-off probabilities and no back-off weight (as KenLM does)",
-            stacklevel=2,
+            stacklevel=3,  # the caller of read_arpa
         )
         tables = _build(orders, V, vocab, where, added=added)
     bar.update(1)
-    bar.close()
     return tables
 
 
