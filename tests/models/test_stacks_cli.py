@@ -10,14 +10,15 @@ from decodekit.cli import main
 
 
 def run(argv, capsys) -> tuple[int, str]:
-    """Run ``decodekit`` as the script does; returns (exit code, stdout + stderr)."""
+    """Run ``decodekit`` as the script does; returns (exit code, stderr + stdout): the progress
+    lines (stderr) come before the JSON summary (stdout), as a terminal shows them."""
     try:
         main(argv)
         code = 0
     except SystemExit as e:
         code = e.code or 0
     captured = capsys.readouterr()
-    return code, captured.out + captured.err
+    return code, captured.err + captured.out
 
 
 @pytest.fixture()
