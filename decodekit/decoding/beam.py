@@ -14,7 +14,7 @@ import torch
 
 from decodekit.checks import at_least, real
 from decodekit.decoding.prompts import Constraint, Prompt
-from decodekit.decoding.search import NEG_INF, Selection, accepting, run
+from decodekit.decoding.search import NEG_INF, Selection, accepting, decode
 from decodekit.decoding.topk import GroupedTopK
 from decodekit.models.base import LanguageModel, model_device
 from decodekit.outputs import Hypothesis, SearchTree
@@ -50,7 +50,7 @@ def beam_search(
         select = beam_selection(beam_size, model.vocab_size, model.eos_id, automaton, max_length)
         return select, Selection(cum.view(-1), None if states is None else states.view(-1))
 
-    return run(model, prompt, max_length, constraint, start, n_best, length_penalty, record)
+    return decode(model, prompt, max_length, constraint, start, n_best, length_penalty, record)
 
 
 def _check_beam(beam_size: int, length_penalty: float, n_best: int) -> None:
@@ -129,7 +129,7 @@ def constrained_beam_search(
             cum.view(-1), slot_state
         )
 
-    return run(model, prompt, max_length, constraint, start, n_best, length_penalty, record)
+    return decode(model, prompt, max_length, constraint, start, n_best, length_penalty, record)
 
 
 def anderson_selection(automaton, beam: int, eos: int | None, max_length: int):

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from decodekit.checks import require
 from decodekit.errors import ConstraintError, ModelOutputError
 from decodekit.models import state as st
 from decodekit.models.base import LanguageModel, State, model_device
@@ -27,12 +28,10 @@ def as_batch(prompt: Prompt | Sequence[Prompt]) -> tuple[list[list[int]], bool]:
         isinstance(x, int) or (hasattr(x, "__index__") and not hasattr(x, "__len__")) for x in items
     ):
         return [[int(x) for x in items]], True
-    batch = []
     for i, p in enumerate(items):
-        if isinstance(p, (str, bytes)) or not hasattr(p, "__iter__"):
-            raise ValueError(f"prompt {i} must be a list of token ids, got {type(p).__name__}")
-        batch.append([int(x) for x in p])
-    return batch, False
+        ok = not isinstance(p, (str, bytes)) and hasattr(p, "__iter__")
+        require(ok, f"prompt {i} must be a list of token ids, got {type(p).__name__}")
+    return [[int(x) for x in p] for p in items], False
 
 
 def prefill(model: LanguageModel, prompts: list[list[int]], copies: int = 1) -> tuple[torch.Tensor, State]:
@@ -46,12 +45,9 @@ def prefill(model: LanguageModel, prompts: list[list[int]], copies: int = 1) -> 
     inputs = []
     for i, p in enumerate(prompts):
         bad = [t for t in p if not 0 <= t < vocab_size]
-        if bad:
-            raise ValueError(f"prompt {i} has token id(s) {bad[:5]} outside the vocabulary [0, {vocab_size})")
-        seq = p if model.bos_id is None else [model.bos_id, *p]
-        if not seq:
-            raise ValueError(f"prompt {i} is empty and the model has no bos_id to start from")
-        inputs.append(seq)
+        require(not bad, f"prompt {i} has token id(s) {bad[:5]} outside the vocabulary [0, {vocab_size})")
+        inputs.append(p if model.bos_id is None else [model.bos_id, *p])
+        require(bool(inputs[-1]), f"prompt {i} is empty and the model has no bos_id to start from")
     device = model_device(model)
     groups: dict[int, list[int]] = {}
     for i, seq in enumerate(inputs):

@@ -18,7 +18,7 @@ import torch
 from decodekit.checks import at_least
 from decodekit.decoding import processors
 from decodekit.decoding.prompts import Constraint, Prompt
-from decodekit.decoding.search import NEG_INF, Selection, accepting, run
+from decodekit.decoding.search import NEG_INF, Selection, accepting, decode
 from decodekit.models.base import LanguageModel, model_device
 from decodekit.outputs import Hypothesis, SearchTree
 
@@ -104,4 +104,4 @@ def _decode(model, prompt, max_length, choose: Chooser, copies: int, constraint,
         zeros = torch.zeros(batch * copies, dtype=torch.long, device=model_device(model))
         return select, Selection(zeros.double(), None if automaton is None else zeros + automaton.initial)
 
-    return run(model, prompt, max_length, constraint, start, 1, 0.0, record, ranked=False)
+    return decode(model, prompt, max_length, constraint, start, 1, 0.0, record, ranked=False)

@@ -9,7 +9,6 @@ is called only here and in :func:`~decodekit.decoding.prompts.prefill`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -19,7 +18,6 @@ from decodekit.decoding.prompts import as_batch, check_logprobs, is_check_step, 
 from decodekit.decoding.trace import Pool, Trace
 from decodekit.models import state as st
 from decodekit.models.base import LanguageModel
-from decodekit.outputs import Hypothesis, SearchTree
 
 NEG_INF = float("-inf")
 
@@ -45,51 +43,30 @@ class Selection:
     ended_logprob: torch.Tensor | None = None
 
 
-Select = Callable[[int, torch.Tensor, Selection], Selection]  # (t, logprobs [N, V], last) -> next
-
-
 def accepting(automaton, states: torch.Tensor) -> torch.Tensor:
     """[N] states -> [N] bool: whether each is an accepting state (dead states are not)."""
     return (states >= 0) & automaton.accepting[states.clamp(min=0)]
 
 
-def run(model, prompt, max_length: int, constraint, start, n_best, length_penalty, record, ranked=True):
-    """What every strategy does around :func:`decode`: check ``max_length``, batch the prompt(s),
-    compile the constraint, ``start(automaton, B) -> (select, rows of step -1)``, decode. Returns
-    a list of hypotheses for one prompt, a list of lists for a batch (greedy and sampling: the
-    hypotheses of a prompt's rows together)."""
+def decode(
+    model: LanguageModel, prompt, max_length: int, constraint, start, n_best, alpha, record, ranked=True
+):
+    """Check ``max_length``, batch the prompt(s), compile the constraint, ``start(automaton, B) ->
+    (select, rows of step -1)`` (W rows per prompt, rows ``b * W + j``), prefill, and run
+    ``select`` for at most ``max_length`` tokens. ``ranked`` (beam searches): the layout stays
+    [B, W], a row's pool item is its prompt, done when no live row can beat its ``n_best`` by
+    ``logprob / len ** alpha`` (``Pool.update``); else (greedy, sampling) each row is its own
+    item, done when the row ends. At the end the live rows (under a constraint: the accepting
+    ones) join the pool unfinished; ``record`` is filled with the search. Returns a list of
+    hypotheses for one prompt, a list of lists for a batch (a prompt's rows' together)."""
     at_least("max_length", max_length, 0)
     prompts, single = as_batch(prompt)
     automaton = resolve_constraint(constraint, model, max_length)
     select, rows = start(automaton, len(prompts))
     width = rows.logprob.shape[0] // len(prompts)
-    pool = Pool(len(prompts) if ranked else rows.logprob.shape[0], n_best, length_penalty)
-    out = decode(model, prompts, select, rows, pool, max_length, automaton, ranked, record)
-    if not ranked:
-        out = [sum(out[b * width : (b + 1) * width], []) for b in range(len(prompts))]
-    return out[0] if single else out
-
-
-def decode(
-    model: LanguageModel,
-    prompts: list[list[int]],
-    select: Select,
-    start: Selection,
-    pool: Pool,
-    max_length: int,
-    automaton=None,
-    ranked: bool = False,
-    record: SearchTree | None = None,
-) -> list[list[Hypothesis]]:
-    """Run ``select`` for at most ``max_length`` tokens from ``start``: W rows per prompt, rows
-    ``b * W + j``. ``ranked`` (beam searches): the layout stays [B, W], a row's pool item is its
-    prompt, done when no live row can beat its n best (``Pool.update``); else (greedy, sampling)
-    each row is its own item, done when the row ends. At the end the live rows (under a
-    constraint: the accepting ones) join the pool unfinished. Returns the pool's results;
-    ``record`` is filled with the search (:class:`~decodekit.outputs.SearchTree`)."""
-    width = start.logprob.shape[0] // len(prompts)
+    pool = Pool(len(prompts) if ranked else rows.logprob.shape[0], n_best, alpha)
     logprobs, state = prefill(model, prompts, width)
-    rows, eos, vocab = start, model.eos_id, logprobs.shape[1]
+    eos, vocab = model.eos_id, logprobs.shape[1]
     items = torch.arange(rows.logprob.shape[0], device=logprobs.device) // (width if ranked else 1)
     trace, steps = Trace(), 0
     for t in range(max_length):
@@ -115,7 +92,10 @@ def decode(
     pool.add_many(items, torch.arange(live.shape[0], device=live.device), live, steps, False)
     if record is not None:
         trace.draw(record, pool, 1 if ranked else width)
-    return pool.results(trace)
+    out = pool.results(trace)
+    if not ranked:
+        out = [sum(out[b * width : (b + 1) * width], []) for b in range(len(prompts))]
+    return out[0] if single else out
 
 
 def _shortest(automaton, states, length: int, max_length: int, eos: int | None, shape):

@@ -153,22 +153,18 @@ class Pool:
         fewest tokens (EOS included) a completion of each row can have (see
         :func:`reachable_bound`)."""
         if self.has_candidates(self.n_best):
-            if self._denominators is None or self._denominators.device != cum_logprob.device:
-                self._denominators = torch.tensor(
-                    [length_denominator(n, self.alpha) for n in range(max_length + 1)],
-                    dtype=torch.float64,
-                    device=cum_logprob.device,
+            if self._denominators is None:  # [max_length + 1] float64
+                lengths = range(max_length + 1)
+                self._denominators = cum_logprob.new_tensor(
+                    [length_denominator(n, self.alpha) for n in lengths], dtype=torch.float64
                 )
             bound = reachable_bound(cum_logprob, shortest, max_length, self._denominators).tolist()
         else:  # only an item with no live hypothesis left can be done
             bound = [0.0 if alive else -math.inf for alive in torch.isfinite(cum_logprob).any(1).tolist()]
         for b, cands in enumerate(self.items):
-            if self.done[b]:
-                continue
-            if bound[b] == -math.inf:
-                self.done[b] = True
-            elif len(cands) >= self.n_best:
-                self.done[b] = heapq.nlargest(self.n_best, cands)[-1].score >= bound[b]
+            if not self.done[b]:
+                enough = len(cands) >= self.n_best
+                self.done[b] = bound[b] == -math.inf or (enough and self.best(b)[-1].score >= bound[b])
 
     def has_candidates(self, n: int) -> bool:
         """Whether some item not yet done holds at least ``n`` candidates."""
