@@ -9,7 +9,7 @@ A spec is one of (checked in this order):
   safetensors weights; needs ``pip install 'decodekit[hf]'``); local directories only, never a
   download;
 * an ARPA n-gram file (KenLM, SRILM, ``decodekit ngram``), read through a binary cache kept beside
-  it (:func:`decodekit.models.arpa.load_arpa`);
+  it (:func:`decodekit.models.arpa_cache.load_arpa`);
 * the name of a model under ``decodekit/pretrained/``.
 """
 
@@ -99,7 +99,7 @@ def load_model(spec: str | Path | None = None, device: Any = None, *, kind: str 
 
         return load_hf(path, device=device)
     if found == "arpa":
-        from decodekit.models.arpa import load_arpa
+        from decodekit.models.arpa_cache import load_arpa
 
         return load_arpa(path).to(device or "cpu")
     if path.is_dir() and found is None:

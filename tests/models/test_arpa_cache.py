@@ -1,4 +1,4 @@
-"""The binary cache :func:`decodekit.models.arpa.load_arpa` keeps beside an ARPA file (KenLM's
+"""The binary cache :func:`decodekit.models.arpa_cache.load_arpa` keeps beside an ARPA file (KenLM's
 ``build_binary``): used when it matches the file, rebuilt when stale or damaged, skipped when the
 directory is read-only."""
 
@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from decodekit import load_model
-from decodekit.models.arpa import cache_path, load_arpa, read_arpa, write_arpa
+from decodekit.models.arpa import read_arpa, write_arpa
+from decodekit.models.arpa_cache import cache_path, load_arpa
 from decodekit.models.kneser_ney import train_kneser_ney_on_sentences
 
 SENTENCES = ["the cat sat on the mat", "the dog sat on the log", "a cat saw a dog", "the cat ran"]
@@ -37,7 +38,7 @@ def logprobs(model) -> torch.Tensor:
 def test_second_load_reads_the_cache_and_gives_the_same_logprobs(arpa, monkeypatch):
     first = load_arpa(arpa)
     assert cache_path(arpa).is_file() and cache_path(arpa).name == "kn3.arpa.decodekit.safetensors"
-    monkeypatch.setattr("decodekit.models.arpa.read_arpa", lambda *a, **k: pytest.fail("text read again"))
+    monkeypatch.setattr("decodekit.models.arpa_cache.read_arpa", lambda *a, **k: pytest.fail("read again"))
     second = load_arpa(arpa)
     assert second.vocab == first.vocab and second.eos_id == first.eos_id
     assert torch.equal(logprobs(second), logprobs(first))
@@ -72,7 +73,7 @@ def test_a_damaged_cache_is_rebuilt(arpa, damage, monkeypatch):
     binary.write_bytes(damaged[damage])
     got = load_arpa(arpa)
     assert torch.equal(logprobs(got), want)
-    monkeypatch.setattr("decodekit.models.arpa.read_arpa", lambda *a, **k: pytest.fail("not rebuilt"))
+    monkeypatch.setattr("decodekit.models.arpa_cache.read_arpa", lambda *a, **k: pytest.fail("not rebuilt"))
     assert torch.equal(logprobs(load_arpa(arpa)), want)  # written again
 
 
@@ -106,7 +107,7 @@ def test_an_unwritable_cache_is_one_warning(arpa, monkeypatch):
     def refuse(path, write):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr("decodekit.models.arpa.atomic_write", refuse)
+    monkeypatch.setattr("decodekit.models.arpa_cache.atomic_write", refuse)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         got = load_arpa(arpa)
