@@ -14,7 +14,7 @@ from decodekit.checks import at_least, one_of, real, require, shown
 from decodekit.decoding import beam_search, constrained_beam_search, greedy, sample
 from decodekit.memory import check as check_memory
 from decodekit.models.base import LanguageModel
-from decodekit.outputs import Hypothesis
+from decodekit.outputs import Hypothesis, SearchTree
 
 STRATEGIES = ("greedy", "sample", "beam")
 SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed accepts
@@ -80,13 +80,16 @@ def generate(
     config: GenerationConfig,
     *,
     max_memory: int | str | None = None,
+    record: SearchTree | None = None,
 ) -> list[list[Hypothesis]]:
     """Run the configured strategy on a batch of prompts (one ``step`` call per time step for
     the whole batch). Returns one list of hypotheses per prompt.
 
     The memory the search needs is estimated first (:mod:`decodekit.memory`); a search that
     would need more than ``max_memory`` (default: ``DECODEKIT_MAX_MEMORY``, else 90 % of the free
-    memory) raises :class:`decodekit.memory.ResourceError` naming the largest setting that fits."""
+    memory) raises :class:`decodekit.memory.ResourceError` naming the largest setting that fits.
+    ``record``: a :class:`~decodekit.outputs.SearchTree` to fill (``record.to_dot(vocab)`` draws
+    the search)."""
     if not prompts:
         return []
     if all(isinstance(x, int) for x in prompts):
@@ -94,7 +97,7 @@ def generate(
     check_memory(model, prompts, config, limit=max_memory)
     c, strategy = config, config.resolved_strategy
     if strategy == "greedy":
-        return greedy(model, prompts, c.max_length, constraint=c.constraint)
+        return greedy(model, prompts, c.max_length, constraint=c.constraint, record=record)
     if strategy == "sample":
         return sample(
             model,
@@ -107,6 +110,7 @@ def generate(
             generator=c.seed,
             num_samples=c.num_samples,
             constraint=c.constraint,
+            record=record,
         )
     if c.constraint is not None:
         return constrained_beam_search(
@@ -117,7 +121,14 @@ def generate(
             c.max_length,
             length_penalty=c.length_penalty,
             n_best=c.n_best,
+            record=record,
         )
     return beam_search(
-        model, prompts, c.beam_size, c.max_length, length_penalty=c.length_penalty, n_best=c.n_best
+        model,
+        prompts,
+        c.beam_size,
+        c.max_length,
+        length_penalty=c.length_penalty,
+        n_best=c.n_best,
+        record=record,
     )
