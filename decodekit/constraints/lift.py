@@ -111,15 +111,6 @@ def encode_vocab(tokens: Sequence[str | bytes | None]) -> EncodedVocab:
     return EncodedVocab(tuple(parents), tuple(last), tuple(by_depth), valid, present, high_end, chain)
 
 
-def _stepper(dfa: ByteDFA):
-    """Flat transition table [(Q+1) * B] with a dead sink Q, its entries premultiplied by B:
-    from ``q * B`` reading byte class c leads to ``flat[q * B + c] = q' * B``."""
-    q, c = dfa.table.shape
-    full = np.full((q + 1, c), q, dtype=np.intp)  # intp: numpy indexes without a cast
-    full[:q] = np.where(dfa.table >= 0, dfa.table, q)
-    return (full * c).reshape(-1), c
-
-
 class Reads(NamedTuple):
     """``tokens`` [n] alive from some of the starts (ids), ``ends`` [f, n] the (premultiplied)
     state each start reaches after each, ``dead`` if none."""
@@ -128,16 +119,17 @@ class Reads(NamedTuple):
     ends: np.ndarray
 
 
-def _walk(starts: np.ndarray, enc: EncodedVocab, lut: np.ndarray, flat, dead: int) -> Iterator[Reads]:
-    """Per trie depth, the tokens of that length alive from some of ``starts`` [f] (premultiplied,
-    see :func:`_stepper`) and their end states; subtrees dead from every start are cut."""
+def _walk(starts: np.ndarray, enc: EncodedVocab, usable, lut, flat, dead: int) -> Iterator[Reads]:
+    """Per trie depth, the ``usable`` [V] tokens of that length alive from some of ``starts`` [f]
+    (premultiplied: ``flat[q * B + lut[byte]] = q' * B``, the sink ``dead``) and their end states;
+    subtrees dead from every start are cut."""
     state = starts[:, None].astype(flat.dtype)  # [f, nodes alive at this depth]
     single = len(starts) == 1
     pos = None  # node index -> column of `state` at this depth (-1: cut); None: all alive
     found = 0  # entries of the end-state table so far
     for d, (tokens, nodes) in enumerate(enc.by_depth):
         if enc.chain is not None and d == enc.chain[0]:
-            yield from _walk_chain(state, pos, enc, lut, flat, dead)
+            yield from _walk_chain(state, pos, enc, usable, lut, flat, dead)
             return
         if d > 0:
             parent, byte = enc.parent[d - 1], enc.byte[d - 1]
@@ -153,7 +145,7 @@ def _walk(starts: np.ndarray, enc: EncodedVocab, lut: np.ndarray, flat, dead: in
                 )
             step = flat[np.take(state, parent, axis=1) + lut[byte]]  # np.take: 3x faster than [:, idx]
             # the dead sink has the largest index: a node is alive iff some row is below it
-            keep = step[0] < dead if single else step.min(axis=0) < dead
+            keep = step[0] < dead if single else step.min(axis=0, initial=dead) < dead
             alive = np.flatnonzero(keep)
             if len(alive) < len(keep) or pos is not None:
                 if not len(alive):
@@ -171,21 +163,18 @@ def _walk(starts: np.ndarray, enc: EncodedVocab, lut: np.ndarray, flat, dead: in
                     f"constraint too large: {len(starts)} automaton states x the tokens alive from them "
                     f"exceed {MAX_TABLE_ENTRIES} table entries (simplify the pattern)"
                 )
-            if pos is None:
-                yield Reads(tokens, np.take(state, nodes, axis=1))
-            else:
-                p = pos[nodes]
-                hit = p >= 0
-                yield Reads(tokens[hit], np.take(state, p[hit], axis=1))
+            col = nodes if pos is None else pos[nodes]
+            hit = usable[tokens] & (col >= 0)
+            yield Reads(tokens[hit], np.take(state, col[hit], axis=1))
 
 
-def _walk_chain(state, pos, enc: EncodedVocab, lut, flat, dead: int) -> Iterator[Reads]:
+def _walk_chain(state, pos, enc: EncodedVocab, usable, lut, flat, dead: int) -> Iterator[Reads]:
     """The end of :func:`_walk` when one long token is left: its remaining bytes are stepped one
     by one from each row (plain Python, each row stopping when it dies)."""
     d, token = enc.chain
     col = int(enc.parent[d - 1][0])
     col = col if pos is None else int(pos[col])
-    if col < 0:
+    if col < 0 or not usable[token]:
         return
     steps = lut[np.concatenate(enc.byte[d - 1 :])].tolist()
     final = []
@@ -197,13 +186,6 @@ def _walk_chain(state, pos, enc: EncodedVocab, lut, flat, dead: int) -> Iterator
         final.append(s)
     if min(final) < dead:
         yield Reads(np.array([token], dtype=np.int64), np.array(final, dtype=flat.dtype)[:, None])
-
-
-def _run(starts: np.ndarray, enc: EncodedVocab, lut: np.ndarray, flat, dead: int) -> Reads:
-    reads = list(_walk(starts, enc, lut, flat, dead))
-    if not reads:
-        return Reads(np.zeros(0, dtype=np.int64), np.zeros((len(starts), 0), dtype=flat.dtype))
-    return Reads(np.concatenate([r.tokens for r in reads]), np.concatenate([r.ends for r in reads], axis=1))
 
 
 @dataclass(frozen=True)
@@ -232,12 +214,12 @@ class Lifted:
 class _Round(NamedTuple):
     """One round of the lift: the candidates ``pending`` [p], their row ``row_of`` [p] among the
     distinct starts, which of those are ``live`` (not the dead sink), and what the tokens do from
-    the live ones."""
+    the live ones (one :class:`Reads` per trie depth)."""
 
     pending: np.ndarray
     row_of: np.ndarray
     live: np.ndarray
-    reads: Reads
+    reads: list[Reads]
 
 
 def lift(
@@ -251,18 +233,22 @@ def lift(
     are stepped first, then, round by round, those inside a character that some token ends in
     (at most 3 continuation bytes: few rounds). Unreachable and non-co-reachable states are then
     removed and equivalent states merged."""
-    if not _spellable(dfa, enc.available(separator)):
+    num_byte, width = dfa.table.shape
+    classes = np.zeros(width, dtype=bool)  # first a cheap necessary condition: some text of the
+    classes[dfa.byte_class[enc.available(separator)]] = True  # bytes the tokens have matches
+    src, cls = np.nonzero((dfa.table >= 0) & classes)
+    if reverse_distances(src, dfa.table[src, cls], dfa.accepting, num_byte)[dfa.initial] < 0:
         return None
-    flat, width = _stepper(dfa)
-    num_byte = dfa.table.shape[0]
+    dead = num_byte * width  # the sink Q; states are premultiplied: flat[q * B + c] = q' * B
+    flat = np.where(dfa.table >= 0, dfa.table, num_byte).astype(np.intp)  # intp: indexes without a cast
+    flat = np.append(flat, [num_byte] * width) * width
     lut = dfa.byte_class.astype(flat.dtype)
     usable = enc.valid.copy()
     if eos_id is not None:
         usable[eos_id] = False
-    dead = num_byte * width
     start = dfa.initial * width
-    first = _walk(np.array([start]), enc, lut, flat, dead)  # stops at the first readable token
-    if not dfa.accepting[dfa.initial] and not any(usable[r.tokens].any() for r in first):
+    first = _walk(np.array([start]), enc, usable, lut, flat, dead)  # stops at the first token
+    if not dfa.accepting[dfa.initial] and not any(len(r.tokens) for r in first):
         return None
     after_sep = np.arange(num_byte + 1, dtype=flat.dtype) * width
     for k in lut[np.frombuffer(separator, dtype=np.uint8)].tolist():
@@ -275,14 +261,12 @@ def lift(
         done[pending] = True
         distinct, row_of = np.unique(candidate_start[pending], return_inverse=True)
         live = distinct != dead
-        reads = _run(distinct[live], enc, lut, flat, dead)
-        if not usable[reads.tokens].all():
-            keep = np.flatnonzero(usable[reads.tokens])
-            reads = Reads(reads.tokens[keep], np.take(reads.ends, keep, axis=1))
+        reads = list(_walk(distinct[live], enc, usable, lut, flat, dead))
         rounds.append(_Round(pending, row_of, live, reads))
         if dfa.boundary.all():
             break
-        reached = np.unique(reads.ends[:, enc.high_end[reads.tokens]]) // width
+        high = [r.ends[:, enc.high_end[r.tokens]].ravel() for r in reads]  # may end inside a character
+        reached = np.unique(np.concatenate([[dead], *high])) // width
         reached = 1 + reached[reached < num_byte]
         pending = reached[~done[reached]]
     candidates = np.flatnonzero(done)  # in order: row 0 first
@@ -291,7 +275,7 @@ def lift(
             f"constraint too large: {len(candidates)} candidate states x {enc.size} tokens exceed "
             f"{MAX_TABLE_ENTRIES} table entries"
         )
-    reads, start_row = _join_rounds(rounds, candidates, dead)
+    reads, start_row = _join_rounds(rounds, candidates, enc.size, dead)
     columns, which = distinct_columns(reads.ends)  # tokens acting alike from every start share one
     columns = columns // width  # byte-DFA states, Q = dead
     index = np.full(num_byte + 2, -1, dtype=np.int64)  # candidate 1 + q -> its row; dead -> -1
@@ -315,36 +299,24 @@ def lift(
     return Lifted(out.table, out.accepting, dist[keep][out.reps], reads.tokens, which, len(candidates), live)
 
 
-def _join_rounds(rounds: list[_Round], candidates: np.ndarray, dead: int) -> tuple[Reads, np.ndarray]:
+def _join_rounds(rounds: list[_Round], candidates, size: int, dead: int) -> tuple[Reads, np.ndarray]:
     """One table from the rounds' results: the tokens alive in some round (increasing ids) with
     the end state from each distinct live start of each round (``dead`` if none), and the row of
     each candidate [candidates] (one past the last row if it starts dead)."""
+    alive = np.zeros(size, dtype=bool)
+    for r in (r for rd in rounds for r in rd.reads):
+        alive[r.tokens] = True
+    column = np.cumsum(alive) - 1  # token id -> its column
+    ends = np.full((sum(int(rd.live.sum()) for rd in rounds), int(alive.sum())), dead, dtype=np.intp)
     position = np.empty(int(candidates.max()) + 1, dtype=np.int64)
-    if len(rounds) == 1:
-        reads, offsets = rounds[0].reads, [0]
-    else:
-        tokens = np.unique(np.concatenate([r.reads.tokens for r in rounds]))
-        sizes = [len(r.reads.ends) for r in rounds]
-        offsets = np.cumsum([0] + sizes[:-1]).tolist()
-        ends = np.full((sum(sizes), len(tokens)), dead, dtype=rounds[0].reads.ends.dtype)
-        for r, off in zip(rounds, offsets):
-            ends[off : off + len(r.reads.ends), np.searchsorted(tokens, r.reads.tokens)] = r.reads.ends
-        reads = Reads(tokens, ends)
-    dead_row = len(reads.ends)
-    for r, off in zip(rounds, offsets):
-        slot = np.where(r.live, np.cumsum(r.live) - 1 + off, dead_row)  # distinct start -> row
-        position[r.pending] = slot[r.row_of]
-    return reads, position[candidates]
-
-
-def _spellable(dfa: ByteDFA, available: np.ndarray) -> bool:
-    """Whether the DFA accepts some text using only the bytes ``available`` [256] (a cheap
-    necessary condition, checked before lifting)."""
-    classes = np.zeros(dfa.table.shape[1], dtype=bool)
-    classes[dfa.byte_class[available]] = True
-    src, cls = np.nonzero((dfa.table >= 0) & classes[None, :])
-    dist = reverse_distances(src, dfa.table[src, cls], dfa.accepting, len(dfa.accepting))
-    return bool(dist[dfa.initial] >= 0)
+    row = 0
+    for rd in rounds:
+        for r in rd.reads:
+            ends[row : row + len(r.ends), column[r.tokens]] = r.ends
+        slot = np.where(rd.live, np.cumsum(rd.live) - 1 + row, len(ends))  # distinct start -> row
+        position[rd.pending] = slot[rd.row_of]
+        row += int(rd.live.sum())
+    return Reads(np.flatnonzero(alive), ends), position[candidates]
 
 
 def _distinct_edges(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
