@@ -28,6 +28,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "LockedError": ("decodekit.errors", "LockedError"),
     "ModelOutputError": ("decodekit.errors", "ModelOutputError"),
     "ResourceError": ("decodekit.errors", "ResourceError"),
+    "SearchTree": ("decodekit.outputs", "SearchTree"),
     "TokenAutomaton": ("decodekit.constraints", "TokenAutomaton"),
     "Vocab": ("decodekit.vocab", "Vocab"),
     "WordVocab": ("decodekit.vocab", "WordVocab"),
@@ -66,6 +67,7 @@ __all__ = [
     "LockedError",
     "ModelOutputError",
     "ResourceError",
+    "SearchTree",
     "TokenAutomaton",
     "Vocab",
     "WordVocab",
@@ -116,7 +118,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from decodekit.models.hf import load_hf
     from decodekit.models.registry import create_model
     from decodekit.models.registry import make_config as model_config
-    from decodekit.outputs import Hypothesis
+    from decodekit.outputs import Hypothesis, SearchTree
     from decodekit.plotting import plot_runs
     from decodekit.vocab import CharVocab, Vocab, WordVocab
 
