@@ -119,17 +119,17 @@ class Reads(NamedTuple):
     ends: np.ndarray
 
 
-def _walk(starts: np.ndarray, enc: EncodedVocab, usable, lut, flat, dead: int) -> Iterator[Reads]:
-    """Per trie depth, the ``usable`` [V] tokens of that length alive from some of ``starts`` [f]
-    (premultiplied: ``flat[q * B + lut[byte]] = q' * B``, the sink ``dead``) and their end states;
-    subtrees dead from every start are cut."""
+def _walk(starts: np.ndarray, enc: EncodedVocab, lut: np.ndarray, flat, dead: int) -> Iterator[Reads]:
+    """Per trie depth (depth 0 always), the tokens of that length alive from some of ``starts``
+    [f] (premultiplied: ``flat[q * B + lut[byte]] = q' * B``, the sink ``dead``) and their end
+    states; subtrees dead from every start are cut."""
     state = starts[:, None].astype(flat.dtype)  # [f, nodes alive at this depth]
     single = len(starts) == 1
     pos = None  # node index -> column of `state` at this depth (-1: cut); None: all alive
     found = 0  # entries of the end-state table so far
     for d, (tokens, nodes) in enumerate(enc.by_depth):
         if enc.chain is not None and d == enc.chain[0]:
-            yield from _walk_chain(state, pos, enc, usable, lut, flat, dead)
+            yield from _walk_chain(state, pos, enc, lut, flat, dead)
             return
         if d > 0:
             parent, byte = enc.parent[d - 1], enc.byte[d - 1]
@@ -156,25 +156,28 @@ def _walk(starts: np.ndarray, enc: EncodedVocab, usable, lut, flat, dead: int) -
                 pos = np.full(len(enc.parent[d - 1]), -1, dtype=np.int64)
                 pos[nodes_alive] = np.arange(len(alive))
             state = step
-        if len(tokens):
+        if len(tokens) or not d:
             found += len(tokens) * len(starts)
             if found > MAX_TABLE_ENTRIES:
                 raise ConstraintError(
                     f"constraint too large: {len(starts)} automaton states x the tokens alive from them "
                     f"exceed {MAX_TABLE_ENTRIES} table entries (simplify the pattern)"
                 )
-            col = nodes if pos is None else pos[nodes]
-            hit = usable[tokens] & (col >= 0)
-            yield Reads(tokens[hit], np.take(state, col[hit], axis=1))
+            if pos is None:
+                yield Reads(tokens, np.take(state, nodes, axis=1))
+            else:
+                p = pos[nodes]
+                hit = p >= 0
+                yield Reads(tokens[hit], np.take(state, p[hit], axis=1))
 
 
-def _walk_chain(state, pos, enc: EncodedVocab, usable, lut, flat, dead: int) -> Iterator[Reads]:
+def _walk_chain(state, pos, enc: EncodedVocab, lut, flat, dead: int) -> Iterator[Reads]:
     """The end of :func:`_walk` when one long token is left: its remaining bytes are stepped one
     by one from each row (plain Python, each row stopping when it dies)."""
     d, token = enc.chain
     col = int(enc.parent[d - 1][0])
     col = col if pos is None else int(pos[col])
-    if col < 0 or not usable[token]:
+    if col < 0:
         return
     steps = lut[np.concatenate(enc.byte[d - 1 :])].tolist()
     final = []
@@ -186,6 +189,14 @@ def _walk_chain(state, pos, enc: EncodedVocab, usable, lut, flat, dead: int) -> 
         final.append(s)
     if min(final) < dead:
         yield Reads(np.array([token], dtype=np.int64), np.array(final, dtype=flat.dtype)[:, None])
+
+
+def _run(starts: np.ndarray, enc: EncodedVocab, usable: np.ndarray, lut, flat, dead: int) -> Reads:
+    """All of :func:`_walk`'s reads in one table, the tokens not ``usable`` [V] left out."""
+    reads = list(_walk(starts, enc, lut, flat, dead))
+    tokens, ends = np.concatenate([r.tokens for r in reads]), np.concatenate([r.ends for r in reads], axis=1)
+    keep = usable[tokens]
+    return Reads(tokens, ends) if keep.all() else Reads(tokens[keep], ends[:, keep])
 
 
 @dataclass(frozen=True)
@@ -214,12 +225,12 @@ class Lifted:
 class _Round(NamedTuple):
     """One round of the lift: the candidates ``pending`` [p], their row ``row_of`` [p] among the
     distinct starts, which of those are ``live`` (not the dead sink), and what the tokens do from
-    the live ones (one :class:`Reads` per trie depth)."""
+    the live ones."""
 
     pending: np.ndarray
     row_of: np.ndarray
     live: np.ndarray
-    reads: list[Reads]
+    reads: Reads
 
 
 def lift(
@@ -247,8 +258,8 @@ def lift(
     if eos_id is not None:
         usable[eos_id] = False
     start = dfa.initial * width
-    first = _walk(np.array([start]), enc, usable, lut, flat, dead)  # stops at the first token
-    if not dfa.accepting[dfa.initial] and not any(len(r.tokens) for r in first):
+    first = _walk(np.array([start]), enc, lut, flat, dead)  # stops at the first readable token
+    if not dfa.accepting[dfa.initial] and not any(usable[r.tokens].any() for r in first):
         return None
     after_sep = np.arange(num_byte + 1, dtype=flat.dtype) * width
     for k in lut[np.frombuffer(separator, dtype=np.uint8)].tolist():
@@ -261,12 +272,11 @@ def lift(
         done[pending] = True
         distinct, row_of = np.unique(candidate_start[pending], return_inverse=True)
         live = distinct != dead
-        reads = list(_walk(distinct[live], enc, usable, lut, flat, dead))
+        reads = _run(distinct[live], enc, usable, lut, flat, dead)
         rounds.append(_Round(pending, row_of, live, reads))
         if dfa.boundary.all():
             break
-        high = [r.ends[:, enc.high_end[r.tokens]].ravel() for r in reads]  # may end inside a character
-        reached = np.unique(np.concatenate([[dead], *high])) // width
+        reached = np.unique(reads.ends[:, enc.high_end[reads.tokens]]) // width
         reached = 1 + reached[reached < num_byte]
         pending = reached[~done[reached]]
     candidates = np.flatnonzero(done)  # in order: row 0 first
@@ -275,7 +285,7 @@ def lift(
             f"constraint too large: {len(candidates)} candidate states x {enc.size} tokens exceed "
             f"{MAX_TABLE_ENTRIES} table entries"
         )
-    reads, start_row = _join_rounds(rounds, candidates, enc.size, dead)
+    reads, start_row = _join_rounds(rounds, candidates, dead)
     columns, which = distinct_columns(reads.ends)  # tokens acting alike from every start share one
     columns = columns // width  # byte-DFA states, Q = dead
     index = np.full(num_byte + 2, -1, dtype=np.int64)  # candidate 1 + q -> its row; dead -> -1
@@ -299,24 +309,26 @@ def lift(
     return Lifted(out.table, out.accepting, dist[keep][out.reps], reads.tokens, which, len(candidates), live)
 
 
-def _join_rounds(rounds: list[_Round], candidates, size: int, dead: int) -> tuple[Reads, np.ndarray]:
-    """One table from the rounds' results: the tokens alive in some round (increasing ids) with
-    the end state from each distinct live start of each round (``dead`` if none), and the row of
-    each candidate [candidates] (one past the last row if it starts dead)."""
-    alive = np.zeros(size, dtype=bool)
-    for r in (r for rd in rounds for r in rd.reads):
-        alive[r.tokens] = True
-    column = np.cumsum(alive) - 1  # token id -> its column
-    ends = np.full((sum(int(rd.live.sum()) for rd in rounds), int(alive.sum())), dead, dtype=np.intp)
+def _join_rounds(rounds: list[_Round], candidates: np.ndarray, dead: int) -> tuple[Reads, np.ndarray]:
+    """One table from the rounds' results: the tokens alive in some round with the end state from
+    each distinct live start of each round (``dead`` if none), and the row of each candidate
+    [candidates] (one past the last row if it starts dead)."""
+    reads = rounds[0].reads
+    if len(rounds) > 1:  # the union of the rounds' tokens (increasing ids), each round in its rows
+        tokens = np.unique(np.concatenate([r.reads.tokens for r in rounds]))
+        ends = np.full((sum(len(r.reads.ends) for r in rounds), len(tokens)), dead, dtype=np.intp)
+        row = 0
+        for r in rounds:
+            ends[row : row + len(r.reads.ends), np.searchsorted(tokens, r.reads.tokens)] = r.reads.ends
+            row += len(r.reads.ends)
+        reads = Reads(tokens, ends)
     position = np.empty(int(candidates.max()) + 1, dtype=np.int64)
     row = 0
-    for rd in rounds:
-        for r in rd.reads:
-            ends[row : row + len(r.ends), column[r.tokens]] = r.ends
-        slot = np.where(rd.live, np.cumsum(rd.live) - 1 + row, len(ends))  # distinct start -> row
-        position[rd.pending] = slot[rd.row_of]
-        row += int(rd.live.sum())
-    return Reads(np.flatnonzero(alive), ends), position[candidates]
+    for r in rounds:
+        slot = np.where(r.live, np.cumsum(r.live) - 1 + row, len(reads.ends))  # distinct start -> row
+        position[r.pending] = slot[r.row_of]
+        row += len(r.reads.ends)
+    return reads, position[candidates]
 
 
 def _distinct_edges(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
