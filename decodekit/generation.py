@@ -24,7 +24,13 @@ SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed accepts
 class GenerationConfig:
     """What to generate. ``strategy=None`` means beam with a constraint (Anderson-style
     search), greedy without. ``constraint`` with beam selects :func:`constrained_beam_search`;
-    with greedy / sample it masks. ``seed`` seeds sampling (None: torch's global generator)."""
+    with greedy / sample it masks. ``seed`` seeds sampling (None: torch's global generator).
+
+    ``suppress``: tokens never generated (ids, or token strings of the model's vocabulary), as
+    transformers' ``suppress_tokens``: the model's distribution renormalised without them
+    (:class:`decodekit.models.suppress.Suppressed`). ``allow_unk=False`` also suppresses the
+    vocabulary's ``<unk>``, so that generated text never holds an unknown word (the CLI's
+    default; here the default is True, so that ``generate`` is exactly the strategy it picks)."""
 
     strategy: str | None = None
     max_length: int = 30
@@ -38,6 +44,8 @@ class GenerationConfig:
     min_p: float | None = None
     num_samples: int = 1
     seed: int | None = None
+    suppress: tuple[int | str, ...] = ()
+    allow_unk: bool = True
 
     def __post_init__(self) -> None:
         """Every field is checked here (a JSON line may hold anything): ConfigError, one line."""
@@ -61,6 +69,15 @@ class GenerationConfig:
             isinstance(seed, int) and not isinstance(seed, bool) and SEED_RANGE[0] <= seed <= SEED_RANGE[1]
         )
         require(ok, f"seed must be an integer in [-2**63, 2**64) or null, got {shown(seed)}")
+        items = self.suppress
+        ok = isinstance(items, (list, tuple)) and all(
+            isinstance(t, str) or (isinstance(t, int) and not isinstance(t, bool) and t >= 0) for t in items
+        )
+        require(ok, f"suppress must be a list of token ids or token strings, got {shown(items)}")
+        object.__setattr__(self, "suppress", tuple(items))
+        require(
+            isinstance(self.allow_unk, bool), f"allow_unk must be true or false, got {shown(self.allow_unk)}"
+        )
 
     @property
     def resolved_strategy(self) -> str:
@@ -95,6 +112,7 @@ def generate(
     if all(isinstance(x, int) for x in prompts):
         raise ValueError("generate() takes a batch of prompts (a list of lists of token ids)")
     check_memory(model, prompts, config, limit=max_memory)
+    model = with_suppression(model, config)
     c, strategy = config, config.resolved_strategy
     if strategy == "greedy":
         return greedy(model, prompts, c.max_length, constraint=c.constraint, record=record)
@@ -132,3 +150,30 @@ def generate(
         n_best=c.n_best,
         record=record,
     )
+
+
+def suppressed_ids(model: LanguageModel, config: GenerationConfig) -> list[int]:
+    """The ids ``config.suppress`` names (strings through ``model.vocab``), plus ``<unk>`` unless
+    ``config.allow_unk``. ConfigError for a string the vocabulary does not hold."""
+    vocab = getattr(model, "vocab", None)
+    ids = []
+    for token in config.suppress:
+        if isinstance(token, str):
+            index = getattr(vocab, "index", {})
+            require(token in index, f"cannot suppress {token!r}: it is not a token of the model's vocabulary")
+            token = index[token]
+        ids.append(token)
+    unk = getattr(vocab, "unk_id", None)
+    if not config.allow_unk and unk is not None and unk != getattr(model, "eos_id", None):
+        ids.append(unk)
+    return ids
+
+
+def with_suppression(model: LanguageModel, config: GenerationConfig) -> LanguageModel:
+    """``model``, or :class:`~decodekit.models.suppress.Suppressed` when tokens are suppressed."""
+    ids = suppressed_ids(model, config)
+    if not ids:
+        return model
+    from decodekit.models.suppress import Suppressed
+
+    return Suppressed(model, ids)

@@ -87,3 +87,47 @@ def test_capitalised_prompt_is_lower_cased_with_a_warning(model_dir):
     lower = run("generate", "the company", "--model", model_dir, "--max-length", "4", "--json")
     assert hypotheses(capital) == hypotheses(lower)
     assert "lower-cased to match the vocabulary: 'The', 'Company'" in capital.stderr
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "sample", "beam"])
+def test_unk_and_suppressed_tokens_are_never_generated(model_dir, strategy):
+    args = ["generate", "the", "--model", model_dir, "--strategy", strategy, "--max-length", "8", "--json"]
+    r = run(*args, "--suppress", "the", "--suppress", "said", "--n-best", "3", "--num-samples", "3")
+    assert r.exit_code == 0, r.output
+    for h in hypotheses(r):
+        assert not {0, 2, 4} & set(h["tokens"])  # <unk>, "the", "said"
+        assert sum(h["token_logprobs"]) == pytest.approx(h["logprob"], abs=1e-4)
+        assert len(h["token_texts"]) == len(h["token_logprobs"])
+
+
+def test_allow_unk_gives_the_model_its_unk_back(model_dir):
+    from decodekit import GenerationConfig, generate, load_model
+
+    model = load_model(model_dir)
+    prompt = [model.vocab.index["the"]]
+    default = run("generate", "the", "--model", model_dir, "--max-length", "6", "--json")
+    allowed = run("generate", "the", "--model", model_dir, "--max-length", "6", "--json", "--allow-unk")
+    want = generate(model, [prompt], GenerationConfig(max_length=6))[0]  # the library: <unk> allowed
+    assert [h["tokens"] for h in hypotheses(allowed)] == [list(h.tokens) for h in want]
+    assert all(0 not in h["tokens"] for h in hypotheses(default))
+
+
+def test_suppressing_an_unknown_token_is_one_line(model_dir, capsys):
+    from decodekit.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["generate", "the", "--model", model_dir, "--suppress", "zebra"])
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and "cannot suppress 'zebra'" in err and "\n" not in err
+
+
+def test_dot_draws_the_search(model_dir, tmp_path):
+    dot = tmp_path / "search.dot"
+    r = run("generate", "the", "--model", model_dir, "--strategy", "beam", "--beam-size", "2",
+            "--max-length", "3", "--dot", str(dot))  # fmt: skip
+    assert r.exit_code == 0, r.output
+    text = dot.read_text()
+    assert text.startswith("digraph") and text.count("{") == text.count("}")
+    batch = run("generate", "--input", str(dot), "--output", str(tmp_path / "o"), "--model", model_dir,
+                "--dot", str(dot))  # fmt: skip
+    assert batch.exit_code == 2 and "--dot" in batch.output

@@ -52,7 +52,30 @@ STRATEGY_HELP = "Search strategy. Default: beam with --constraint (Anderson-styl
     "--num-samples", type=click.IntRange(min=1), default=1, show_default=True, help="Samples per prompt."
 )
 @click.option("--seed", type=int, default=None, help="Random seed for sampling (reproducible output).")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per hypothesis per line.")
+@click.option(
+    "--suppress",
+    multiple=True,
+    metavar="TOKEN",
+    help="A token never to generate (repeatable), as transformers' suppress_tokens.",
+)
+@click.option(
+    "--allow-unk",
+    is_flag=True,
+    help="Let the model generate <unk> (by default the vocabulary's <unk> is suppressed).",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="One JSON object per hypothesis per line (with per-token log-probabilities).",
+)
+@click.option(
+    "--dot",
+    "dot_path",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Write a Graphviz drawing of the search (the beam tree; per-state beams under a constraint).",
+)
 @click.option(
     "--input",
     "input_path",
@@ -90,6 +113,7 @@ def generate(
     hf_model,
     device,
     as_json,
+    dot_path,
     input_path,
     output_path,
     resume,
@@ -125,6 +149,8 @@ def generate(
         _warn_ignored(options, given)
     if input_path is not None and output_path is None:
         raise UsageError("--input needs --output FILE")
+    if input_path is not None and dot_path is not None:
+        raise UsageError("--dot draws the search of one PROMPT; it cannot be used with --input")
     if max_memory is not None:
         from decodekit import parse_size
 
@@ -132,6 +158,7 @@ def generate(
             max_memory = parse_size(max_memory)
         except ValueError as e:
             raise UsageError(f"--max-memory: {e}") from None
+    options["suppress"] = tuple(options["suppress"])
     config = GenerationConfig(**options)  # the remaining options are GenerationConfig's fields
     model = load_model_option(model_spec, hf_model, device)
     if input_path is not None:
@@ -145,8 +172,13 @@ def generate(
         ids = vocab.encode(prompt)
     for w in caught:
         click.echo(f"Warning: {w.message}", err=True)
+    tree = None
+    if dot_path is not None:
+        from decodekit import SearchTree
+
+        tree = SearchTree()
     try:
-        hyps = run(model, [ids], config, max_memory=max_memory)[0]
+        hyps = run(model, [ids], config, max_memory=max_memory, record=tree)[0]
     except ValueError:
         raise  # decodekit's own errors: printed as they are
     except (RuntimeError, IndexError, MemoryError) as e:  # the model failed (a backend limit, ...)
@@ -159,6 +191,12 @@ def generate(
             err=True,
         )
         raise SystemExit(1)
+    if tree is not None:
+        try:
+            with open(dot_path, "w", encoding="utf-8") as f:
+                f.write(tree.to_dot(vocab))
+        except OSError as e:
+            raise UsageError(f"cannot write --dot {dot_path}: {e.strerror}") from None
     for h in hyps:
         click.echo(json.dumps(h.to_dict(vocab), ensure_ascii=False) if as_json else h.text(vocab))
 
