@@ -17,6 +17,13 @@ from decodekit.models.base import LanguageModel
 from decodekit.outputs import Hypothesis, SearchTree
 
 STRATEGIES = ("greedy", "sample", "beam")
+TRANSFORMERS_NAMES = {  # transformers' generate() option -> ours (docs/decoding.md has the table)
+    "max_new_tokens": "max_length",
+    "num_beams": "beam_size with strategy='beam'",
+    "do_sample": "strategy='sample'",
+    "num_return_sequences": "n_best (beam) or num_samples (sample)",
+    "suppress_tokens": "suppress",
+}
 SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed accepts
 
 
@@ -87,7 +94,10 @@ class GenerationConfig:
         """A copy with ``changes``; unknown option names raise ValueError naming them."""
         names = {f.name for f in dataclasses.fields(self)}
         unknown = sorted(set(changes) - names)
-        require(not unknown, f"unknown generation option(s) {unknown}; known: {sorted(names)}")
+        hints = "".join(
+            f"; transformers' {k} is {TRANSFORMERS_NAMES[k]} here" for k in unknown if k in TRANSFORMERS_NAMES
+        )
+        require(not unknown, f"unknown generation option(s) {unknown}{hints}; known: {sorted(names)}")
         return dataclasses.replace(self, **changes)
 
 
