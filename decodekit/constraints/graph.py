@@ -40,8 +40,7 @@ def reverse_distances(src: np.ndarray, dst: np.ndarray, targets: np.ndarray, num
     keep = dist[src] < 0  # the only edges that can still matter
     src, dst = np.asarray(src)[keep], np.asarray(dst)[keep]
     preds = src[np.argsort(dst, kind="stable")].astype(np.int64)
-    start = np.zeros(num_states + 1, dtype=np.int64)
-    np.cumsum(np.bincount(dst, minlength=num_states), out=start[1:])
+    start = np.concatenate([[0], np.cumsum(np.bincount(dst, minlength=num_states))])
     frontier = np.flatnonzero(frontier)
     preds_list = start_list = None
     while len(frontier):
@@ -167,18 +166,13 @@ def _hopcroft(table: np.ndarray, labels: np.ndarray) -> np.ndarray:
     dst = table[src, sym].astype(np.int64)
     order = np.lexsort((sym, dst))
     pred_src, pred_sym = src[order].tolist(), sym[order].tolist()
-    start = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(dst, minlength=n), out=start[1:])
-    start = start.tolist()
+    start = [0, *np.cumsum(np.bincount(dst, minlength=n)).tolist()]
     by_block = np.argsort(labels, kind="stable")
     elems = by_block.tolist()  # the states, grouped by block
-    loc = np.empty(n, dtype=np.int64)
-    loc[by_block] = np.arange(n)
-    loc = loc.tolist()  # position of each state in elems
+    loc = np.argsort(by_block).tolist()  # position of each state in elems
     blk = labels.astype(np.int64).tolist()
-    sizes = np.bincount(labels).tolist()
-    first = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64).tolist()
-    end = np.cumsum(sizes).astype(np.int64).tolist()
+    end = np.cumsum(np.bincount(labels)).tolist()
+    first = [0, *end[:-1]]
     mid = list(first)  # elems[first[b]:mid[b]] are the marked states of block b
     work = list(range(len(first)))
     waiting = [True] * len(first)
@@ -258,15 +252,9 @@ def minimize(
     start = accepting.astype(np.int64) if hint is None else hint * 2 + accepting
     small = n * (width + 1) <= SMALL_TABLE
     block = _minimize_small(table, start) if small else _refine(table, start)[0]
-    count = int(block.max()) + 1 if n else 0
-    firsts = np.full(count, n, dtype=np.int64)
-    np.minimum.at(firsts, block, np.arange(n))
-    firsts[block[initial]] = -1
-    order = np.argsort(firsts, kind="stable")
-    rank = np.empty(count, dtype=np.int64)
-    rank[order] = np.arange(count)
-    block = rank[block]
-    rep_of = np.empty(count, dtype=np.int64)
-    rep_of[rank] = np.where(firsts < 0, initial, firsts)
-    new_table = np.append(block, -1).astype(table.dtype)[table[rep_of]]
+    firsts = np.unique(block, return_index=True)[1]  # each block's first member
+    firsts[block[initial]] = -1  # the initial state's block comes first
+    order = np.argsort(firsts)
+    rep_of = np.where(firsts < 0, initial, firsts)[order]
+    new_table = np.append(np.argsort(order)[block], -1).astype(table.dtype)[table[rep_of]]
     return Minimized(new_table, accepting[rep_of], rep_of)
