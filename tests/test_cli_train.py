@@ -115,3 +115,24 @@ def test_eval_without_model_uses_the_shipped_model(tmp_path):
     assert result.exit_code == 0, result.output
     ev = json.loads(result.output)
     assert ev["model"] == "default" and ev["tokens"] == 14 and 1 < ev["perplexity"] < 10_000
+
+
+@pytest.mark.parametrize(
+    "model, option, message",
+    [
+        ("mlp", ["--layers", "3"], "--layers applies to --model lstm/rnn"),
+        ("mlp", ["--tie"], "--tie applies to --model lstm/rnn"),
+        ("lstm", ["--no-direct"], "--direct applies to --model mlp only"),
+    ],
+)
+def test_options_the_model_does_not_have_are_refused(tmp_path, capsys, model, option, message):
+    """As transformers warns about unused generation options, train refuses settings the chosen
+    model has no use for (they would be silently ignored)."""
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    for split in ("train", "valid", "test"):
+        (corpus / f"{split}.txt").write_text("the cat sat\n")
+    code, _, err = run_main(
+        ["train", "--data", str(corpus), "--model", model, *option, "--out", str(tmp_path / "o")], capsys
+    )
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1

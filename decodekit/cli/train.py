@@ -21,6 +21,9 @@ def _model_config(kind: str, opts: dict):
     from decodekit import model_config as make_config
 
     if kind == "mlp":
+        recurrent = [o for o in ("layers", "tie") if opts[o] is not None]
+        if recurrent:
+            raise UsageError(f"--{recurrent[0]} applies to --model lstm/rnn; --model mlp has no such setting")
         order = None if opts["context"] is None else opts["context"] + 1
         return make_config(
             "mlp",
@@ -31,8 +34,9 @@ def _model_config(kind: str, opts: dict):
             dropout=opts["dropout"],
             init_range=opts["init_range"],
         )
-    if opts["context"] is not None:
-        raise UsageError("--context applies to --model mlp only")
+    for name in ("context", "direct"):
+        if opts[name] is not None:
+            raise UsageError(f"--{name} applies to --model mlp only")
     if kind == "stack-lstm":
         return _stack_config(opts)
     stack_opts = [
