@@ -1,16 +1,13 @@
 """Character-level DFA from a parsed pattern: Thompson NFA, bounded subset construction.
 
-Characters are grouped into *classes*: two characters share a class iff every character set of
-the pattern treats them alike (and, when the pattern has ``\\b``/``\\B``, iff both are word
-characters or both are not, by Python ``regex``'s Unicode ``\\w``). Characters the pattern never
-names fall into one or two "other" classes.
+Characters share a *class* iff every character set of the pattern treats them alike (and, with
+``\\b``/``\\B``, iff both are word characters or both are not: Python ``regex``'s Unicode ``\\w``);
+the characters the pattern never names fall into a few "other" classes, by predicate bits.
 
-Word boundaries are zero-width assertion edges of the NFA. The subset construction runs over
-pairs (set of NFA states, class of the previous character: word or not; the start of the text
-counts as non-word): reading a character of class ``n`` from ``(S, p)`` first follows the
-assertion edges that hold between ``p`` and ``n`` (``\\b``: ``p != n``, ``\\B``: ``p == n``), then
-the character. A state accepts if, with ``n = non-word`` (the end of the text), the closure
-reaches the NFA's final state. The construction stops with ConstraintError past ``max_states``.
+Word boundaries are zero-width assertion edges. The subset construction runs over pairs (NFA
+states, previous character word or not; the text starts non-word): reading class ``n`` from
+``(S, p)`` follows the assertion edges that hold (``\\b``: ``p != n``, ``\\B``: ``p == n``), then the
+character. A state accepts if with ``n = non-word`` (the end) the closure reaches the final state.
 """
 
 from __future__ import annotations

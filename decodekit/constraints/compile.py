@@ -161,13 +161,8 @@ def _build(pattern: str, entry: _Cached, eos_id, separator: str, max_states: int
 def compile_for_vocab(pattern: str, vocab, *, max_states: int = DEFAULT_MAX_STATES) -> TokenAutomaton:
     """:func:`compile_regex` with a :class:`decodekit.vocab.Vocab`'s token bytes
     (:meth:`~decodekit.vocab.Vocab.surface_bytes`), separator and EOS."""
-    return compile_regex(pattern, _token_bytes(vocab), vocab.eos_id, vocab.separator, max_states=max_states)
-
-
-def _token_bytes(vocab) -> tuple:
-    """``vocab.surface_bytes()``, or ``surfaces()`` for a vocabulary-like object without them."""
-    surface_bytes = getattr(vocab, "surface_bytes", None)
-    return surface_bytes() if surface_bytes is not None else vocab.surfaces()
+    tokens = getattr(vocab, "surface_bytes", vocab.surfaces)()  # surfaces(): a vocabulary-like object
+    return compile_regex(pattern, tokens, vocab.eos_id, vocab.separator, max_states=max_states)
 
 
 def as_automaton(constraint, model, *, max_states: int = DEFAULT_MAX_STATES) -> TokenAutomaton:
@@ -198,7 +193,8 @@ def as_automaton(constraint, model, *, max_states: int = DEFAULT_MAX_STATES) -> 
                 f"model.vocab has {len(vocab)} tokens but model.vocab_size is {model.vocab_size}"
             )
         # The model's eos_id decides (a model may disable the vocabulary's EOS).
-        return compile_regex(constraint, _token_bytes(vocab), getattr(model, "eos_id", None), vocab.separator)
+        tokens = getattr(vocab, "surface_bytes", vocab.surfaces)()
+        return compile_regex(constraint, tokens, getattr(model, "eos_id", None), vocab.separator)
     raise ConstraintError(
         f"a constraint must be a regex string or a TokenAutomaton, got {type(constraint).__name__}"
     )

@@ -105,9 +105,7 @@ def encode_vocab(tokens: Sequence[str | bytes | None]) -> EncodedVocab:
         last.append(keys & 255)
         ends = tok[lengths[tok] == d + 1]
         by_depth.append((ends, node[ends]))
-    high_end = np.zeros(len(data), dtype=bool)
-    nonempty = lengths > 0
-    high_end[nonempty] = flat[(offsets + lengths - 1)[nonempty]] >= 0x80
+    high_end = (lengths > 0) & (np.append(flat, 0)[offsets + lengths - 1] >= 0x80)  # -1: the appended 0
     return EncodedVocab(tuple(parents), tuple(last), tuple(by_depth), valid, present, high_end, chain)
 
 
@@ -294,9 +292,7 @@ def lift(
     table = columns[start_row].astype(np.int32)  # [candidates, U]
     accepting = np.concatenate([[dfa.accepting[dfa.initial]], dfa.accepting])[candidates]
     src, dst = _distinct_edges(table)
-    start = np.zeros(len(accepting), dtype=bool)
-    start[0] = True
-    reach = reverse_distances(dst, src, start, len(accepting)) >= 0  # forward from state 0
+    reach = reverse_distances(dst, src, np.arange(len(accepting)) == 0, len(accepting)) >= 0  # from state 0
     dist = reverse_distances(src, dst, accepting, len(accepting))
     keep = reach & (dist >= 0)
     if not keep[0]:
