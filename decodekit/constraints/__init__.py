@@ -1,7 +1,5 @@
-"""Regex constraints: compile a regex into a token-level automaton for a vocabulary.
-
-See docs/constraints.md. ``compile_regex(pattern, token_strings, eos_id, separator)`` returns a
-:class:`TokenAutomaton` whose accepted token sequences are exactly those whose text
+"""Regex constraints (docs/constraints.md): ``compile_regex(pattern, token_strings, eos_id,
+separator)`` returns a :class:`TokenAutomaton` accepting exactly the token sequences whose text
 ``separator.join(token_strings)`` fully matches the pattern. Names are imported on first use
 (PEP 562): ``DEFAULT_MAX_STATES`` is read without importing numpy or torch (``--help``).
 """

@@ -166,10 +166,8 @@ def _partition(sets, split_words: bool):
     keys: dict[tuple, int] = {}  # (sets naming it, predicate bits) -> class
     examples: dict[int, str] = {}  # class -> its first character
     named = list(sig)
-    if used:  # the predicate bits of the named characters (the table costs 0.1 s, once)
-        bits = predicate_bits()[np.fromiter(map(ord, named), dtype=np.int64, count=len(named))] & used
-    else:
-        bits = np.zeros(len(named), dtype=np.int64)
+    codes = np.fromiter(map(ord, named), dtype=np.int64, count=len(named))
+    bits = predicate_bits()[codes] & used if used else np.zeros_like(codes)  # the table: 0.1 s, once
     explicit = {c: keys.setdefault((tuple(sig[c]), b), len(keys)) for c, b in zip(named, bits.tolist())}
     for c, k in explicit.items():
         examples.setdefault(k, c)
@@ -226,7 +224,7 @@ def build_char_dfa(ast, has_boundaries: bool, max_states: int) -> CharDFA:
     num_classes = member.shape[1]
     accepted = member.sum(axis=1).tolist()
     weight = [1 + sum(accepted[g] for g, _ in edges) for edges in nfa.char]
-    visits = cells = 0
+    visits = 0
     # per side (next character non-word / word; one side without \b): the classes each set accepts
     sides = (False, True) if has_boundaries else (False,)
     word_of = word.tolist() if has_boundaries else [False] * num_classes
@@ -239,8 +237,7 @@ def build_char_dfa(ast, has_boundaries: bool, max_states: int) -> CharDFA:
     accepting: list[bool] = []
     plain: dict[frozenset[int], frozenset[int]] = {}
     for states, prev in order:  # `order` grows while we iterate; small Python sets beat numpy here
-        cells += num_classes
-        if cells > SUBSET_CELLS * nfa.limit:
+        if (len(rows) + 1) * num_classes > SUBSET_CELLS * nfa.limit:
             raise ConstraintError(
                 f"regex too large: its character automaton would need more than {SUBSET_CELLS * nfa.limit:,} "
                 f"cells (DFA states x {num_classes:,} character classes; a long text of many distinct "

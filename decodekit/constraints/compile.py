@@ -132,12 +132,12 @@ def _build(pattern: str, entry: _Cached, eos_id, separator: str, max_states: int
     if entry.encoded is None:
         entry.encoded = encode_vocab(entry.tokens)
     enc = entry.encoded
-    out = None
-    if dfa.initial >= 0:
-        sep = separator.encode("utf-8")
-        classes = code_point_classes(dfa.other, dfa.explicit)
-        bytes_dfa = byte_dfa(dfa.table, dfa.accepting, classes, enc.available(sep))
-        out = lift(bytes_dfa, enc, sep, eos_id, max_states)
+    if dfa.initial < 0:
+        raise ConstraintError(f"regex {pattern!r} matches no text at all")
+    sep = separator.encode("utf-8")
+    classes = code_point_classes(dfa.other, dfa.explicit)
+    bytes_dfa = byte_dfa(dfa.table, dfa.accepting, classes, enc.available(sep))
+    out = lift(bytes_dfa, enc, sep, eos_id, max_states)
     if out is None:
         raise ConstraintError(_unspellable(pattern, dfa, enc, separator))
     next_state = np.full((len(out.table), enc.size), -1, dtype=np.int64)
@@ -203,8 +203,6 @@ def as_automaton(constraint, model, *, max_states: int = DEFAULT_MAX_STATES) -> 
 def _unspellable(pattern: str, dfa: CharDFA, enc: EncodedVocab, separator: str) -> str:
     """Why no token sequence matches: characters the regex uses that no token contains, or else
     the shortest matching text, which whole tokens cannot form."""
-    if dfa.initial < 0:
-        return f"regex {pattern!r} matches no text at all"
     head = f"no token sequence of this vocabulary ({enc.size} tokens, separator {separator!r})"
     head += f" matches {pattern!r}"
     available = enc.available(separator.encode("utf-8"))

@@ -76,10 +76,8 @@ def _reverse_distances_small(src, dst, targets, num_states: int) -> np.ndarray:
     preds: list[list[int]] = [[] for _ in range(num_states)]
     for a, b in zip(src.tolist(), dst.tolist()):
         preds[b].append(a)
-    dist = [-1] * num_states
+    dist = np.where(targets, 0, -1).tolist()
     frontier = np.flatnonzero(targets).tolist()
-    for q in frontier:
-        dist[q] = 0
     level = 0
     while frontier:
         level += 1
@@ -142,16 +140,14 @@ def _refine(table: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, int]:
     finished by Hopcroft's algorithm (O(E log S)), which gives the same partition."""
     n, width = table.shape
     block = np.unique(start, return_inverse=True)[1].reshape(-1)
-    count = int(block.max()) + 1 if n else 0
     key = np.empty((n, width + 1), dtype=np.int32)
     for _ in range(MOORE_ROUNDS):
         key[:, 0] = block
         np.take(np.append(block, -1).astype(np.int32), table, out=key[:, 1:])  # -1 -> the appended -1
-        block = unique_rows(key)[1]
-        new_count = int(block.max()) + 1 if n else 0
-        if new_count == count:
-            return block, count
-        count = new_count
+        new = unique_rows(key)[1]  # refines block: the same number of blocks iff stable
+        if new.max(initial=-1) == block.max(initial=-1):
+            return new, int(new.max(initial=-1)) + 1
+        block = new
     block = _hopcroft(table, block)
     return block, int(block.max()) + 1
 
@@ -250,8 +246,7 @@ def minimize(
     of their first member."""
     n, width = table.shape
     start = accepting.astype(np.int64) if hint is None else hint * 2 + accepting
-    small = n * (width + 1) <= SMALL_TABLE
-    block = _minimize_small(table, start) if small else _refine(table, start)[0]
+    block = _minimize_small(table, start) if n * (width + 1) <= SMALL_TABLE else _refine(table, start)[0]
     firsts = np.unique(block, return_index=True)[1]  # each block's first member
     firsts[block[initial]] = -1  # the initial state's block comes first
     order = np.argsort(firsts)

@@ -173,8 +173,7 @@ def _walk_chain(state, pos, enc: EncodedVocab, lut, flat, dead: int) -> Iterator
     """The end of :func:`_walk` when one long token is left: its remaining bytes are stepped one
     by one from each row (plain Python, each row stopping when it dies)."""
     d, token = enc.chain
-    col = int(enc.parent[d - 1][0])
-    col = col if pos is None else int(pos[col])
+    col = int(enc.parent[d - 1][0] if pos is None else pos[enc.parent[d - 1][0]])
     if col < 0:
         return
     steps = lut[np.concatenate(enc.byte[d - 1 :])].tolist()
@@ -199,9 +198,8 @@ def _run(starts: np.ndarray, enc: EncodedVocab, usable: np.ndarray, lut, flat, d
 
 @dataclass(frozen=True)
 class Lifted:
-    """The token-level automaton, compressed by columns.
-
-    ``next_state[:, tokens] = table[:, which]``; every other token is dead everywhere.
+    """The token-level automaton, compressed by columns: ``next_state[:, tokens] = table[:, which]``,
+    every other token dead everywhere.
 
     Attributes:
         table: [S, U] int32 next state per distinct token behaviour, -1 = dead.
@@ -222,8 +220,7 @@ class Lifted:
 
 class _Round(NamedTuple):
     """One round of the lift: the candidates ``pending`` [p], their row ``row_of`` [p] among the
-    distinct starts, which of those are ``live`` (not the dead sink), and what the tokens do from
-    the live ones."""
+    distinct starts, which of those are ``live`` (not the dead sink), and the ``reads`` from those."""
 
     pending: np.ndarray
     row_of: np.ndarray
@@ -252,9 +249,7 @@ def lift(
     flat = np.where(dfa.table >= 0, dfa.table, num_byte).astype(np.intp)  # intp: indexes without a cast
     flat = np.append(flat, [num_byte] * width) * width
     lut = dfa.byte_class.astype(flat.dtype)
-    usable = enc.valid.copy()
-    if eos_id is not None:
-        usable[eos_id] = False
+    usable = enc.valid & (np.arange(enc.size) != eos_id)  # EOS gets no transition
     start = dfa.initial * width
     first = _walk(np.array([start]), enc, lut, flat, dead)  # stops at the first readable token
     if not dfa.accepting[dfa.initial] and not any(usable[r.tokens].any() for r in first):
@@ -285,10 +280,9 @@ def lift(
         )
     reads, start_row = _join_rounds(rounds, candidates, dead)
     columns, which = distinct_columns(reads.ends)  # tokens acting alike from every start share one
-    columns = columns // width  # byte-DFA states, Q = dead
-    index = np.full(num_byte + 2, -1, dtype=np.int64)  # candidate 1 + q -> its row; dead -> -1
+    index = np.full(num_byte + 2, -1, dtype=np.int64)  # candidate 1 + q -> its row; dead (Q) -> -1
     index[candidates] = np.arange(len(candidates))
-    columns = np.concatenate([index[1 + columns], np.full((1, columns.shape[1]), -1)])
+    columns = np.concatenate([index[1 + columns // width], np.full((1, columns.shape[1]), -1)])
     table = columns[start_row].astype(np.int32)  # [candidates, U]
     accepting = np.concatenate([[dfa.accepting[dfa.initial]], dfa.accepting])[candidates]
     src, dst = _distinct_edges(table)
