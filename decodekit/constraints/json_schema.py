@@ -123,6 +123,8 @@ class _Compiler:
             if not types:
                 return self.any(ANY_DEPTH), frozenset(TYPES)
         types = [types] if isinstance(types, str) else types
+        if not isinstance(types, list) or not types:
+            raise ConstraintError(f"{ptr}/type must be a type name or a non-empty array of them")
         for t in types:
             if t not in TYPES:
                 raise ConstraintError(f"{ptr}/type: unknown type {t!r}")

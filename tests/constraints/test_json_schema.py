@@ -292,6 +292,7 @@ def test_flexible_whitespace_is_one_optional_space_after_colon_and_comma():
             "/properties/p/$id is not supported",
         ),
         ("{not json", "not valid JSON"),
+        ({"type": []}, "/type must be a type name"),
     ],
 )
 def test_refusals_name_the_keyword_and_its_pointer(schema, message):
