@@ -131,3 +131,50 @@ def test_dot_draws_the_search(model_dir, tmp_path):
     batch = run("generate", "--input", str(dot), "--output", str(tmp_path / "o"), "--model", model_dir,
                 "--dot", str(dot))  # fmt: skip
     assert batch.exit_code == 2 and "--dot" in batch.output
+
+
+@pytest.fixture(scope="module")
+def char_model_dir(tmp_path_factory):
+    from decodekit.vocab import CharVocab
+
+    torch.manual_seed(0)
+    chars = sorted(set('{}[]":,-.0123456789abcdefghijklmnopqrstuvwxyz '))
+    model = LSTMLM(LSTMConfig(embed=16, hidden=16, layers=1), CharVocab(["<unk>", "<eos>", *chars]))
+    path = tmp_path_factory.mktemp("ckpt") / "chars"
+    save_checkpoint(model.eval(), path)
+    return str(path)
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "beam"])
+def test_json_schema_output_parses_and_validates(char_model_dir, tmp_path, strategy):
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = {
+        "type": "object",
+        "properties": {"id": {"type": "integer", "minimum": 1, "maximum": 99}, "ok": {"type": "boolean"}},
+        "required": ["id", "ok"],
+    }
+    path = tmp_path / "schema.json"
+    path.write_text(json.dumps(schema))
+    r = run("generate", "", "--model", char_model_dir, "--json-schema", str(path), "--strategy", strategy,
+            "--beam-size", "2", "--max-length", "30", "--json")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    for h in hypotheses(r):
+        jsonschema.validate(json.loads(h["text"]), schema)
+
+
+def test_json_schema_mistakes_are_one_line(char_model_dir, tmp_path, capsys):
+    from decodekit.cli import main
+
+    bad = tmp_path / "bad.json"
+    for text, message in [
+        ("{not json", "is not JSON"),
+        ('{"type": "integer", "multipleOf": 3}', "/multipleOf is not supported"),
+    ]:
+        bad.write_text(text)
+        with pytest.raises(SystemExit) as e:
+            main(["generate", "", "--model", char_model_dir, "--json-schema", str(bad)])
+        err = capsys.readouterr().err.strip()
+        assert e.value.code == 2 and message in err and "\n" not in err
+    with pytest.raises(SystemExit) as e:
+        main(["generate", "", "--model", char_model_dir, "--json-schema", str(bad), "--constraint", "a"])
+    assert e.value.code == 2 and "not both" in capsys.readouterr().err

@@ -53,6 +53,13 @@ STRATEGY_HELP = "Search strategy. Default: beam with --constraint (Anderson-styl
 )
 @click.option("--seed", type=int, default=None, help="Random seed for sampling (reproducible output).")
 @click.option(
+    "--json-schema",
+    "json_schema_path",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="A JSON Schema the continuation must satisfy (compact JSON; the subset: docs/constraints.md).",
+)
+@click.option(
     "--suppress",
     multiple=True,
     metavar="TOKEN",
@@ -113,6 +120,7 @@ def generate(
     hf_model,
     device,
     as_json,
+    json_schema_path,
     dot_path,
     input_path,
     output_path,
@@ -159,6 +167,10 @@ def generate(
         except ValueError as e:
             raise UsageError(f"--max-memory: {e}") from None
     options["suppress"] = tuple(options["suppress"])
+    if json_schema_path is not None:
+        if options["constraint"] is not None:
+            raise UsageError("give --constraint or --json-schema, not both")
+        options["constraint"] = _schema_regex(json_schema_path)
     config = GenerationConfig(**options)  # the remaining options are GenerationConfig's fields
     model = load_model_option(model_spec, hf_model, device)
     if input_path is not None:
@@ -257,6 +269,22 @@ def _warn_ignored(options: dict, given: set[str]) -> None:
                     f"Warning: {flag} is ignored: it applies to --strategy {owner}; this run uses {strategy}",
                     err=True,
                 )
+
+
+def _schema_regex(path: str) -> str:
+    """The regex of the JSON Schema in ``path`` (one-line errors for unreadable or bad files)."""
+    from decodekit import json_schema
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read(16 * 2**20)
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"cannot read --json-schema {path}: {getattr(e, 'strerror', None) or e}") from None
+    try:
+        schema = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UsageError(f"--json-schema {path} is not JSON: {e.msg} at line {e.lineno}") from None
+    return json_schema(schema)
 
 
 def _read_stdin(required: bool) -> str | None:
