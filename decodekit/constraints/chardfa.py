@@ -164,18 +164,17 @@ def _partition(sets, split_words: bool):
         for c in chars:
             sig[c].append(g)
     keys: dict[tuple, int] = {}  # (sets naming it, predicate bits) -> class
-    examples: dict[int, str] = {}  # class -> its first character
     named = list(sig)
-    codes = np.fromiter(map(ord, named), dtype=np.int64, count=len(named))
-    bits = predicate_bits()[codes] & used if used else np.zeros_like(codes)  # the table: 0.1 s, once
+    bits = np.zeros(len(named), dtype=np.int64)
+    if used:  # the predicate bits of the named characters (the table costs 0.1 s, once)
+        bits = predicate_bits()[np.fromiter(map(ord, named), dtype=np.int64, count=len(named))] & used
     explicit = {c: keys.setdefault((tuple(sig[c]), b), len(keys)) for c, b in zip(named, bits.tolist())}
-    for c, k in explicit.items():
-        examples.setdefault(k, c)
+    examples = dict(zip(reversed(explicit.values()), reversed(explicit)))  # class -> its first character
     spare = {0: " !#%&,;~\x01", 4: "xqzjkwé", 6: "0123456789", 1: " \t\n\r"}
     other = np.zeros(8, dtype=np.int64)
     for b in OCCURRING_BITS:
-        other[b] = keys.setdefault(((), b & used), len(keys))
-        examples.setdefault(other[b], next((c for c in spare[b] if c not in sig), spare[b][0]))
+        k = other[b] = keys.setdefault(((), b & used), len(keys))
+        examples.setdefault(k, next((c for c in spare[b] if c not in sig), spare[b][0]))
     if len(sets) * len(keys) > MEMBER_CELLS:
         raise ConstraintError(
             f"regex too large: {len(sets):,} distinct character sets over {len(keys):,} character classes "
@@ -196,7 +195,7 @@ def _partition(sets, split_words: bool):
             f"regex too large: its {len(sets):,} character sets accept {int(accepted.sum()):,} (set, class) "
             f"pairs (at most {MEMBER_PAIRS:,}): fewer distinct negated classes or distinct characters"
         )
-    return explicit, other, member, word, tuple(examples.values())
+    return explicit, other, member, word, tuple(examples[k] for k in range(len(keys)))
 
 
 def _closure(nfa: _NFA, states, wb: bool, nwb: bool) -> frozenset[int]:
