@@ -87,7 +87,16 @@ DEPENDS = {
     # the decoders see models only through the protocol and the state operations
     "decoding": ("errors", "checks", "outputs", "constraints", "models.base", "models.state"),
     "memory": ("errors", "constraints", "models.base"),  # a search's memory estimate
-    "generation": ("errors", "checks", "outputs", "constraints", "decoding", "memory", "models.base", "models.suppress"),
+    "generation": (
+        "errors",
+        "checks",
+        "outputs",
+        "constraints",
+        "decoding",
+        "memory",
+        "models.base",
+        "models.suppress",
+    ),
     "results": ("errors", "files"),
     "batch": ("errors", "generation", "memory", "locking", "results", "models.base"),
     # beside decoding: never imports the decoders, generation or the CLI

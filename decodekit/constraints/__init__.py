@@ -20,6 +20,7 @@ _LAZY = {  # public name -> its module
     "compile_for_vocab": "decodekit.constraints.compile",
     "compile_regex": "decodekit.constraints.compile",
     "describe": "decodekit.constraints.inspect",
+    "json_schema": "decodekit.constraints.schema",
     "to_dot": "decodekit.constraints.inspect",
 }
 

@@ -285,3 +285,12 @@ def test_random_patterns_every_strategy_matches(bpe, pattern, seed, eos):
     for h in _strategies(model, prompt, auto, 8, anderson=auto.num_states <= 60):
         text = _text(vocab, h.tokens)
         assert text is not None and regex.fullmatch(pattern, text), (pattern, h, text)
+
+
+def test_a_round_whose_every_start_is_dead_compiles():
+    """Byte tokens with a separator: after 'é' (two byte tokens) no round starts alive. This
+    crashed with a zero-size reduction before (lift._walk's min over no starts)."""
+    automaton = compile_regex("é+", [b"\xc3", b"\xa9", "a", "é"], None, " ")
+    assert automaton.accepts([3])
+    assert not automaton.accepts([3, 3])  # "é é": the separator is not in the pattern
+    assert not automaton.accepts([0, 1])  # b"\xc3 \xa9": a character split by the separator
