@@ -1,4 +1,20 @@
-"""The token-level automaton that constrained decoding runs on."""
+"""The token-level automaton that constrained decoding runs on.
+
+How masks are computed. Token t (not EOS) may follow state s with ``remaining`` tokens left iff
+``next_state[s, t] >= 0`` and ``min_tokens_to_accept[next_state[s, t]] <= remaining - 1``; EOS iff
+``accepting[s]``. The first condition (and EOS) depends on s alone: the first time a state is
+asked about, its *static* row (bool [V]), a 0 / -inf float row of it (per logprobs dtype, so
+that masking is one add), and ``max_need[s]``, the largest ``min_tokens_to_accept`` over its
+static transitions, are computed and kept. A row with ``remaining - 1 >= max_need[s]`` is its
+static row, so the length check (two O(V) gathers) runs only for rows within ``max_need`` tokens
+of the length limit; with an int ``remaining`` at least ``max(max_need) + 1`` not even the
+per-row test runs. On CPU, rows are filled per visited state and only the rows that need the
+length check get it (host decisions are free there); on another device every state is filled
+at first use and each step computes the check for all rows when any may need it (``torch.where``
+style, never waiting for the host). The tables are dense ``[S + 1, V]`` (row S: the dead state)
+when ``(S + 1) * V <= TABLE_BUDGET`` (bool + float32: 5 bytes an entry against ``next_state``'s
+8); beyond it every call computes the definition directly.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +22,14 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from decodekit.errors import ConstraintError
+
+NEG_INF = float("-inf")
+TABLE_BUDGET = 1 << 25  # (S + 1) * V entries of the cached mask tables
+_CHUNK = 1 << 22  # entries of next_state gathered at once while filling tables
 
 
 @dataclass(frozen=True, eq=False)
@@ -39,6 +60,9 @@ class TokenAutomaton:
     separator: str
     initial: int = 0
     stats: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    _masks: _Masks = dataclasses.field(
+        default_factory=lambda: _Masks(), init=False, compare=False, repr=False
+    )
 
     @property
     def vocab_size(self) -> int:
@@ -58,28 +82,58 @@ class TokenAutomaton:
         return int(self.min_tokens_to_accept[self.initial])
 
     def to(self, device: torch.device | str) -> TokenAutomaton:
-        """A copy with the tables on ``device`` (self if already there)."""
-        if self.next_state.device == torch.device(device):
+        """A copy with the tables on ``device`` (self if already there; the copy is kept, so that
+        its mask tables survive from one call to the next)."""
+        device = torch.device(device)
+        if self.next_state.device == device:
             return self
-        tables = ("next_state", "accepting", "min_tokens_to_accept")
-        return dataclasses.replace(self, **{k: getattr(self, k).to(device) for k in tables})
+        copies = self._masks.copies
+        if device not in copies:
+            tables = ("next_state", "accepting", "min_tokens_to_accept")
+            copies[device] = dataclasses.replace(self, **{k: getattr(self, k).to(device) for k in tables})
+        return copies[device]
 
     def allowed(self, states: torch.Tensor, remaining: int | torch.Tensor | None = None) -> torch.Tensor:
         """[N] long states (-1 = dead row: nothing allowed) -> [N, V] bool, the tokens that may be
         emitted next: t (not EOS) iff ``next = next_state[s, t] >= 0`` and
         ``min_tokens_to_accept[next] <= remaining - 1``; EOS iff ``accepting[s]``. ``remaining``
-        (int or [N] long; None: no limit) counts the tokens still allowed *including this one*."""
+        (int or [N] long; None: no limit) counts the tokens still allowed *including this one*.
+        Each state's row is computed once and cached; the length check runs only for rows it can
+        change (see the module docstring)."""
         states = states.to(self.device).long()
-        live = states >= 0
-        s = states.clamp(min=0)
-        nxt = self.next_state[s]  # [N, V]
-        ok = nxt >= 0
-        if remaining is not None:
-            rem = torch.as_tensor(remaining, device=self.device).long().reshape(-1, 1)
-            ok &= self.min_tokens_to_accept[nxt.clamp(min=0)] <= rem - 1
-        if self.eos_id is not None:
-            ok[:, self.eos_id] = self.accepting[s]
-        return ok & live[:, None]
+        tables = self._masks.tables(self)
+        if tables is None:
+            return _reference_allowed(self, states, remaining)
+        rows = tables.rows(self, states)  # [N]
+        ok = tables.allowed.index_select(0, rows)  # [N, V]
+        tight = tables.tight(rows, remaining)
+        if tight is not None:
+            ok = _length_checked(self, ok, states, remaining, tight)
+        return ok
+
+    def mask(self, logprobs: torch.Tensor, states: torch.Tensor, remaining: int | torch.Tensor | None = None):
+        """``logprobs`` [N, V] with -inf wherever ``allowed(states, remaining)`` is False (a new
+        tensor, same dtype; allowed entries unchanged). One add of a cached 0 / -inf row per state
+        when no row needs the length check."""
+        states = states.to(self.device).long()
+        tables = self._masks.tables(self)
+        if tables is None:
+            return logprobs.masked_fill(~_reference_allowed(self, states, remaining), NEG_INF)
+        rows = tables.rows(self, states)
+        tight = tables.tight(rows, remaining)
+        if tight is not None:
+            return logprobs.masked_fill(~self.allowed(states, remaining), NEG_INF)
+        return logprobs + tables.bias(logprobs.dtype).index_select(0, rows)
+
+    def is_accepting(self, states: torch.Tensor) -> torch.Tensor:
+        """[N] states -> [N] bool: whether each is an accepting state (dead states are not)."""
+        states = states.to(self.device).long()
+        return (states >= 0) & self.accepting[states.clamp(min=0)]
+
+    def min_tokens(self, states: torch.Tensor) -> torch.Tensor:
+        """[N] states -> [N] long: ``min_tokens_to_accept`` of each state (0 for dead states)."""
+        states = states.to(self.device).long()
+        return self.min_tokens_to_accept[states.clamp(min=0)].masked_fill(states < 0, 0)
 
     def step(self, states: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         """[N] states, [N] tokens -> [N] next states (-1 if dead; -1 stays -1; EOS -> -1)."""
@@ -112,3 +166,116 @@ class TokenAutomaton:
             f"TokenAutomaton(pattern={self.pattern!r}, num_states={self.num_states}, "
             f"vocab_size={self.vocab_size}, shortest={self.shortest}, eos_id={self.eos_id})"
         )
+
+
+def _reference_allowed(a: TokenAutomaton, states: torch.Tensor, remaining) -> torch.Tensor:
+    """:meth:`TokenAutomaton.allowed` by its definition: two O(V) gathers per row."""
+    live, s = states >= 0, states.clamp(min=0)
+    nxt = a.next_state[s]  # [N, V]
+    ok = nxt >= 0
+    if remaining is not None:
+        rem = torch.as_tensor(remaining, device=a.device).long().reshape(-1, 1)
+        ok &= a.min_tokens_to_accept[nxt.clamp(min=0)] <= rem - 1
+    if a.eos_id is not None:
+        ok[:, a.eos_id] = a.accepting[s]
+    return ok & live[:, None]
+
+
+def _fits(a: TokenAutomaton, states: torch.Tensor, rem: torch.Tensor) -> torch.Tensor:
+    """[M] states, [M] remaining -> [M, V] bool: no transition, or one that can still accept."""
+    nxt = a.next_state[states.clamp(min=0)]  # [M, V]
+    return (nxt < 0) | (a.min_tokens_to_accept[nxt.clamp(min=0)] <= rem[:, None] - 1)
+
+
+def _length_checked(a: TokenAutomaton, ok, states, remaining, tight: torch.Tensor) -> torch.Tensor:
+    """The static rows ``ok`` [N, V] with the length check applied to the rows ``tight`` [N]."""
+    rem = torch.as_tensor(remaining, device=a.device).long().reshape(-1).expand(states.shape[0])
+    if a.device.type != "cpu":  # every row, no host decision
+        return ok & (_fits(a, states, rem) | ~tight[:, None])
+    idx = tight.nonzero()[:, 0]
+    ok[idx] &= _fits(a, states[idx], rem[idx])
+    return ok
+
+
+class _Masks:
+    """What an automaton caches for masking: the :class:`_Tables` (None until first used, or
+    over :data:`TABLE_BUDGET`) and its copies on other devices."""
+
+    def __init__(self) -> None:
+        self.copies: dict[torch.device, TokenAutomaton] = {}
+        self._tables: _Tables | None = None
+        self._over = False
+
+    def tables(self, a: TokenAutomaton) -> _Tables | None:
+        if self._tables is None and not self._over:
+            self._over = (a.num_states + 1) * a.vocab_size > TABLE_BUDGET
+            self._tables = None if self._over else _Tables(a)
+        return self._tables
+
+
+class _Tables:
+    """Per-state mask rows, [S + 1, ...] (row S: the dead state, nothing allowed).
+
+    allowed [S + 1, V] bool: the static row (``next_state >= 0``; EOS iff accepting).
+    max_need [S + 1] long: the largest ``min_tokens_to_accept`` over the static non-EOS
+    transitions (-1: none). biases {dtype: [S + 1, V]}: 0 where allowed, -inf elsewhere.
+    built [S + 1] numpy bool: rows filled (CPU: lazily, per visited state; else all at once).
+    bound: the largest ``max_need`` of a filled row (host int).
+    """
+
+    def __init__(self, a: TokenAutomaton) -> None:
+        n, v, device = a.num_states, a.vocab_size, a.device
+        self.dead, self.lazy = n, device.type == "cpu"
+        self.allowed = torch.empty(n + 1, v, dtype=torch.bool, device=device)
+        self.allowed[n] = False
+        self.max_need = torch.full((n + 1,), -1, dtype=torch.long, device=device)
+        self.biases: dict[torch.dtype, torch.Tensor] = {}
+        self.built = np.zeros(n + 1, dtype=bool)
+        self.built[n], self.bound = True, -1
+        if not self.lazy:
+            self._fill(a, torch.arange(n, device=device))
+
+    def rows(self, a: TokenAutomaton, states: torch.Tensor) -> torch.Tensor:
+        """[N] states -> [N] table rows (dead -> S), filling the rows not filled yet."""
+        rows = torch.where(states >= 0, states, self.dead)
+        if self.lazy:
+            r = rows.numpy()
+            todo = r[~self.built[r]]
+            if todo.size:
+                self._fill(a, torch.from_numpy(np.unique(todo)))
+        return rows
+
+    def tight(self, rows: torch.Tensor, remaining) -> torch.Tensor | None:
+        """[N] bool: the rows whose mask the length check may change; None when none does."""
+        if remaining is None or (isinstance(remaining, int) and remaining - 1 >= self.bound):
+            return None
+        rem = torch.as_tensor(remaining, device=rows.device).long().reshape(-1)
+        tight = self.max_need.index_select(0, rows) > rem - 1  # [N]
+        return None if self.lazy and not bool(tight.any()) else tight
+
+    def bias(self, dtype: torch.dtype) -> torch.Tensor:
+        """[S + 1, V] of ``dtype``: 0 where allowed, -inf elsewhere (filled rows only)."""
+        if dtype not in self.biases:
+            done = torch.from_numpy(np.flatnonzero(self.built)).to(self.allowed.device)
+            self.biases[dtype] = torch.empty(self.allowed.shape, dtype=dtype, device=self.allowed.device)
+            self.biases[dtype][done] = _bias(self.allowed[done], dtype)
+        return self.biases[dtype]
+
+    def _fill(self, a: TokenAutomaton, todo: torch.Tensor) -> None:
+        step = max(1, _CHUNK // a.vocab_size)
+        for i in range(0, todo.shape[0], step):
+            part = todo[i : i + step]
+            nxt = a.next_state.index_select(0, part)  # [M, V]
+            ok = nxt >= 0
+            self.max_need[part] = a.min_tokens_to_accept[nxt.clamp(min=0)].masked_fill_(~ok, -1).amax(1)
+            if a.eos_id is not None:
+                ok[:, a.eos_id] = a.accepting[part]
+            self.allowed[part] = ok
+            for dtype, bias in self.biases.items():
+                bias[part] = _bias(ok, dtype)
+        self.bound = max(self.bound, int(self.max_need.max()))
+        self.built[todo.cpu().numpy()] = True
+
+
+def _bias(ok: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return torch.zeros(ok.shape, dtype=dtype, device=ok.device).masked_fill_(~ok, NEG_INF)

@@ -14,7 +14,7 @@ import torch
 
 from decodekit.checks import at_least, real
 from decodekit.decoding.prompts import Constraint, Prompt
-from decodekit.decoding.search import NEG_INF, Selection, accepting, decode
+from decodekit.decoding.search import NEG_INF, Selection, decode
 from decodekit.decoding.topk import GroupedTopK
 from decodekit.models.base import LanguageModel, model_device
 from decodekit.outputs import Hypothesis, SearchTree
@@ -69,9 +69,9 @@ def beam_selection(beam: int, vocab: int, eos: int | None, automaton, max_length
         batch, ended, ended_logprob = logprobs.shape[0] // beam, None, None
         row_base = torch.arange(batch, device=logprobs.device)[:, None] * beam  # [B, 1]
         if automaton is not None:
-            logprobs = logprobs.masked_fill(~automaton.allowed(rows.states, max_length - t), NEG_INF)
+            logprobs = automaton.mask(logprobs, rows.states, max_length - t)  # [N, V]
             if eos is None:  # an accepting row that cannot go on (no allowed token of p > 0) ends here
-                stuck = ~(logprobs > NEG_INF).any(-1) & accepting(automaton, rows.states)  # [N]
+                stuck = (logprobs.amax(-1) == NEG_INF) & automaton.is_accepting(rows.states)  # [N]
                 ended, ended_logprob = stuck.nonzero()[:, 0], rows.logprob[stuck]
         # Select per row first (cheap), then across the K rows of each prompt.
         row_val, row_tok = logprobs.topk(per_row, dim=1)  # [N, K+1]

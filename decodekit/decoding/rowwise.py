@@ -1,7 +1,7 @@
 """Greedy decoding and ancestral sampling: one independent row per output.
 
 A row leaves the batch when it emits EOS. Under a constraint, tokens that cannot reach
-acceptance in the remaining steps are masked (``TokenAutomaton.allowed``; EOS only in accepting
+acceptance in the remaining steps are masked (``TokenAutomaton.mask``; EOS only in accepting
 states); a token of probability 0 is never chosen. A row none of whose allowed tokens has
 non-zero probability cannot go on: without EOS, in an accepting state, it ends there (a match,
 ``finished=False``); otherwise it ends unmatched and returns nothing (greedy: ``[]``). The
@@ -18,7 +18,7 @@ import torch
 from decodekit.checks import at_least
 from decodekit.decoding import processors
 from decodekit.decoding.prompts import Constraint, Prompt
-from decodekit.decoding.search import NEG_INF, Selection, accepting, decode
+from decodekit.decoding.search import NEG_INF, Selection, decode
 from decodekit.models.base import LanguageModel, model_device
 from decodekit.outputs import Hypothesis, SearchTree
 
@@ -83,11 +83,11 @@ def _decode(model, prompt, max_length, choose: Chooser, copies: int, constraint,
             keep = ended = ended_logprob = None
             cum, states, masked = rows.logprob, rows.states, logprobs
             if automaton is not None:
-                masked = logprobs.masked_fill(~automaton.allowed(states, max_length - t), NEG_INF)
-                stuck = ~(masked > NEG_INF).any(-1)  # [N] no allowed token of non-zero probability
+                masked = automaton.mask(logprobs, states, max_length - t)  # [N, V]
+                stuck = masked.amax(-1) == NEG_INF  # [N] no allowed token of non-zero probability
                 if bool(stuck.any()):  # without EOS an accepting row ends as a match; others fail
                     if eos is None:
-                        ended = (stuck & accepting(automaton, states)).nonzero()[:, 0]
+                        ended = (stuck & automaton.is_accepting(states)).nonzero()[:, 0]
                         ended_logprob = cum[ended]
                     keep = (~stuck).nonzero()[:, 0]
                     masked, logprobs, cum, states = masked[keep], logprobs[keep], cum[keep], states[keep]

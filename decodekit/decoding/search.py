@@ -43,11 +43,6 @@ class Selection:
     ended_logprob: torch.Tensor | None = None
 
 
-def accepting(automaton, states: torch.Tensor) -> torch.Tensor:
-    """[N] states -> [N] bool: whether each is an accepting state (dead states are not)."""
-    return (states >= 0) & automaton.accepting[states.clamp(min=0)]
-
-
 def decode(
     model: LanguageModel, prompt, max_length: int, constraint, start, n_best, alpha, record, ranked=True
 ):
@@ -88,7 +83,7 @@ def decode(
         check_logprobs(logprobs, sel.tokens.shape[0], vocab, t + 1, is_check_step(t + 1))
     live = rows.logprob
     if automaton is not None:  # only matches end unfinished
-        live = live.masked_fill(~accepting(automaton, rows.states), NEG_INF)
+        live = live.masked_fill(~automaton.is_accepting(rows.states), NEG_INF)
     pool.add_many(items, torch.arange(live.shape[0], device=live.device), live, steps, False)
     if record is not None:
         trace.draw(record, pool, 1 if ranked else width)
@@ -101,9 +96,9 @@ def decode(
 def _shortest(automaton, states, length: int, max_length: int, eos: int | None, shape):
     """The fewest tokens (EOS included) a completion of a live row of ``length`` tokens can have
     (:func:`~decodekit.decoding.trace.reachable_bound`): ``length + 1`` (EOS next), ``max_length``
-    without EOS; under a constraint ``length + min_tokens_to_accept[state]`` (+ 1 for EOS), so an
+    without EOS; under a constraint ``length + automaton.min_tokens(state)`` (+ 1 for EOS), so an
     accepting row without EOS may end at its current length. Dead rows (-1) are empty slots."""
     if automaton is None:
         return length + 1 if eos is not None else max_length
-    need = automaton.min_tokens_to_accept[states.clamp(min=0)]  # [N]
+    need = automaton.min_tokens(states)  # [N]
     return (length + (eos is not None) + need).view(shape)  # [B, W]

@@ -1,0 +1,124 @@
+"""The cached masks of ``TokenAutomaton`` (allowed, mask, is_accepting, min_tokens) against the
+definition, on random tables and compiled regexes, with the cache carried across calls."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from decodekit.constraints import automaton as automaton_module
+from decodekit.constraints import compile_regex
+from decodekit.constraints.automaton import TokenAutomaton
+
+from .strategies import regexes
+
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+VOCAB = ["a", "b", " ", "ab", "ba", "a ", "bb", None, "<eos>"]
+
+
+def reference(a: TokenAutomaton, states, remaining) -> torch.Tensor:
+    """The definition: t (not EOS) iff next >= 0 and min_tokens_to_accept[next] <= remaining - 1."""
+    nxt = a.next_state[states.clamp(min=0)]
+    ok = nxt >= 0
+    if remaining is not None:
+        ok &= a.min_tokens_to_accept[nxt.clamp(min=0)] <= torch.as_tensor(remaining).reshape(-1, 1) - 1
+    if a.eos_id is not None:
+        ok[:, a.eos_id] = a.accepting[states.clamp(min=0)]
+    return ok & (states >= 0)[:, None]
+
+
+@st.composite
+def tables(draw) -> TokenAutomaton:
+    """Arbitrary tables (min_tokens_to_accept need not be consistent: the identity is generic)."""
+    n, v = draw(st.integers(1, 6)), draw(st.integers(1, 8))
+    cells = st.lists(st.integers(-1, n - 1), min_size=n * v, max_size=n * v)
+    next_state = torch.tensor(draw(cells)).view(n, v)
+    eos = draw(st.one_of(st.none(), st.integers(0, v - 1)))
+    if eos is not None:
+        next_state[:, eos] = -1
+    accepting = torch.tensor(draw(st.lists(st.booleans(), min_size=n, max_size=n)))
+    need = torch.tensor(draw(st.lists(st.integers(0, 6), min_size=n, max_size=n)))
+    return TokenAutomaton(next_state, accepting, need, eos, "<tables>", "")
+
+
+def queries(n: int):
+    """Batches of states (with -1) and a remaining: None, an int or an [N] tensor, near max_need."""
+    rem = st.integers(-1, 9)
+    return st.integers(1, 5).flatmap(
+        lambda rows: st.tuples(
+            st.lists(st.integers(-1, n - 1), min_size=rows, max_size=rows).map(torch.tensor),
+            st.one_of(
+                st.none(),
+                rem,
+                st.lists(rem, min_size=rows, max_size=rows).map(torch.tensor),
+                st.lists(rem, min_size=1, max_size=1).map(torch.tensor),
+            ),
+        )
+    )
+
+
+def check(a: TokenAutomaton, batches) -> None:
+    for states, remaining in batches:
+        want = reference(a, states, remaining)
+        assert torch.equal(a.allowed(states, remaining), want)
+        for dtype in (torch.float32, torch.float64, torch.bfloat16):
+            logprobs = torch.randn(states.shape[0], a.vocab_size).to(dtype)
+            logprobs[:, 0] = float("-inf")
+            masked = a.mask(logprobs, states, remaining)
+            assert masked.dtype == dtype
+            assert torch.equal(masked, logprobs.masked_fill(~want, float("-inf")))
+        assert torch.equal(a.is_accepting(states), (states >= 0) & a.accepting[states.clamp(min=0)])
+        need = a.min_tokens_to_accept[states.clamp(min=0)].masked_fill(states < 0, 0)
+        assert torch.equal(a.min_tokens(states), need)
+
+
+@SETTINGS
+@given(st.data())
+def test_cached_masks_equal_definition_on_random_tables(data) -> None:
+    a = data.draw(tables())
+    check(a, data.draw(st.lists(queries(a.num_states), min_size=1, max_size=6)))
+
+
+@SETTINGS
+@given(st.data(), st.booleans())
+def test_cached_masks_equal_definition_on_regexes(data, with_eos) -> None:
+    pattern = data.draw(regexes())
+    try:
+        a = compile_regex(pattern, VOCAB, len(VOCAB) - 1 if with_eos else None)
+    except Exception:  # unspellable over this vocabulary: nothing to mask
+        return
+    check(a, data.draw(st.lists(queries(a.num_states), min_size=1, max_size=6)))
+
+
+def test_over_budget_computes_the_definition(monkeypatch) -> None:
+    monkeypatch.setattr(automaton_module, "TABLE_BUDGET", 1)
+    a = compile_regex("(?:ab| a)+b?", VOCAB, len(VOCAB) - 1)
+    states = torch.tensor([0, 1, -1, a.num_states - 1])
+    check(a, [(states, None), (states, 2), (states, torch.tensor([1, 3, 0, 2]))])
+    assert a._masks.tables(a) is None
+
+
+def test_masks_survive_to_and_replace() -> None:
+    a = compile_regex("ab*", VOCAB, len(VOCAB) - 1)
+    assert a.to("cpu") is a
+    a.allowed(torch.tensor([0]))
+    assert a._masks.tables(a).built[0]
+    b = TokenAutomaton(a.next_state.clone(), a.accepting, a.min_tokens_to_accept, a.eos_id, a.pattern, "")
+    assert b._masks is not a._masks
+    check(b, [(torch.tensor([1, 0]), 2)])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cached_masks_on_cuda() -> None:
+    a = compile_regex("(?:ab| a)+b?", VOCAB, len(VOCAB) - 1)
+    g = a.to("cuda")
+    assert a.to("cuda") is g
+    states = torch.tensor([0, 1, -1, a.num_states - 1])
+    for remaining in (None, 1, 2, 100, torch.tensor([1, 3, 0, 2])):
+        want = reference(a, states, remaining)
+        assert torch.equal(g.allowed(states.cuda(), remaining).cpu(), want)
+        logprobs = torch.randn(4, a.vocab_size)
+        got = g.mask(logprobs.cuda(), states.cuda(), remaining).cpu()
+        assert torch.equal(got, logprobs.masked_fill(~want, float("-inf")))
