@@ -14,6 +14,7 @@ import torch
 from decodekit.constraints import DEFAULT_MAX_STATES
 from decodekit.constraints.automaton import TokenAutomaton
 from decodekit.constraints.chardfa import CharDFA, build_char_dfa
+from decodekit.constraints.combine import as_patterns, components, describe, listed, product
 from decodekit.constraints.graph import reverse_distances
 from decodekit.constraints.lift import EncodedVocab, encode_vocab, lift
 from decodekit.constraints.pattern import OCCURRING_BITS, parse
@@ -54,14 +55,22 @@ def check_pattern(pattern: str) -> None:
 
 
 def compile_regex(
-    pattern: str,
+    pattern: str | Sequence[str],
     token_strings: Sequence[str | bytes | None],
     eos_id: int | None = None,
     separator: str = "",
     *,
+    exclude: str | Sequence[str] = (),
     max_states: int = DEFAULT_MAX_STATES,
 ) -> TokenAutomaton:
     """Compile ``pattern`` into a :class:`TokenAutomaton` over ``len(token_strings)`` tokens.
+
+    Several constraints: ``pattern`` may be a list of regexes, all of which must fully match the
+    text, and ``exclude`` a regex or a list of them, none of which may match anywhere in it
+    (``regex.search`` finds nothing). They are compiled as one product automaton
+    (:mod:`decodekit.constraints.combine`) whose ``pattern`` reads ``(A) & (B) & !(R)``; an empty
+    ``pattern`` list with excludes means "any text but". One pattern without excludes is
+    compiled exactly as a string.
 
     A ``str`` token stands for its UTF-8 encoding, a ``bytes`` token (byte-level BPE) for itself.
     A token sequence is accepted iff the bytes ``separator.join(token_strings[t] for t in
@@ -74,11 +83,15 @@ def compile_regex(
 
     Raises:
         ConstraintError: invalid regex (with the position), unsupported feature (back-references,
-            look-around), anchors not at the start/end, more than ``max_states`` states, or no
-            token sequence of this vocabulary can match.
+            look-around), anchors not at the start/end (or in an exclude), more than
+            ``max_states`` states, or no token sequence of this vocabulary can match (``no text
+            matches all of ...`` when the constraints contradict each other).
     """
-    if not isinstance(pattern, str):
-        raise ConstraintError(f"a regex constraint must be a string, got {type(pattern).__name__}")
+    if not isinstance(pattern, str) or not (isinstance(exclude, tuple) and not exclude):
+        patterns, excludes = as_patterns(pattern, "pattern"), as_patterns(exclude, "exclude")
+        if not patterns and not excludes:
+            raise ConstraintError("no constraint given: pattern is an empty list and there is no exclude")
+        pattern = patterns[0] if len(patterns) == 1 and not excludes else ("all", patterns, excludes)
     if not isinstance(separator, str):
         raise ConstraintError(f"separator must be a string, got {separator!r}")
     if isinstance(token_strings, (str, bytes, bytearray)) or not isinstance(token_strings, Iterable):
@@ -96,7 +109,7 @@ def compile_regex(
     if max_states is None or max_states < 1:
         raise ConstraintError(f"max_states must be a positive integer, got {max_states!r}")
     fingerprint = (len(tokens), hash(tokens[:: max(1, len(tokens) // FINGERPRINT_SAMPLE)]))
-    key = (pattern, separator, eos_id, max_states)
+    key = (pattern, separator, eos_id, max_states)  # pattern: a str, or ("all", patterns, excludes)
     with _lock:
         entry = _cache.get(fingerprint)
         if entry is None or (entry.tokens is not tokens and entry.tokens != tokens):
@@ -108,7 +121,10 @@ def compile_regex(
         if automaton is not None:
             entry.automata.move_to_end(key)
             return automaton
-    automaton = _build(pattern, entry, eos_id, separator, max_states)
+    if isinstance(pattern, str):
+        automaton = _build(pattern, entry, eos_id, separator, max_states)
+    else:
+        automaton = _build_all(pattern[1], pattern[2], entry, eos_id, separator, max_states)
     with _lock:
         entry.automata[key] = automaton
         while len(entry.automata) > CACHE_PATTERNS:
@@ -140,6 +156,12 @@ def _build(pattern: str, entry: _Cached, eos_id, separator: str, max_states: int
     out = lift(bytes_dfa, enc, sep, eos_id, max_states)
     if out is None:
         raise ConstraintError(_unspellable(pattern, dfa, enc, separator))
+    stats = {"char_states": dfa.table.shape[0], "byte_states": bytes_dfa.table.shape[0]}
+    return _automaton(out, enc, eos_id, pattern, separator, stats)
+
+
+def _automaton(out, enc: EncodedVocab, eos_id, pattern: str, separator: str, stats: dict) -> TokenAutomaton:
+    """The dense tables of a lifted automaton."""
     next_state = np.full((len(out.table), enc.size), -1, dtype=np.int64)
     next_state[:, out.tokens] = out.table[:, out.which]
     return TokenAutomaton(
@@ -149,13 +171,42 @@ def _build(pattern: str, entry: _Cached, eos_id, separator: str, max_states: int
         eos_id=eos_id,
         pattern=pattern,
         separator=separator,
-        stats={
-            "char_states": dfa.table.shape[0],
-            "byte_states": bytes_dfa.table.shape[0],
-            "candidate_states": out.candidates,
-            "live_states": out.live,
-        },
+        stats={**stats, "candidate_states": out.candidates, "live_states": out.live},
     )
+
+
+def _build_all(
+    patterns: tuple[str, ...],
+    excludes: tuple[str, ...],
+    entry: _Cached,
+    eos_id,
+    separator: str,
+    max_states: int,
+) -> TokenAutomaton:
+    """Several constraints: the product byte DFA (:mod:`decodekit.constraints.combine`), lifted."""
+    parts = components(patterns, excludes, max_states)
+    if entry.encoded is None:
+        entry.encoded = encode_vocab(entry.tokens)
+    enc, sep = entry.encoded, separator.encode("utf-8")
+    label = f"the {len(patterns) + len(excludes)} constraints"
+    made = product(parts, enc.available(sep), max_states, label)
+    wanted = listed(patterns, excludes)
+    head = (
+        f"no token sequence of this vocabulary ({enc.size} tokens, separator {separator!r}) matches {wanted}"
+    )
+    if made.dfa is None:
+        try:
+            anywhere = product(parts, None, max_states, label).dfa is not None
+        except ConstraintError:  # too large without the vocabulary's restriction: say the likelier
+            anywhere = True
+        if not anywhere:
+            raise ConstraintError(f"no text matches {wanted}: the constraints contradict each other")
+        raise ConstraintError(f"{head}: the matching texts need bytes that no token contains")
+    out = lift(made.dfa, enc, sep, eos_id, max_states)
+    if out is None:
+        raise ConstraintError(f"{head}: whole tokens joined by {separator!r} cannot form a matching text")
+    stats = {**made.stats, "constraints": len(patterns), "excludes": len(excludes)}
+    return _automaton(out, enc, eos_id, describe(patterns, excludes), separator, stats)
 
 
 def compile_for_vocab(pattern: str, vocab, *, max_states: int = DEFAULT_MAX_STATES) -> TokenAutomaton:
