@@ -29,6 +29,7 @@ from decodekit.errors import ConstraintError
 
 NEG_INF = float("-inf")
 TABLE_BUDGET = 1 << 25  # (S + 1) * V entries of the cached mask tables
+SPARSE = 16  # mask in O(allowed) (or O(forbidden)) when at most V / SPARSE of them
 _CHUNK = 1 << 22  # entries of next_state gathered at once while filling tables
 
 
@@ -105,7 +106,7 @@ class TokenAutomaton:
         if tables is None:
             return _reference_allowed(self, states, remaining)
         rows = tables.rows(self, states)  # [N]
-        ok = tables.allowed.index_select(0, rows)  # [N, V]
+        ok = tables.allowed.index_select(0, tables.index(rows))  # [N, V]
         tight = tables.tight(rows, remaining)
         if tight is not None:
             ok = _length_checked(self, ok, states, remaining, tight)
@@ -123,7 +124,7 @@ class TokenAutomaton:
         tight = tables.tight(rows, remaining)
         if tight is not None:
             return logprobs.masked_fill(~self.allowed(states, remaining), NEG_INF)
-        return logprobs + tables.bias(logprobs.dtype).index_select(0, rows)
+        return tables.apply(logprobs, rows)
 
     def is_accepting(self, states: torch.Tensor) -> torch.Tensor:
         """[N] states -> [N] bool: whether each is an accepting state (dead states are not)."""
@@ -232,26 +233,58 @@ class _Tables:
         self.biases: dict[torch.dtype, torch.Tensor] = {}
         self.built = np.zeros(n + 1, dtype=bool)
         self.built[n], self.bound = True, -1
+        # CPU: per filled state, (True, allowed ids) or (False, forbidden ids) when at most
+        # V / SPARSE of them, else None; the dead row allows nothing
+        self.ids: dict[int, tuple[bool, torch.Tensor] | None] = {n: (True, torch.zeros(0, dtype=torch.long))}
         if not self.lazy:
             self._fill(a, torch.arange(n, device=device))
 
-    def rows(self, a: TokenAutomaton, states: torch.Tensor) -> torch.Tensor:
-        """[N] states -> [N] table rows (dead -> S), filling the rows not filled yet."""
-        rows = torch.where(states >= 0, states, self.dead)
-        if self.lazy:
-            r = rows.numpy()
-            todo = r[~self.built[r]]
-            if todo.size:
-                self._fill(a, torch.from_numpy(np.unique(todo)))
+    def rows(self, a: TokenAutomaton, states: torch.Tensor) -> list[int] | torch.Tensor:
+        """[N] states -> their N table rows (dead -> S), filling the rows not filled yet: a list
+        on CPU (host decisions are cheap there), else a tensor."""
+        if not self.lazy:
+            return torch.where(states >= 0, states, self.dead)
+        rows = [s if s >= 0 else self.dead for s in states.tolist()]
+        todo = sorted({r for r in rows if not self.built[r]})
+        if todo:
+            self._fill(a, torch.tensor(todo))
         return rows
 
-    def tight(self, rows: torch.Tensor, remaining) -> torch.Tensor | None:
+    def index(self, rows: list[int] | torch.Tensor) -> torch.Tensor:
+        return torch.tensor(rows, dtype=torch.long) if isinstance(rows, list) else rows
+
+    def tight(self, rows: list[int] | torch.Tensor, remaining) -> torch.Tensor | None:
         """[N] bool: the rows whose mask the length check may change; None when none does."""
         if remaining is None or (isinstance(remaining, int) and remaining - 1 >= self.bound):
             return None
-        rem = torch.as_tensor(remaining, device=rows.device).long().reshape(-1)
-        tight = self.max_need.index_select(0, rows) > rem - 1  # [N]
+        rem = torch.as_tensor(remaining, device=self.max_need.device).long().reshape(-1)
+        tight = self.max_need.index_select(0, self.index(rows)) > rem - 1  # [N]
         return None if self.lazy and not bool(tight.any()) else tight
+
+    def apply(self, logprobs: torch.Tensor, rows: list[int] | torch.Tensor) -> torch.Tensor:
+        """``logprobs`` [N, V] masked by the static rows ``rows`` [N]: one add of the 0 / -inf
+        rows, or on CPU, when every row keeps (or every row forbids) at most V / SPARSE tokens,
+        an -inf fill and a copy of the kept entries (or a copy and an -inf fill of the others)."""
+        bias = self.bias(logprobs.dtype)
+        if not self.lazy:
+            return logprobs + bias.index_select(0, rows)
+        ids = rows
+        entries = [self.ids[i] for i in ids]
+        if len(ids) == 1:  # the common one-row case, without index tensors
+            if entries[0] is None:
+                return logprobs + bias[ids[0]]
+            keep, cols = entries[0]
+            if keep:
+                cols = cols[None]
+                return torch.full_like(logprobs, NEG_INF).scatter_(1, cols, logprobs.gather(1, cols))
+            return logprobs.index_fill(1, cols, NEG_INF)
+        if any(e is None for e in entries) or len({e[0] for e in entries}) > 1:
+            return logprobs + bias.index_select(0, self.index(rows))
+        counts = torch.tensor([len(e[1]) for e in entries])
+        at = torch.arange(len(ids)).repeat_interleave(counts), torch.cat([e[1] for e in entries])
+        if entries[0][0]:
+            return torch.full_like(logprobs, NEG_INF).index_put_(at, logprobs[at])
+        return logprobs.index_put(at, logprobs.new_tensor(NEG_INF))
 
     def bias(self, dtype: torch.dtype) -> torch.Tensor:
         """[S + 1, V] of ``dtype``: 0 where allowed, -inf elsewhere (filled rows only)."""
@@ -271,6 +304,12 @@ class _Tables:
             if a.eos_id is not None:
                 ok[:, a.eos_id] = a.accepting[part]
             self.allowed[part] = ok
+            if self.lazy:
+                v = ok.shape[1]
+                for q, row, count in zip(part.tolist(), ok, ok.sum(1).tolist()):
+                    keep = 2 * count <= v  # list the allowed tokens, else the forbidden ones
+                    few = min(count, v - count) <= v // SPARSE
+                    self.ids[q] = (keep, (row if keep else ~row).nonzero()[:, 0]) if few else None
             for dtype, bias in self.biases.items():
                 bias[part] = _bias(ok, dtype)
         self.bound = max(self.bound, int(self.max_need.max()))

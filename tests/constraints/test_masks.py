@@ -82,6 +82,16 @@ def test_cached_masks_equal_definition_on_random_tables(data) -> None:
 
 
 @SETTINGS
+@given(st.data(), st.sampled_from([1, 2, 3]))
+def test_sparse_masks_equal_definition(data, sparse) -> None:
+    """With V / SPARSE large enough, masks go through the O(allowed) and O(forbidden) paths."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(automaton_module, "SPARSE", sparse)
+        a = data.draw(tables())
+        check(a, data.draw(st.lists(queries(a.num_states), min_size=1, max_size=6)))
+
+
+@SETTINGS
 @given(st.data(), st.booleans())
 def test_cached_masks_equal_definition_on_regexes(data, with_eos) -> None:
     pattern = data.draw(regexes())
