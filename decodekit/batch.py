@@ -273,7 +273,7 @@ class _Run:
         out = []
         for r, h in zip(batch, hyps):
             record = {"id": r.id, "hypotheses": [x.to_dict(self.vocab) for x in h]}
-            if config.constraint is not None and not h:
+            if config.constrained and not h:
                 record["matched"] = False
             out.append(record)
         self.counts["written"] += len(out)

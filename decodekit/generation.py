@@ -33,6 +33,12 @@ class GenerationConfig:
     search), greedy without. ``constraint`` with beam selects :func:`constrained_beam_search`;
     with greedy / sample it masks. ``seed`` seeds sampling (None: torch's global generator).
 
+    ``constraint`` may also be a list of regexes, all of which must fully match, and
+    ``exclude`` lists regexes that must match nowhere in the text (with no ``constraint``: any
+    text without them); together they are compiled as one automaton
+    (:func:`decodekit.compile_regex`). A list is stored as a tuple (hashable: batch generation
+    groups records by their config).
+
     ``suppress``: tokens never generated (ids, or token strings of the model's vocabulary), as
     transformers' ``suppress_tokens``: the model's distribution renormalised without them
     (:class:`decodekit.models.suppress.Suppressed`). ``allow_unk=False`` also suppresses the
@@ -41,7 +47,8 @@ class GenerationConfig:
 
     strategy: str | None = None
     max_length: int = 30
-    constraint: str | None = None
+    constraint: str | tuple[str, ...] | None = None
+    exclude: tuple[str, ...] = ()
     beam_size: int = 5
     length_penalty: float = 1.0
     n_best: int = 1
@@ -58,11 +65,7 @@ class GenerationConfig:
         """Every field is checked here (a JSON line may hold anything): ConfigError, one line."""
         if self.strategy is not None:
             one_of("strategy", self.strategy, STRATEGIES)
-        if self.constraint is not None and not isinstance(self.constraint, str):
-            from decodekit.constraints import TokenAutomaton
-
-            ok = isinstance(self.constraint, TokenAutomaton)
-            require(ok, f"constraint must be a regex string or null, got {shown(self.constraint)}")
+        self._check_constraint()
         at_least("max_length", self.max_length, 0)
         for name in ("beam_size", "n_best", "num_samples"):
             at_least(name, getattr(self, name))
@@ -86,9 +89,38 @@ class GenerationConfig:
             isinstance(self.allow_unk, bool), f"allow_unk must be true or false, got {shown(self.allow_unk)}"
         )
 
+    def _check_constraint(self) -> None:
+        """``constraint``: None, a regex, a non-empty list of regexes (stored as a tuple) or a
+        TokenAutomaton; ``exclude``: a list of regexes (a single string is one), not with an
+        automaton."""
+        c, x = self.constraint, self.exclude
+        if isinstance(c, (list, tuple)):
+            ok = len(c) > 0 and all(isinstance(p, str) for p in c)
+            require(ok, f"constraint must be a regex string or a non-empty list of them, got {shown(c)}")
+            object.__setattr__(self, "constraint", c[0] if len(c) == 1 else tuple(c))
+        elif c is not None and not isinstance(c, str):
+            from decodekit.constraints import TokenAutomaton
+
+            ok = isinstance(c, TokenAutomaton)
+            require(ok, f"constraint must be a regex string, a list of them or null, got {shown(c)}")
+        x = (x,) if isinstance(x, str) else x
+        ok = isinstance(x, (list, tuple)) and all(isinstance(p, str) for p in x)
+        require(ok, f"exclude must be a list of regex strings, got {shown(self.exclude)}")
+        object.__setattr__(self, "exclude", tuple(x))
+        if x and c is not None:
+            require(
+                isinstance(self.constraint, (str, tuple)),
+                "exclude cannot be added to a compiled TokenAutomaton constraint: compile them together",
+            )
+
+    @property
+    def constrained(self) -> bool:
+        """Whether the output is constrained (a ``constraint`` or an ``exclude``)."""
+        return self.constraint is not None or bool(self.exclude)
+
     @property
     def resolved_strategy(self) -> str:
-        return self.strategy or ("beam" if self.constraint is not None else "greedy")
+        return self.strategy or ("beam" if self.constrained else "greedy")
 
     def replace(self, **changes: Any) -> GenerationConfig:
         """A copy with ``changes``; unknown option names raise ValueError naming them."""
@@ -124,8 +156,9 @@ def generate(
     check_memory(model, prompts, config, limit=max_memory)
     model = with_suppression(model, config)
     c, strategy = config, config.resolved_strategy
+    constraint = combined_constraint(model, config)
     if strategy == "greedy":
-        return greedy(model, prompts, c.max_length, constraint=c.constraint, record=record)
+        return greedy(model, prompts, c.max_length, constraint=constraint, record=record)
     if strategy == "sample":
         return sample(
             model,
@@ -137,14 +170,14 @@ def generate(
             min_p=c.min_p,
             generator=c.seed,
             num_samples=c.num_samples,
-            constraint=c.constraint,
+            constraint=constraint,
             record=record,
         )
-    if c.constraint is not None:
+    if constraint is not None:
         return constrained_beam_search(
             model,
             prompts,
-            c.constraint,
+            constraint,
             c.beam_size,
             c.max_length,
             length_penalty=c.length_penalty,
@@ -160,6 +193,17 @@ def generate(
         n_best=c.n_best,
         record=record,
     )
+
+
+def combined_constraint(model: LanguageModel, config: GenerationConfig):
+    """What the decoders get as ``constraint=``: the config's own (None, a regex, a
+    TokenAutomaton), or, for several regexes or excludes, their product automaton compiled here
+    for ``model`` (:func:`decodekit.constraints.as_automaton`)."""
+    if isinstance(config.constraint, tuple) or config.exclude:
+        from decodekit.constraints import as_automaton
+
+        return as_automaton(config.constraint, model, exclude=config.exclude)
+    return config.constraint
 
 
 def suppressed_ids(model: LanguageModel, config: GenerationConfig) -> list[int]:

@@ -186,11 +186,12 @@ def _rows(model: Any, config: Any, prompts: int) -> tuple[int, str, int]:
         return prompts * config.num_samples, "sampling", 0
     if strategy == "greedy":
         return prompts, "greedy search", 0
-    if config.constraint is None:
+    exclude = getattr(config, "exclude", ())
+    if config.constraint is None and not exclude:
         return prompts * config.beam_size, "beam search", 0
     from decodekit.constraints import as_automaton
 
-    states = as_automaton(config.constraint, model).num_states
+    states = as_automaton(config.constraint, model, exclude=exclude).num_states
     return prompts * states * config.beam_size, f"constrained beam search ({states} automaton states)", states
 
 
@@ -209,7 +210,7 @@ def estimate(model: Any, prompt_lengths: list[int], config: Any) -> Estimate:
     if strategy == "sample":
         units += 1 + 0.5 * (config.temperature != 1) + 0.5 * (config.top_k is not None)
         units += 1 * (config.top_p is not None) + 0.5 * (config.min_p is not None)
-    if config.constraint is not None:
+    if config.constraint is not None or getattr(config, "exclude", ()):
         # masking (measured: sampling 5000 rows, 7.5 units in all): the allowed mask, a masked
         # copy, the check for rows that cannot go on; Anderson-style search (4.6 units at 600
         # rows, 3 at 50,000): a masked copy per group of tokens, the candidates and their sums

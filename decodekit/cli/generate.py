@@ -15,7 +15,9 @@ from decodekit.cli import cli
 from decodekit.cli.common import UsageError, load_model_option, model_options
 
 STRATEGIES = ("greedy", "sample", "beam")
-STRATEGY_HELP = "Search strategy. Default: beam with --constraint (Anderson-style search), else greedy."
+STRATEGY_HELP = (
+    "Search strategy. Default: beam with --constraint/--exclude (Anderson-style search), else greedy."
+)
 
 
 @cli.command()
@@ -23,7 +25,16 @@ STRATEGY_HELP = "Search strategy. Default: beam with --constraint (Anderson-styl
 @model_options
 @click.option("--strategy", type=click.Choice(STRATEGIES), help=STRATEGY_HELP)
 @click.option(
-    "--constraint", metavar="REGEX", help="Regex the whole continuation must match: '.*\\bprofit\\b.*'."
+    "--constraint",
+    metavar="REGEX",
+    multiple=True,
+    help="Regex the whole continuation must match: '.*\\bprofit\\b.*'. Repeatable: all must match.",
+)
+@click.option(
+    "--exclude",
+    metavar="REGEX",
+    multiple=True,
+    help="Regex that must match nowhere in the continuation. Repeatable.",
 )
 @click.option(
     "--max-length",
@@ -148,6 +159,9 @@ def generate(
     from decodekit import generate as run
 
     given = _given(click.get_current_context())
+    patterns = options["constraint"]  # one: a string (as before), several: all must match
+    options["constraint"] = None if not patterns else patterns[0] if len(patterns) == 1 else patterns
+    options["exclude"] = tuple(options["exclude"])
     _from_transformers(options, given)
     if prompt == "-" or (prompt is None and input_path is None and not sys.stdin.isatty()):
         prompt = _read_stdin(required=prompt == "-")
@@ -167,8 +181,8 @@ def generate(
         except ValueError as e:
             raise UsageError(f"--max-memory: {e}") from None
     options["suppress"] = tuple(options["suppress"])
-    if json_schema_path is not None:
-        if options["constraint"] is not None:
+    if json_schema_path is not None:  # --exclude still applies to the JSON text
+        if patterns:
             raise UsageError("give --constraint or --json-schema, not both")
         options["constraint"] = _schema_regex(json_schema_path)
     config = GenerationConfig(**options)  # the remaining options are GenerationConfig's fields
@@ -198,7 +212,7 @@ def generate(
         raise UsageError(f"the model failed on this input: {type(e).__name__}: {reason}") from None
     if not hyps:
         click.echo(
-            f"Error: no continuation matching {config.constraint!r} was found within "
+            f"Error: no continuation matching {_wanted(config)} was found within "
             f"--max-length {config.max_length}; try a larger --beam-size or --max-length",
             err=True,
         )
@@ -224,6 +238,16 @@ ONLY_FOR = {  # options that only one strategy reads
     "sample": ("temperature", "top_k", "top_p", "min_p", "num_samples", "seed"),
     "beam": ("beam_size", "length_penalty", "n_best"),
 }
+
+
+def _wanted(config) -> str:
+    """The constraints in words, for the no-match message."""
+    from decodekit.constraints.combine import listed
+
+    patterns = config.constraint if isinstance(config.constraint, tuple) else (config.constraint,)
+    if not config.exclude and len(patterns) == 1:
+        return repr(config.constraint)
+    return listed(() if config.constraint is None else patterns, config.exclude)
 
 
 def _given(ctx: click.Context) -> set[str]:
@@ -252,7 +276,9 @@ def _from_transformers(options: dict, given: set[str]) -> None:
     if beams is not None:
         options["beam_size"] = beams
     if returned is not None:
-        strategy = options["strategy"] or ("beam" if options["constraint"] else "greedy")
+        strategy = options["strategy"] or (
+            "beam" if options["constraint"] or options["exclude"] else "greedy"
+        )
         if strategy == "greedy" and returned > 1:
             raise UsageError("greedy search returns one sequence: add --num-beams N or --do-sample")
         options["n_best" if strategy == "beam" else "num_samples"] = returned
@@ -260,7 +286,7 @@ def _from_transformers(options: dict, given: set[str]) -> None:
 
 def _warn_ignored(options: dict, given: set[str]) -> None:
     """Warn (as transformers does) about options the chosen strategy does not read."""
-    strategy = options["strategy"] or ("beam" if options["constraint"] else "greedy")
+    strategy = options["strategy"] or ("beam" if options["constraint"] or options["exclude"] else "greedy")
     for owner, names in ONLY_FOR.items():
         for name in names:
             if owner != strategy and name in given:

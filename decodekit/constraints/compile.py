@@ -209,17 +209,36 @@ def _build_all(
     return _automaton(out, enc, eos_id, describe(patterns, excludes), separator, stats)
 
 
-def compile_for_vocab(pattern: str, vocab, *, max_states: int = DEFAULT_MAX_STATES) -> TokenAutomaton:
+def compile_for_vocab(
+    pattern: str | Sequence[str],
+    vocab,
+    *,
+    exclude: str | Sequence[str] = (),
+    max_states: int = DEFAULT_MAX_STATES,
+) -> TokenAutomaton:
     """:func:`compile_regex` with a :class:`decodekit.vocab.Vocab`'s token bytes
     (:meth:`~decodekit.vocab.Vocab.surface_bytes`), separator and EOS."""
     tokens = getattr(vocab, "surface_bytes", vocab.surfaces)()  # surfaces(): a vocabulary-like object
-    return compile_regex(pattern, tokens, vocab.eos_id, vocab.separator, max_states=max_states)
+    return compile_regex(
+        pattern, tokens, vocab.eos_id, vocab.separator, exclude=exclude, max_states=max_states
+    )
 
 
-def as_automaton(constraint, model, *, max_states: int = DEFAULT_MAX_STATES) -> TokenAutomaton:
-    """A compiled automaton for ``model``: a pattern string is compiled against ``model.vocab``;
-    a :class:`TokenAutomaton` is checked against ``model.vocab_size`` (and its EOS)."""
+def as_automaton(
+    constraint, model, *, exclude: str | Sequence[str] = (), max_states: int = DEFAULT_MAX_STATES
+) -> TokenAutomaton:
+    """A compiled automaton for ``model``: a pattern string, or a list of them (all must match),
+    with optional ``exclude`` patterns (none may match anywhere), is compiled against
+    ``model.vocab``; a :class:`TokenAutomaton` is checked against ``model.vocab_size`` (and its
+    EOS). ``constraint=None`` with excludes: any text without them."""
+    if constraint is None and not (isinstance(exclude, tuple) and not exclude):
+        constraint = ()
     if isinstance(constraint, TokenAutomaton):
+        if not (isinstance(exclude, tuple) and not exclude):
+            raise ConstraintError(
+                "exclude cannot be added to a compiled TokenAutomaton: compile the patterns and the "
+                "excludes together (compile_regex(patterns, ..., exclude=...))"
+            )
         if constraint.vocab_size != model.vocab_size:
             raise ConstraintError(
                 f"the constraint was compiled for {constraint.vocab_size} tokens but the model has "
@@ -232,7 +251,7 @@ def as_automaton(constraint, model, *, max_states: int = DEFAULT_MAX_STATES) -> 
                 f"{eos}: compile it with the model's"
             )
         return constraint
-    if isinstance(constraint, str):
+    if isinstance(constraint, (str, list, tuple)):
         vocab = getattr(model, "vocab", None)
         if vocab is None:
             raise ConstraintError(
@@ -245,9 +264,13 @@ def as_automaton(constraint, model, *, max_states: int = DEFAULT_MAX_STATES) -> 
             )
         # The model's eos_id decides (a model may disable the vocabulary's EOS).
         tokens = getattr(vocab, "surface_bytes", vocab.surfaces)()
-        return compile_regex(constraint, tokens, getattr(model, "eos_id", None), vocab.separator)
+        eos_id = getattr(model, "eos_id", None)
+        return compile_regex(
+            constraint, tokens, eos_id, vocab.separator, exclude=exclude, max_states=max_states
+        )
     raise ConstraintError(
-        f"a constraint must be a regex string or a TokenAutomaton, got {type(constraint).__name__}"
+        "a constraint must be a regex string, a list of them or a TokenAutomaton, "
+        f"got {type(constraint).__name__}"
     )
 
 
