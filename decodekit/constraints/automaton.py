@@ -109,7 +109,7 @@ class TokenAutomaton:
         ok = tables.allowed.index_select(0, tables.index(rows))  # [N, V]
         tight = tables.tight(rows, remaining)
         if tight is not None:
-            ok = _length_checked(self, ok, states, remaining, tight)
+            ok = _length_checked(self, ok, states, remaining, tight, tables.lazy)
         return ok
 
     def mask(self, logprobs: torch.Tensor, states: torch.Tensor, remaining: int | torch.Tensor | None = None):
@@ -188,10 +188,13 @@ def _fits(a: TokenAutomaton, states: torch.Tensor, rem: torch.Tensor) -> torch.T
     return (nxt < 0) | (a.min_tokens_to_accept[nxt.clamp(min=0)] <= rem[:, None] - 1)
 
 
-def _length_checked(a: TokenAutomaton, ok, states, remaining, tight: torch.Tensor) -> torch.Tensor:
-    """The static rows ``ok`` [N, V] with the length check applied to the rows ``tight`` [N]."""
+def _length_checked(
+    a: TokenAutomaton, ok, states, remaining, tight: torch.Tensor, host: bool
+) -> torch.Tensor:
+    """The static rows ``ok`` [N, V] with the length check applied to the rows ``tight`` [N]
+    (``host``: only to them, else to every row, without a host decision)."""
     rem = torch.as_tensor(remaining, device=a.device).long().reshape(-1).expand(states.shape[0])
-    if a.device.type != "cpu":  # every row, no host decision
+    if not host:
         return ok & (_fits(a, states, rem) | ~tight[:, None])
     idx = tight.nonzero()[:, 0]
     ok[idx] &= _fits(a, states[idx], rem[idx])
@@ -224,9 +227,9 @@ class _Tables:
     bound: the largest ``max_need`` of a filled row (host int).
     """
 
-    def __init__(self, a: TokenAutomaton) -> None:
+    def __init__(self, a: TokenAutomaton, lazy: bool | None = None) -> None:
         n, v, device = a.num_states, a.vocab_size, a.device
-        self.dead, self.lazy = n, device.type == "cpu"
+        self.dead, self.lazy = n, device.type == "cpu" if lazy is None else lazy
         self.allowed = torch.empty(n + 1, v, dtype=torch.bool, device=device)
         self.allowed[n] = False
         self.max_need = torch.full((n + 1,), -1, dtype=torch.long, device=device)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from decodekit.constraints import automaton as automaton_module
 from decodekit.constraints import compile_regex
-from decodekit.constraints.automaton import TokenAutomaton
+from decodekit.constraints.automaton import TokenAutomaton, _Tables
 
 from .strategies import regexes
 
@@ -78,6 +78,16 @@ def check(a: TokenAutomaton, batches) -> None:
 @given(st.data())
 def test_cached_masks_equal_definition_on_random_tables(data) -> None:
     a = data.draw(tables())
+    check(a, data.draw(st.lists(queries(a.num_states), min_size=1, max_size=6)))
+
+
+@SETTINGS
+@given(st.data())
+def test_eager_tables_equal_definition(data) -> None:
+    """The path other devices take (every state filled at once, the length check on every row
+    without a host decision), run on CPU."""
+    a = data.draw(tables())
+    a._masks._tables = _Tables(a, lazy=False)
     check(a, data.draw(st.lists(queries(a.num_states), min_size=1, max_size=6)))
 
 
