@@ -242,12 +242,11 @@ ONLY_FOR = {  # options that only one strategy reads
 
 def _wanted(config) -> str:
     """The constraints in words, for the no-match message."""
-    from decodekit.constraints.combine import listed
-
-    patterns = config.constraint if isinstance(config.constraint, tuple) else (config.constraint,)
-    if not config.exclude and len(patterns) == 1:
-        return repr(config.constraint)
-    return listed(() if config.constraint is None else patterns, config.exclude)
+    c, exclude = config.constraint, list(config.exclude)
+    if not exclude and not isinstance(c, tuple):
+        return repr(c)
+    patterns = list(c) if isinstance(c, tuple) else [] if c is None else [c]
+    return (f"all of {patterns}" if patterns else "any text") + (f" and none of {exclude}" if exclude else "")
 
 
 def _given(ctx: click.Context) -> set[str]:
