@@ -269,7 +269,7 @@ def as_automaton(
             constraint, tokens, eos_id, vocab.separator, exclude=exclude, max_states=max_states
         )
     raise ConstraintError(
-        "a constraint must be a regex string, a list of them or a TokenAutomaton, "
+        "a constraint must be a regex string or a TokenAutomaton (or a list of regex strings), "
         f"got {type(constraint).__name__}"
     )
 
