@@ -8,7 +8,7 @@ each token (``HFVocab.surface_bytes()``) with ``<|endoftext|>`` as EOS, the only
 
 * decodekit: ``compile_regex(pattern, token_bytes, eos_id)``; the mask is the one masked greedy and
   beam search compute (``TokenAutomaton.allowed(states, max_length - t)``, a length budget larger
-  than the walk) and applying it is their ``logprobs.masked_fill(~allowed, -inf)``;
+  than the walk); mask + apply is ``TokenAutomaton.mask(logits, states, budget)``, what they call;
 * xgrammar: ``TokenizerInfo(bytes, VocabType.RAW, stop_token_ids=[eos])``, ``GrammarCompiler``
   (cache off), ``GrammarMatcher.fill_next_token_bitmask``, ``apply_token_bitmask_inplace``;
 * llguidance: ``LLTokenizer(TokenizerWrapper(...))`` over the same bytes, ``LLMatcher`` of
@@ -189,7 +189,7 @@ class DecodekitEngine:
         c["a"].allowed(c["states"])
 
     def mask_apply(self, c, logits: torch.Tensor) -> None:
-        logits.masked_fill(~c["a"].allowed(c["states"], self.budget), NEG_INF)
+        c["a"].mask(logits, c["states"], self.budget)  # what the masked searches call
 
     def advance(self, c, token: int) -> bool:
         c["states"] = c["a"].step(c["states"], torch.tensor([token]))

@@ -112,7 +112,7 @@ def resolve_constraint(constraint: Constraint | None, model: LanguageModel, max_
     from decodekit.constraints import as_automaton
 
     automaton = as_automaton(constraint, model)
-    shortest = int(automaton.min_tokens_to_accept[automaton.initial])
+    shortest = automaton.shortest
     if shortest > max_length:
         raise ConstraintError(
             f"the constraint {automaton.pattern!r} needs at least {shortest} tokens, "
