@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 import threading
 from collections import OrderedDict
@@ -15,6 +16,7 @@ from decodekit.constraints import DEFAULT_MAX_STATES
 from decodekit.constraints.automaton import TokenAutomaton
 from decodekit.constraints.chardfa import CharDFA, build_char_dfa
 from decodekit.constraints.combine import as_patterns, components, describe, listed, product
+from decodekit.constraints.firstset import first_char_rejects
 from decodekit.constraints.graph import reverse_distances
 from decodekit.constraints.lift import EncodedVocab, encode_vocab, lift
 from decodekit.constraints.pattern import OCCURRING_BITS, parse
@@ -144,6 +146,11 @@ def _optional_index(name: str, value) -> int | None:
 def _build(pattern: str, entry: _Cached, eos_id, separator: str, max_states: int) -> TokenAutomaton:
     """Parse, character DFA, UTF-8 byte DFA, lift, dense tables."""
     ast, boundaries = parse(pattern)
+    rejects = first_char_rejects(pattern)
+    if rejects:  # regex's first-character test narrows the pattern: compile both, as a product
+        first = "(?s:[^" + "".join(f"\\U{ord(c):08x}" for c in sorted(rejects)) + "].*)"
+        both = _build_all((pattern, first), (), entry, eos_id, separator, max_states)
+        return dataclasses.replace(both, pattern=pattern)
     dfa = build_char_dfa(ast, boundaries, max_states)
     if entry.encoded is None:
         entry.encoded = encode_vocab(entry.tokens)

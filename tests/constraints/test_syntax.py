@@ -437,3 +437,27 @@ def test_a_later_inline_ignorecase_refuses_an_earlier_case_dependent_property():
     with pytest.raises(ConstraintError, match="does not contain every case of its letters"):
         compile_regex(r"(?:\P{Ll}|(?i)a)", list("aIA"))
     assert compile_regex(r"(?:\P{Ll}|a)", list("aIA")).accepts([1])  # no (?i): \P{Ll} as usual
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "(?:[^]a]|(?i)B)",
+        "(?:[^ab]|(?i)d)",
+        "(?:[^ab]c|(?i)d)",
+        "[^]a](?i:a)",
+        "(?:[^ab]*|(?i)d)",
+        "(?:[^]a](?i)B|[^]a])",
+    ],
+)
+def test_regex_first_character_test_is_followed(pattern):
+    """regex tests the first character against the pattern's first items, case-insensitively when
+    one of them is: a case-sensitive [^ab] beside a (?i) alternative then rejects "A" and "B"
+    (decodekit.constraints.firstset). The automaton agrees with regex.fullmatch either way."""
+    tokens = list("abcdAB]x")
+    automaton = compile_regex(pattern, tokens, None)
+    for a in range(len(tokens)):
+        for b in [None, *range(len(tokens))]:
+            seq = [a] if b is None else [a, b]
+            text = "".join(tokens[t] for t in seq)
+            assert automaton.accepts(seq) == bool(regex.fullmatch(pattern, text)), text
