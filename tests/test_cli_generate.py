@@ -3,28 +3,15 @@ import json
 import pytest
 import regex
 import torch
-from click.testing import CliRunner
 
-from decodekit.checkpoint import save_checkpoint
-from decodekit.cli import _register, cli
-from decodekit.models.lstm import LSTMLM, LSTMConfig
-from decodekit.vocab import WordVocab
+from tests.cli import run, word_checkpoint
 
 WORDS = ["the", "company", "said", "profit", "rose", "market", "fell", "shares"]
 
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
-    torch.manual_seed(0)
-    model = LSTMLM(LSTMConfig(embed=16, hidden=16, layers=1), WordVocab(["<unk>", "<eos>", *WORDS]))
-    path = tmp_path_factory.mktemp("ckpt") / "tiny"
-    save_checkpoint(model.eval(), path)
-    return str(path)
-
-
-def run(*args):
-    _register()
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    return word_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny", WORDS)
 
 
 def test_generate_greedy_prints_text(model_dir):

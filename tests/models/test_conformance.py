@@ -56,15 +56,6 @@ STACKS = {
 }
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors: one intra-op thread is fastest on a shared machine (restored afterwards)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def neural(kind: str, **fields: Any) -> NeuralLM:
     torch.manual_seed(0)
     return create_model(make_config(kind, **{**TINY.get(kind, {}), **fields}), VOCAB).double().eval()

@@ -12,30 +12,10 @@ from decodekit.models.stack import StackLSTM, StackLSTMConfig
 from decodekit.models.stack.stratification import StratificationStack
 from decodekit.models.stack.superposition import SuperpositionStack
 from decodekit.vocab import CharVocab
+from tests.models.test_conformance import STACKS
 
 VOCAB = CharVocab(["<eos>", "a", "b", "#"], unk=None)
-CONFIGS = {
-    "superposition": dict(stack="superposition", stack_embed=3),
-    "superposition-depth2": dict(stack="superposition", stack_embed=3, depth=2),
-    "superposition-push-h": dict(stack="superposition", stack_embed=6, push_hidden=True),
-    "stratification": dict(stack="stratification", stack_embed=3),
-    "stratification-depth3": dict(stack="stratification", stack_embed=3, depth=3),
-    "ns": dict(stack="ns", stack_states=2, stack_symbols=2),
-    "rns": dict(stack="rns", stack_states=2, stack_symbols=3),
-    "rns-window3": dict(stack="rns", stack_states=2, stack_symbols=2, window=3),
-    "ns-replaceable-window3": dict(
-        stack="ns", stack_states=2, stack_symbols=2, window=3, bottom="replaceable"
-    ),
-}
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors: one intra-op thread is fastest on a shared machine (restored afterwards)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+CONFIGS = STACKS  # the stack settings the conformance suite runs
 
 
 def make(name, seed=0):
