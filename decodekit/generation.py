@@ -102,7 +102,9 @@ class GenerationConfig:
             from decodekit.constraints import TokenAutomaton
 
             ok = isinstance(c, TokenAutomaton)
-            require(ok, f"constraint must be a regex string, a list of them or null, got {shown(c)}")
+            require(
+                ok, f"constraint must be a regex string or null, got {shown(c)} (or a list of regex strings)"
+            )
         x = (x,) if isinstance(x, str) else x
         ok = isinstance(x, (list, tuple)) and all(isinstance(p, str) for p in x)
         require(ok, f"exclude must be a list of regex strings, got {shown(self.exclude)}")
