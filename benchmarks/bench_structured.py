@@ -58,6 +58,7 @@ os.environ.setdefault("RAYON_NUM_THREADS", "1")  # before the Rust engines load
 import argparse
 import contextlib
 import gc
+import itertools
 import json
 import platform
 import resource
@@ -72,7 +73,7 @@ import numpy as np
 import regex
 import torch
 
-from decodekit.constraints import clear_cache, compile_regex
+from decodekit.constraints import clear_cache, compile_regex, json_schema
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_automaton import NO_WORD_BOUNDARY, PATTERNS  # noqa: E402
@@ -112,6 +113,81 @@ WALK_TEXT = {
     ".{2000}": (_WORDS * 40)[:2000],
     "a{10000}": "a" * 10000,
 }
+# JSON Schema and several constraints at once (issue 15): name -> (how each engine compiles it, what)
+NESTED_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "integer", "minimum": 1, "maximum": 99999},
+        "name": {"type": "string", "maxLength": 40},
+        "status": {"enum": ["active", "inactive", "pending"]},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 12}, "maxItems": 5},
+        "address": {
+            "type": "object",
+            "properties": {
+                "street": {"type": "string", "maxLength": 40},
+                "city": {"type": "string", "maxLength": 30},
+                "zip": {"type": "string", "pattern": "^[0-9]{5}$"},
+            },
+            "required": ["street", "city", "zip"],
+            "additionalProperties": False,
+        },
+    },
+    "required": ["id", "name", "status", "tags", "address"],
+    "additionalProperties": False,
+}
+FLAT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "first_name": {"type": "string", "maxLength": 20},
+        "last_name": {"type": "string", "maxLength": 20},
+        "age": {"type": "integer", "minimum": 0, "maximum": 120},
+        "is_member": {"type": "boolean"},
+        "balance": {"type": "number"},
+        "joined": {"type": "string", "format": "date"},
+    },
+    "required": ["first_name", "last_name", "age", "is_member", "balance", "joined"],
+    "additionalProperties": False,
+}
+SCHEMA_DOCS = {
+    "schema-nested": {
+        "id": 4217,
+        "name": "Ada Lovelace",
+        "status": "active",
+        "tags": ["math", "engines", "poetry"],
+        "address": {"street": "12 St James's Square", "city": "London", "zip": "10001"},
+    },
+    "schema-flat": {
+        "first_name": "Grace",
+        "last_name": "Hopper",
+        "age": 85,
+        "is_member": True,
+        "balance": 1234.5,
+        "joined": "1952-06-01",
+    },
+}
+THREE_WORDS = ("dog", "park", "ball")
+
+
+def any_order(words) -> str:
+    """One regex for "every word of ``words``, whole, in any order" without word boundaries (the
+    peers refuse ``\\b``): the alternation of every order, words separated as in ``NO_WORD_BOUNDARY``."""
+    sep = r"[^\w\n](?:.*[^\w\n])?"
+    orders = [r"(?:.*[^\w\n])?" + sep.join(o) + r"(?:[^\w\n].*)?" for o in itertools.permutations(words)]
+    return "(?:" + "|".join(orders) + ")"
+
+
+EXTRA = {
+    "schema-nested": ("schema", NESTED_SCHEMA),
+    "schema-flat": ("schema", FLAT_SCHEMA),
+    "three-words": ("all", [rf".*\b{w}\b.*" for w in THREE_WORDS]),
+    "three-words-6": ("regex", any_order(THREE_WORDS)),
+    "two-words": ("all", [rf".*\b{w}\b.*" for w in THREE_WORDS[:2]]),
+    "two-words-2": ("regex", any_order(THREE_WORDS[:2])),
+}
+WALK_TEXT.update({n: json.dumps(d, separators=(",", ":")) for n, d in SCHEMA_DOCS.items()})
+WALK_TEXT["three-words"] = WALK_TEXT["three-words-6"] = WALK_TEXT["two-words"] = WALK_TEXT["two-words-2"] = (
+    "the children took the dog to the park in the morning and played with a red ball until lunch"
+)
 SMALL = "date"  # the small pattern the reach patterns' per-token times are compared with
 ENGINES = ("decodekit", "xgrammar", "llguidance", "outlines-core")
 PACKAGES = {"xgrammar": "xgrammar", "llguidance": "llguidance", "outlines-core": "outlines_core"}
@@ -145,9 +221,13 @@ def versions() -> dict[str, str]:
             out[pkg] = version(pkg)
         except PackageNotFoundError:
             out[pkg] = "not installed"
+    import decodekit
+
+    here = Path(decodekit.__file__).resolve().parent  # the decodekit imported (PYTHONPATH, install)
+    out["decodekit path"] = str(here)
     try:
         rev = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10, cwd=here
         )
         out["decodekit commit"] = rev.stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
@@ -176,6 +256,18 @@ class DecodekitEngine:
     def compile(self, pattern: str):
         clear_cache(vocabularies=False)
         a = compile_regex(pattern, self.tokens, self.eos, "")
+        a.allowed(torch.tensor([a.initial]), self.budget)
+        return a
+
+    def compile_schema(self, schema: dict):
+        clear_cache(vocabularies=False)
+        a = compile_regex(json_schema(schema), self.tokens, self.eos, "")  # compact JSON
+        a.allowed(torch.tensor([a.initial]), self.budget)
+        return a
+
+    def compile_all(self, patterns: list[str]):
+        clear_cache(vocabularies=False)
+        a = compile_regex(patterns, self.tokens, self.eos, "")  # the product: all must match
         a.allowed(torch.tensor([a.initial]), self.budget)
         return a
 
@@ -218,6 +310,13 @@ class XgrammarEngine:
 
     def compile(self, pattern: str):
         g = self.compiler.compile_regex(pattern)
+        self.xgr.GrammarMatcher(g).fill_next_token_bitmask(self.bitmask)
+        return g
+
+    def compile_schema(self, schema: dict):
+        g = self.compiler.compile_json_schema(
+            json.dumps(schema), any_whitespace=False, separators=(",", ":"), strict_mode=True
+        )
         self.xgr.GrammarMatcher(g).fill_next_token_bitmask(self.bitmask)
         return g
 
@@ -284,13 +383,17 @@ class LlguidanceEngine:
         self.bitmask = llt.allocate_token_bitmask(1, self.vocab)
         self.kernels.apply_token_bitmask_inplace(torch.zeros(1, self.vocab), self.bitmask)  # compiled once
 
-    def compile(self, pattern: str):
-        grammar = self.ll.LLMatcher.grammar_from_regex(pattern)
+    def compile(self, pattern: str, grammar=None):
+        grammar = grammar or self.ll.LLMatcher.grammar_from_regex(pattern)
         m = self.ll.LLMatcher(self.tokenizer, grammar, log_level=0)
         if m.is_error():
             raise ValueError(m.get_error())
         self.llt.fill_next_token_bitmask(m, self.bitmask)
         return grammar
+
+    def compile_schema(self, schema: dict):
+        compact = {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
+        return self.compile("", self.ll.LLMatcher.grammar_from_json_schema(schema, defaults=compact))
 
     def start(self, grammar):
         return self.ll.LLMatcher(self.tokenizer, grammar, log_level=0)
@@ -335,6 +438,11 @@ class OutlinesEngine:
         self.ock.fill_next_token_bitmask(self.oc.Guide(index), self.bitmask)
         return index
 
+    def compile_schema(self, schema: dict):
+        from outlines_core.json_schema import build_regex_from_schema
+
+        return self.compile(build_regex_from_schema(json.dumps(schema), whitespace_pattern=""))
+
     def start(self, index):
         return self.oc.Guide(index)
 
@@ -377,6 +485,7 @@ def make_engines(names, tokens, eos: int, encode, compiled_kernels: bool = True)
         t0 = clocks()
         engine.prepare(tokens, eos)
         engine.prepare_s = since(t0)
+        engine.eos = eos
         out[name] = engine
     return out
 
@@ -398,12 +507,19 @@ def _error(e: BaseException) -> str:
     return f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
 
 
-def try_compile(engine, pattern: str):
-    """(wall, CPU) seconds, handle or None, error or None; garbage collector paused."""
+HOW = {"regex": "compile", "schema": "compile_schema", "all": "compile_all"}
+
+
+def try_compile(engine, pattern, how: str = "regex"):
+    """(wall, CPU) seconds, handle or None, error or None; garbage collector paused. ``how``:
+    ``pattern`` is a regex, a JSON Schema (dict) or a list of regexes that must all match."""
+    method = getattr(engine, HOW[how], None)
+    if method is None:
+        return (0.0, 0.0), None, f"no equivalent ({how}: {HOW[how]} not offered)"
     gc.disable()
     t0 = clocks()
     try:
-        handle = engine.compile(pattern)
+        handle = method(pattern)
     except BaseException as e:  # ValueError, RuntimeError, ConstraintError, a pyo3 PanicException
         if isinstance(e, (KeyboardInterrupt, SystemExit)):
             raise
@@ -414,7 +530,7 @@ def try_compile(engine, pattern: str):
 
 
 def bench_compile(
-    engines: dict, pattern: str, repeats: int, slow: float = 2.0, describe: bool = True
+    engines: dict, pattern, repeats: int, slow: float = 2.0, describe: bool = True, how: str = "regex"
 ) -> dict:
     """name -> {wall, cpu, error, handle, runs, size}: alternating engines in each repeat (fewer
     repeats when the first build of any engine is slower than ``slow`` seconds); ``describe``: the
@@ -427,7 +543,7 @@ def bench_compile(
         for n in names[r % len(names) :] + names[: r % len(names)]:
             if n in errors:
                 continue
-            t, handle, err = try_compile(engines[n], pattern)
+            t, handle, err = try_compile(engines[n], pattern, how)
             if err is not None:
                 errors[n] = err
                 continue
@@ -486,6 +602,8 @@ def bench_tokens(engines: dict, handles: dict, walk: list[int], repeats: int, vo
     """name -> per-call (wall, CPU) seconds lists for 'mask' and 'apply' (and decodekit's
     'mask_no_length'), over every walk position and repeat; engines alternate in each repeat."""
     names = list(handles)
+    if not names:
+        return {}
     times = {n: {"mask": [], "apply": [], "mask_no_length": []} for n in names}
     logits = torch.randn(1, vocab, generator=torch.Generator().manual_seed(0))
     perf, cpu = time.perf_counter, time.process_time
@@ -530,12 +648,28 @@ def walk_for(raw, name: str, limit: int) -> list[int]:
     return raw.encode(WALK_TEXT[name], add_special_tokens=False).ids[:limit]
 
 
+def matches(how: str, pattern, text: str) -> bool:
+    """Whether ``text`` is in the language of ``pattern`` (``how`` as in ``try_compile``; a schema
+    through decodekit's regex, and the text must parse as JSON)."""
+    if how == "schema":
+        return regex.fullmatch(json_schema(pattern), text) is not None and json.loads(text) is not None
+    if how == "all":
+        return all(regex.fullmatch(p, text) for p in pattern)
+    return regex.fullmatch(pattern, text) is not None
+
+
 def bench_pattern(
-    engines: dict, name: str, pattern: str, raw, repeats: int, walk_len: int, vocab: int
+    engines: dict, name: str, pattern, raw, repeats: int, walk_len: int, vocab: int, how: str = "regex"
 ) -> dict:
     """Compile, walk check and per-token times for one pattern (an engine refusing the pattern gets
-    the equivalent without word boundaries, if there is one, reported as such)."""
-    row = {"name": name, "pattern": pattern, "compile": bench_compile(engines, pattern, repeats)}
+    the equivalent without word boundaries, if there is one, reported as such); ``how`` as in
+    ``try_compile``."""
+    row = {
+        "name": name,
+        "how": how,
+        "pattern": pattern,
+        "compile": bench_compile(engines, pattern, repeats, how=how),
+    }
     alt = NO_WORD_BOUNDARY.get(name)
     refused = [n for n, r in row["compile"].items() if "error" in r]
     if alt and refused:
@@ -547,11 +681,34 @@ def bench_pattern(
     handles = {n: r.pop("handle") for n, r in row["compile"].items() if "handle" in r}
     walk = walk_for(raw, name, walk_len)
     row["walk"] = walk
-    assert regex.fullmatch(pattern, WALK_TEXT[name]), name
+    assert matches(how, pattern, WALK_TEXT[name]), name
     row["check"] = check_walk(engines, handles, walk)
     good = {n: h for n, h in handles.items() if row["check"][n]["ok"]}
     row["tokens"] = bench_tokens(engines, good, walk, repeats, vocab)
+    if how == "schema":
+        row["forms"] = json_forms(engines, handles, SCHEMA_DOCS[name], _encoder(raw))
     return row
+
+
+def accepts(engine, handle, ids: list[int]) -> bool:
+    """Whether the engine allows every token of ``ids`` and then EOS."""
+    c = engine.start(handle)
+    for t in ids:
+        if not engine.allowed(c)[t] or not engine.advance(c, t):
+            return False
+    return bool(engine.allowed(c)[engine.eos])
+
+
+def json_forms(engines: dict, handles: dict, doc: dict, encode) -> dict:
+    """Which spellings of the same document each engine's JSON Schema language takes: compact,
+    with a space after ``:`` and ``,``, indented, keys in reverse order (compact)."""
+    forms = {
+        "compact": json.dumps(doc, separators=(",", ":")),
+        "spaced": json.dumps(doc),
+        "indented": json.dumps(doc, indent=2),
+        "reordered": json.dumps(dict(reversed(doc.items())), separators=(",", ":")),
+    }
+    return {n: {f: accepts(engines[n], h, encode(t)) for f, t in forms.items()} for n, h in handles.items()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -796,7 +953,7 @@ def print_compile_table(rows: list[dict], names: list[str]) -> None:
         for n in names:
             r = row["compile"].get(n, {})
             if "error" in r:
-                cells.append("refused")
+                cells.append("n/a" if r["error"].startswith("no equivalent") else "refused")
             elif r:
                 star = "*" if "refused" in r else ""
                 cells.append(f"{1e3 * r['wall']:.1f} / {1e3 * r['cpu']:.1f}{star}")
@@ -843,6 +1000,8 @@ def print_token_table(rows: list[dict], names: list[str]) -> None:
             print(f"| {_md(row['name'])} | {len(row['walk'])} | {' | '.join(cells)} | {' | '.join(rs)} |")
     print("\nAllowed sets equal to decodekit's (EOS included) at each walk position (agree / positions):")
     for row in rows:
+        if "decodekit" not in row["check"]:
+            continue
         parts = [
             f"{n} {c['agree']}/{len(row['walk'])} (at most {c['max_differ']} tokens differ)"
             + ("" if c["ok"] else f" (walk refused at {c['failed_at']})")
@@ -850,6 +1009,15 @@ def print_token_table(rows: list[dict], names: list[str]) -> None:
             if n != "decodekit"
         ]
         print(f"  {row['name']}: {', '.join(parts)}")
+
+
+def print_forms(rows: list[dict]) -> None:
+    """Which spellings of each schema's document each engine accepts (``json_forms``)."""
+    for row in rows:
+        if "forms" in row:
+            print(f"\n{row['name']}, spellings of the walk's document accepted (then EOS):")
+            for n, forms in row["forms"].items():
+                print(f"  {n}: " + ", ".join(f"{f} {'yes' if ok else 'no'}" for f, ok in forms.items()))
 
 
 def print_reach_header(names: list[str], small: str) -> None:
@@ -927,7 +1095,9 @@ def parse_args(argv=None):
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--walk", type=int, default=64, help="most tokens of a walk")
     ap.add_argument("--engines", nargs="+", choices=ENGINES, default=list(ENGINES))
-    ap.add_argument("--patterns", nargs="+", choices=list(STRUCTURED), default=None, help="default: all")
+    ap.add_argument(
+        "--patterns", nargs="+", choices=list(STRUCTURED) + list(EXTRA), default=None, help="default: all"
+    )
     ap.add_argument("--no-reach", action="store_true")
     ap.add_argument("--reach-timeout", type=float, default=300.0, help="seconds per child process")
     ap.add_argument("--reach-memory", type=int, default=4096, help="MB of address space a child may add")
@@ -969,12 +1139,20 @@ def main(argv=None) -> None:
         "vocabulary preparation (once, excluded), ms wall / CPU: "
         + ", ".join(f"{n} {1e3 * w:.0f} / {1e3 * c:.0f}" for n, (w, c) in info["prepare_s"].items())
     )
-    rows = []
-    for name in args.patterns or STRUCTURED:
-        rows.append(bench_pattern(engines, name, STRUCTURED[name], raw, args.repeats, args.walk, len(tokens)))
+    rows, extra = [], []
+    for name in args.patterns or [*STRUCTURED, *EXTRA]:
+        how, pattern = EXTRA.get(name, ("regex", STRUCTURED.get(name)))
+        row = bench_pattern(engines, name, pattern, raw, args.repeats, args.walk, len(tokens), how)
+        (extra if name in EXTRA else rows).append(row)
         print(f"  {name} done (load {load()})", flush=True)
-    print_compile_table(rows, names)
-    print_token_table(rows, names)
+    if rows:
+        print_compile_table(rows, names)
+        print_token_table(rows, names)
+    if extra:
+        print("\n## JSON Schema and several constraints at once\n")
+        print_compile_table(extra, names)
+        print_token_table(extra, names)
+        print_forms(extra)
     reach = []
     if not args.no_reach:
         ref = next((r for r in rows if r["name"] == SMALL), None)
@@ -990,7 +1168,9 @@ def main(argv=None) -> None:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(
-            json.dumps({**info, "structured": rows, "reach": reach, "end_to_end": e2e}, indent=1)
+            json.dumps(
+                {**info, "structured": rows, "extra": extra, "reach": reach, "end_to_end": e2e}, indent=1
+            )
         )
 
 
