@@ -13,6 +13,7 @@ DEFAULT_MAX_STATES = 100_000  # the state guard of a compile (its max_states)
 
 _LAZY = {  # public name -> its module
     "ConstraintError": "decodekit.errors",
+    "LazyTokenAutomaton": "decodekit.constraints.lazy",
     "TokenAutomaton": "decodekit.constraints.automaton",
     "as_automaton": "decodekit.constraints.compile",
     "check_pattern": "decodekit.constraints.compile",

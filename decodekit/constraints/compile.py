@@ -18,6 +18,7 @@ from decodekit.constraints.chardfa import CharDFA, build_char_dfa
 from decodekit.constraints.combine import as_patterns, components, describe, listed, product
 from decodekit.constraints.firstset import first_char_rejects
 from decodekit.constraints.graph import reverse_distances
+from decodekit.constraints.lazy import LazyTokenAutomaton
 from decodekit.constraints.lift import EncodedVocab, encode_vocab, lift
 from decodekit.constraints.pattern import OCCURRING_BITS, parse
 from decodekit.constraints.utf8 import byte_dfa, code_point_classes
@@ -25,6 +26,17 @@ from decodekit.errors import ConstraintError
 
 CACHE_VOCABS, CACHE_PATTERNS = 4, 32  # vocabularies kept, and automata kept per vocabulary
 FINGERPRINT_SAMPLE = 256  # tokens hashed into a vocabulary's fingerprint (hashing 10k: 0.3 ms)
+# lazy=None builds lazily (decodekit.constraints.lazy) when, before lifting, the byte DFA's
+# states between characters (+ "nothing emitted") x V exceed LAZY_ENTRIES (the lift would
+# refuse its [S, V] table) or x the widest level of the vocabulary's trie exceed LAZY_STEP
+# (the lift's first round of stepping would)
+LAZY_ENTRIES, LAZY_STEP = 2**27, 2**25
+ANDERSON_HINT = (
+    "Anderson-style constrained beam search keeps one beam per automaton state and needs every "
+    "state built, which is impractical at this size: use a masked search, which builds the "
+    "automaton lazily: decodekit.beam_search(model, prompts, beam_size, max_length, constraint=...) "
+    "(masked beam search), or greedy / sample (GenerationConfig(strategy='greedy' or 'sample'))"
+)
 
 
 @dataclass
@@ -64,7 +76,8 @@ def compile_regex(
     *,
     exclude: str | Sequence[str] = (),
     max_states: int = DEFAULT_MAX_STATES,
-) -> TokenAutomaton:
+    lazy: bool | None = None,
+) -> TokenAutomaton | LazyTokenAutomaton:
     """Compile ``pattern`` into a :class:`TokenAutomaton` over ``len(token_strings)`` tokens.
 
     Several constraints: ``pattern`` may be a list of regexes, all of which must fully match the
@@ -82,6 +95,11 @@ def compile_regex(
     Cached per vocabulary (the last 4, by its length and a hash of 256 evenly spaced tokens,
     confirmed by comparing the tokens) and (pattern, separator, eos_id, max_states): the last
     32 automata each; compiling again returns the same object.
+
+    ``lazy``: None (default) returns a :class:`~decodekit.constraints.lazy.LazyTokenAutomaton`
+    (masked search only; built on first visit) when the automaton would be too large to build
+    whole (:data:`LAZY_ENTRIES`, :data:`LAZY_STEP`: decided before lifting, from the byte DFA's
+    size), True always, False never (the size errors below instead).
 
     Raises:
         ConstraintError: invalid regex (with the position), unsupported feature (back-references,
@@ -111,7 +129,9 @@ def compile_regex(
     if max_states is None or max_states < 1:
         raise ConstraintError(f"max_states must be a positive integer, got {max_states!r}")
     fingerprint = (len(tokens), hash(tokens[:: max(1, len(tokens) // FINGERPRINT_SAMPLE)]))
-    key = (pattern, separator, eos_id, max_states)  # pattern: a str, or ("all", patterns, excludes)
+    if lazy not in (None, True, False):
+        raise ConstraintError(f"lazy must be None, True or False, got {lazy!r}")
+    key = (pattern, separator, eos_id, max_states, lazy)  # pattern: a str, or ("all", patterns, excludes)
     with _lock:
         entry = _cache.get(fingerprint)
         if entry is None or (entry.tokens is not tokens and entry.tokens != tokens):
@@ -124,9 +144,9 @@ def compile_regex(
             entry.automata.move_to_end(key)
             return automaton
     if isinstance(pattern, str):
-        automaton = _build(pattern, entry, eos_id, separator, max_states)
+        automaton = _build(pattern, entry, eos_id, separator, max_states, lazy)
     else:
-        automaton = _build_all(pattern[1], pattern[2], entry, eos_id, separator, max_states)
+        automaton = _build_all(pattern[1], pattern[2], entry, eos_id, separator, max_states, lazy)
     with _lock:
         entry.automata[key] = automaton
         while len(entry.automata) > CACHE_PATTERNS:
@@ -143,13 +163,25 @@ def _optional_index(name: str, value) -> int | None:
     return operator.index(value)
 
 
-def _build(pattern: str, entry: _Cached, eos_id, separator: str, max_states: int) -> TokenAutomaton:
-    """Parse, character DFA, UTF-8 byte DFA, lift, dense tables."""
+def _too_large(dfa, enc: EncodedVocab) -> bool:
+    """Whether lifting ``dfa`` whole would exceed :data:`LAZY_ENTRIES` or :data:`LAZY_STEP`."""
+    starts = 1 + int(np.count_nonzero(dfa.boundary))
+    widest = max((len(p) for p in enc.parent), default=0)
+    return starts * enc.size > LAZY_ENTRIES or starts * widest > LAZY_STEP
+
+
+def _build(
+    pattern: str, entry: _Cached, eos_id, separator: str, max_states: int, lazy: bool | None = False
+) -> TokenAutomaton | LazyTokenAutomaton:
+    """Parse, character DFA, UTF-8 byte DFA, lift, dense tables (or the lazy automaton)."""
     ast, boundaries = parse(pattern)
     rejects = first_char_rejects(pattern)
     if rejects:  # regex's first-character test narrows the pattern: compile both, as a product
         first = "(?s:[^" + "".join(f"\\U{ord(c):08x}" for c in sorted(rejects)) + "].*)"
-        both = _build_all((pattern, first), (), entry, eos_id, separator, max_states)
+        both = _build_all((pattern, first), (), entry, eos_id, separator, max_states, lazy)
+        if isinstance(both, LazyTokenAutomaton):
+            both.pattern = pattern
+            return both
         return dataclasses.replace(both, pattern=pattern)
     dfa = build_char_dfa(ast, boundaries, max_states)
     if entry.encoded is None:
@@ -160,10 +192,12 @@ def _build(pattern: str, entry: _Cached, eos_id, separator: str, max_states: int
     sep = separator.encode("utf-8")
     classes = code_point_classes(dfa.other, dfa.explicit)
     bytes_dfa = byte_dfa(dfa.table, dfa.accepting, classes, enc.available(sep))
+    stats = {"char_states": dfa.table.shape[0], "byte_states": bytes_dfa.table.shape[0]}
+    if lazy or (lazy is None and _too_large(bytes_dfa, enc)):
+        return LazyTokenAutomaton(bytes_dfa, enc, entry.tokens, separator, eos_id, pattern, stats)
     out = lift(bytes_dfa, enc, sep, eos_id, max_states)
     if out is None:
         raise ConstraintError(_unspellable(pattern, dfa, enc, separator))
-    stats = {"char_states": dfa.table.shape[0], "byte_states": bytes_dfa.table.shape[0]}
     return _automaton(out, enc, eos_id, pattern, separator, stats)
 
 
@@ -189,8 +223,10 @@ def _build_all(
     eos_id,
     separator: str,
     max_states: int,
-) -> TokenAutomaton:
-    """Several constraints: the product byte DFA (:mod:`decodekit.constraints.combine`), lifted."""
+    lazy: bool | None = False,
+) -> TokenAutomaton | LazyTokenAutomaton:
+    """Several constraints: the product byte DFA (:mod:`decodekit.constraints.combine`), lifted
+    (or the lazy automaton)."""
     parts = components(patterns, excludes, max_states)
     if entry.encoded is None:
         entry.encoded = encode_vocab(entry.tokens)
@@ -209,10 +245,14 @@ def _build_all(
         if not anywhere:
             raise ConstraintError(f"no text matches {wanted}: the constraints contradict each other")
         raise ConstraintError(f"{head}: the matching texts need bytes that no token contains")
+    stats = {**made.stats, "constraints": len(patterns), "excludes": len(excludes)}
+    if lazy or (lazy is None and _too_large(made.dfa, enc)):
+        return LazyTokenAutomaton(
+            made.dfa, enc, entry.tokens, separator, eos_id, describe(patterns, excludes), stats
+        )
     out = lift(made.dfa, enc, sep, eos_id, max_states)
     if out is None:
         raise ConstraintError(f"{head}: whole tokens joined by {separator!r} cannot form a matching text")
-    stats = {**made.stats, "constraints": len(patterns), "excludes": len(excludes)}
     return _automaton(out, enc, eos_id, describe(patterns, excludes), separator, stats)
 
 
@@ -232,15 +272,26 @@ def compile_for_vocab(
 
 
 def as_automaton(
-    constraint, model, *, exclude: str | Sequence[str] = (), max_states: int = DEFAULT_MAX_STATES
-) -> TokenAutomaton:
+    constraint,
+    model,
+    *,
+    exclude: str | Sequence[str] = (),
+    max_states: int = DEFAULT_MAX_STATES,
+    lazy: bool | None = None,
+) -> TokenAutomaton | LazyTokenAutomaton:
     """A compiled automaton for ``model``: a pattern string, or a list of them (all must match),
     with optional ``exclude`` patterns (none may match anywhere), is compiled against
-    ``model.vocab``; a :class:`TokenAutomaton` is checked against ``model.vocab_size`` (and its
-    EOS). ``constraint=None`` with excludes: any text without them."""
+    ``model.vocab``; a :class:`TokenAutomaton` (or :class:`LazyTokenAutomaton`) is checked against
+    ``model.vocab_size`` (and its EOS). ``constraint=None`` with excludes: any text without them.
+    ``lazy``: as :func:`compile_regex`'s (False: a lazy automaton given is refused)."""
     if constraint is None and not (isinstance(exclude, tuple) and not exclude):
         constraint = ()
-    if isinstance(constraint, TokenAutomaton):
+    if isinstance(constraint, LazyTokenAutomaton) and lazy is False:
+        raise ConstraintError(
+            f"the constraint {constraint.pattern!r} is a LazyTokenAutomaton (built on first visit, "
+            f"{constraint.stats.get('candidate_states')} candidate states). {ANDERSON_HINT}"
+        )
+    if isinstance(constraint, (TokenAutomaton, LazyTokenAutomaton)):
         if not (isinstance(exclude, tuple) and not exclude):
             raise ConstraintError(
                 "exclude cannot be added to a compiled TokenAutomaton: compile the patterns and the "
@@ -273,12 +324,25 @@ def as_automaton(
         tokens = getattr(vocab, "surface_bytes", vocab.surfaces)()
         eos_id = getattr(model, "eos_id", None)
         return compile_regex(
-            constraint, tokens, eos_id, vocab.separator, exclude=exclude, max_states=max_states
+            constraint, tokens, eos_id, vocab.separator, exclude=exclude, max_states=max_states, lazy=lazy
         )
     raise ConstraintError(
         "a constraint must be a regex string or a TokenAutomaton (or a list of regex strings), "
         f"got {type(constraint).__name__}"
     )
+
+
+def anderson_automaton(constraint, model, *, exclude: str | Sequence[str] = ()) -> TokenAutomaton:
+    """:func:`as_automaton` built whole, for Anderson-style search (one beam per state): a size
+    refusal (``constraint too large``, ``exceeds max_states``) or a lazy automaton given says
+    that one beam per state is impractical and names the masked searches."""
+    try:
+        return as_automaton(constraint, model, exclude=exclude, lazy=False)
+    except ConstraintError as e:
+        text = str(e)
+        if ANDERSON_HINT not in text and ("too large" in text or "exceeds max_states" in text):
+            raise ConstraintError(f"{text}. {ANDERSON_HINT}") from e
+        raise
 
 
 def _unspellable(pattern: str, dfa: CharDFA, enc: EncodedVocab, separator: str) -> str:

@@ -1,0 +1,308 @@
+"""A token automaton built on first visit, for masked search over patterns too large to build whole.
+
+:func:`~decodekit.constraints.compile.compile_regex` returns a :class:`LazyTokenAutomaton`
+instead of a dense :class:`~decodekit.constraints.automaton.TokenAutomaton` when the lift would
+step too many byte-DFA states through the vocabulary (``(a|b)*a(a|b){15}``, ``.{2000}``,
+``a{10000}``: docs/constraints.md, "Huge patterns"). The UTF-8 byte DFA is built whole (it is
+small: a state per character position); what is lazy is the token level.
+
+States. Token-level state ``c`` is the byte-DFA candidate of :func:`~decodekit.constraints.lift.lift`:
+0 = nothing emitted yet, ``1 + q`` = byte state q after at least one token (the separator is
+read before the next token); -1 = dead. They are never merged, so two ids may behave alike.
+
+Masks. A token is allowed from c iff its bytes lead the byte DFA from c's start to some q' and
+``bound[1 + q'] <= remaining - 1``, where ``bound`` is an *upper* bound on the tokens still
+needed: the fewest tokens of a match spelled with **single-byte tokens** (a breadth-first search
+over the byte DFA restricted to the bytes that are tokens by themselves; exact as a byte count).
+``bound = -1`` (no such spelling) is never entered. EOS iff c accepts. So every allowed token
+keeps a match within the budget (induction: a row with ``bound[c] <= remaining`` accepts or has
+a single-byte token one step closer); tokens whose only continuations need multi-byte tokens
+are masked, and near the length limit a merge that a shorter exact completion would allow may
+be masked too: conservative, never wrong. Without single-byte tokens for the pattern's bytes
+the constraint is refused (byte-level BPE vocabularies have all 256).
+
+Rows. The static row of c (the length check aside) depends only on what happens within L
+bytes of its start (L: the longest token), so byte states are grouped by L rounds of Moore
+refinement (the same bytes defined, the same ``bound >= 0``) and one row is walked per group
+(:func:`~decodekit.constraints.lift._walk` from one start), kept in an LRU of
+:data:`STATIC_ROWS`. The length check runs only when ``remaining - 1`` is below ``reach[c]``,
+the largest ``bound`` within L bytes; then c's exact row (its tokens' next states) is walked and
+kept in an LRU of :data:`EXACT_ROWS`. ``step`` reads a token's bytes through the byte DFA.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from decodekit.constraints.graph import reverse_distances, unique_rows
+from decodekit.constraints.lift import EncodedVocab, _walk, as_bytes
+from decodekit.constraints.utf8 import ByteDFA
+from decodekit.errors import ConstraintError
+
+NEG_INF = float("-inf")
+STATIC_ROWS = 256  # static rows kept (bool + float32 [V] each: 250 KB at V = 50k)
+EXACT_ROWS = 64  # exact rows kept (allowed token ids and their bounds)
+MAX_ROUNDS = 64  # Moore rounds for sharing rows; a longer longest token: one row per byte state
+
+
+class LazyTokenAutomaton:
+    """The masked-search interface of :class:`~decodekit.constraints.automaton.TokenAutomaton`
+    (``allowed``, ``mask``, ``step``, ``is_accepting``, ``min_tokens``, ``shortest``, ``walk``,
+    ``accepts``, ``to``), built on first visit (see the module docstring). No ``next_state`` or
+    ``num_states``: Anderson-style search needs every state and refuses it.
+
+    ``shortest``: the fewest tokens the masks guarantee (a match spelled one byte per token),
+    at least the true fewest. ``min_tokens``: a *lower* bound (bytes to acceptance over the
+    longest token's bytes), as the searches' score bounds need.
+    """
+
+    lazy = True
+
+    def __init__(
+        self,
+        dfa: ByteDFA,
+        enc: EncodedVocab,
+        tokens: Sequence[str | bytes | None],
+        separator: str,
+        eos_id: int | None,
+        pattern: str,
+        stats: Mapping[str, int],
+        device: torch.device | str = "cpu",
+        _shared: dict | None = None,
+    ) -> None:
+        self.eos_id, self.pattern, self.separator, self.initial = eos_id, pattern, separator, 0
+        self.device = torch.device(device)
+        self._static: OrderedDict = OrderedDict()
+        self._exact: OrderedDict = OrderedDict()
+        if _shared is not None:
+            self.__dict__.update(_shared)
+            return
+        self._enc, self._tokens = enc, tokens
+        num_byte, width = dfa.table.shape
+        dead = num_byte * width
+        succ = np.append(np.where(dfa.table >= 0, dfa.table, num_byte), [[num_byte] * width], axis=0)
+        flat = (succ * width).astype(np.intp).reshape(-1)  # premultiplied, as lift's
+        lut = dfa.byte_class.astype(np.intp)
+        after_sep = np.arange(num_byte + 1, dtype=np.intp) * width
+        for k in lut[np.frombuffer(separator.encode("utf-8"), dtype=np.uint8)].tolist():
+            after_sep = flat[after_sep + k]
+        start = np.concatenate([[dfa.initial * width], after_sep[:num_byte]])  # [1 + Q] premultiplied
+        accepting = np.concatenate([[dfa.accepting[dfa.initial]], dfa.accepting])  # [1 + Q]
+        usable = enc.valid & (np.arange(enc.size) != (-1 if eos_id is None else eos_id))
+        lengths = np.array([len(b) if (b := as_bytes(t)) is not None else 0 for t in tokens])
+        singles = [b[0] for t, ok in zip(tokens, usable) if ok and (b := as_bytes(t)) and len(b) == 1]
+        kinds = np.unique(lut[singles]) if singles else np.zeros(0, dtype=np.intp)
+        # the candidate graph of single-byte tokens: c -> 1 + q' (upper bound on tokens needed)
+        src = np.repeat(np.arange(num_byte + 1), len(kinds))
+        dst = flat[(start[:, None] + kinds[None, :]).reshape(-1)] // width
+        keep = dst < num_byte
+        bound = reverse_distances(src[keep], 1 + dst[keep], accepting, num_byte + 1)
+        if bound[0] < 0:
+            raise ConstraintError(
+                f"the constraint {pattern!r} is too large to build whole, and built lazily it needs every "
+                "byte of a matching text to be a token by itself (byte-level BPE vocabularies have all 256); "
+                "this vocabulary cannot spell a match one byte per token"
+            )
+        # a lower bound for min_tokens: bytes to acceptance over the longest token (+ separator)
+        b_src, b_cls = np.nonzero(dfa.table >= 0)
+        byte_dist = reverse_distances(b_src, dfa.table[b_src, b_cls], dfa.accepting, num_byte)
+        step_bytes = max(1, int(lengths.max(initial=1))) + len(separator.encode("utf-8"))
+        lower = np.concatenate([[byte_dist[dfa.initial]], byte_dist])
+        lower = np.where(accepting, 0, -(-np.maximum(lower, 1) // step_bytes))
+        self._width, self._dead, self._flat, self._lut = width, dead, flat, lut
+        self._start, self._accepting, self._usable = start, accepting, usable
+        self._bound, self._lower, self._codes = bound, lower, {}
+        self._group, self._reach = _groups(succ, bound, min(len(enc.by_depth) - 1, 10**9))
+        self.stats = {**stats, "candidate_states": num_byte + 1, "row_groups": int(self._group.max()) + 1}
+
+    # ------------------------------------------------------------------ the public interface
+
+    @property
+    def vocab_size(self) -> int:
+        return self._enc.size
+
+    @property
+    def shortest(self) -> int:
+        """The fewest tokens of a match the masks guarantee (one byte per token)."""
+        return int(self._bound[self.initial])
+
+    def to(self, device: torch.device | str) -> LazyTokenAutomaton:
+        """A copy producing tensors on ``device`` (self if already there); the tables are shared,
+        the cached rows are per device."""
+        device = torch.device(device)
+        if device == self.device:
+            return self
+        copies = self.__dict__.setdefault("_copies", {})
+        if device not in copies:
+            shared = {k: v for k, v in self.__dict__.items() if k not in ("_static", "_exact", "device")}
+            copies[device] = LazyTokenAutomaton(
+                None, None, (), self.separator, self.eos_id, self.pattern, {}, device, shared
+            )
+        return copies[device]
+
+    def allowed(self, states: torch.Tensor, remaining: int | torch.Tensor | None = None) -> torch.Tensor:
+        """[N] long states (-1: dead) -> [N, V] bool: token t (not EOS) iff its next state ``c'``
+        has ``0 <= bound[c'] <= remaining - 1`` (``remaining``: int, [N] or None = no limit);
+        EOS iff the state accepts."""
+        rows = [self._row(c, r) for c, r in zip(*self._args(states, remaining))]
+        if not rows:
+            return torch.zeros(0, self.vocab_size, dtype=torch.bool, device=self.device)
+        return torch.stack([r[0] for r in rows])
+
+    def mask(self, logprobs: torch.Tensor, states: torch.Tensor, remaining: int | torch.Tensor | None = None):
+        """``logprobs`` [N, V] with -inf wherever :meth:`allowed` is False (a new tensor)."""
+        rows = [self._row(c, r) for c, r in zip(*self._args(states, remaining))]
+        if not rows:
+            return logprobs.clone()
+        bias = [self._bias(r, logprobs.dtype) for r in rows]
+        return logprobs + (bias[0][None] if len(bias) == 1 else torch.stack(bias))
+
+    def is_accepting(self, states: torch.Tensor) -> torch.Tensor:
+        """[N] states -> [N] bool (dead states are not)."""
+        s = states.detach().cpu().long().numpy()
+        return torch.from_numpy((s >= 0) & self._accepting[np.maximum(s, 0)]).to(self.device)
+
+    def min_tokens(self, states: torch.Tensor) -> torch.Tensor:
+        """[N] states -> [N] long, a lower bound on the tokens to acceptance (0 for dead)."""
+        s = states.detach().cpu().long().numpy()
+        return torch.from_numpy(np.where(s >= 0, self._lower[np.maximum(s, 0)], 0)).to(self.device)
+
+    def step(self, states: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        """[N] states, [N] tokens -> [N] next states (-1 if dead; -1 stays -1; EOS -> -1): the
+        token's bytes read through the byte DFA (no pruning: :meth:`accepts` is the regex's)."""
+        out = [self._next(c, t) for c, t in zip(states.tolist(), tokens.tolist())]
+        return torch.tensor(out, dtype=torch.long, device=self.device)
+
+    def walk(self, tokens: Iterable[int], state: int | None = None) -> int:
+        """The state after reading ``tokens`` from ``state`` (default: initial), or -1 if dead."""
+        s = self.initial if state is None else int(state)
+        for t in tokens:
+            t = int(t)
+            if not 0 <= t < self.vocab_size:
+                raise ConstraintError(f"token id {t} out of range for vocabulary size {self.vocab_size}")
+            s = self._next(s, t)
+        return s
+
+    def accepts(self, tokens: Iterable[int]) -> bool:
+        """Whether the token sequence is accepted; a single trailing EOS is allowed."""
+        tokens = [int(t) for t in tokens]
+        if tokens and self.eos_id is not None and tokens[-1] == self.eos_id:
+            tokens = tokens[:-1]
+        s = self.walk(tokens)
+        return s >= 0 and bool(self._accepting[s])
+
+    def __repr__(self) -> str:
+        states = self.stats["candidate_states"]
+        return (
+            f"LazyTokenAutomaton(pattern={self.pattern!r}, candidate_states={states}, "
+            f"vocab_size={self.vocab_size}, shortest<={self.shortest}, eos_id={self.eos_id})"
+        )
+
+    # ------------------------------------------------------------------ rows
+
+    def _args(self, states: torch.Tensor, remaining) -> tuple[list[int], list[int | None]]:
+        s = states.reshape(-1).tolist()
+        if remaining is None or isinstance(remaining, int):
+            return s, [remaining] * len(s)
+        r = torch.as_tensor(remaining).reshape(-1).expand(len(s)).tolist()
+        return s, r
+
+    def _next(self, c: int, t: int) -> int:
+        if c < 0 or not self._usable[t]:
+            return -1
+        codes = self._codes.get(t)
+        if codes is None:
+            codes = self._codes[t] = self._lut[
+                np.frombuffer(as_bytes(self._tokens[t]), dtype=np.uint8)
+            ].tolist()
+        s, flat, dead = int(self._start[c]), self._flat, self._dead
+        if s == dead:
+            return -1
+        for k in codes:
+            s = int(flat[s + k])
+            if s == dead:
+                return -1
+        return 1 + s // self._width
+
+    def _walk(self, c: int) -> tuple[np.ndarray, np.ndarray]:
+        """The usable tokens alive from c and the bound of their next states (only bound >= 0)."""
+        s = int(self._start[c])
+        if s == self._dead:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        reads = list(_walk(np.array([s]), self._enc, self._lut, self._flat, self._dead))
+        tok = np.concatenate([r.tokens for r in reads])
+        ends = np.concatenate([r.ends[0] for r in reads])
+        nxt = np.where(ends < self._dead, 1 + ends // self._width, 0)
+        need = np.where(ends < self._dead, self._bound[nxt], -1)
+        keep = self._usable[tok] & (need >= 0)
+        return tok[keep], need[keep]
+
+    def _row(self, c: int, remaining: int | None) -> tuple:
+        """(bool [V] row, cache entry for biases) of state c under ``remaining``."""
+        if c < 0:
+            return self._empty()
+        accept = bool(self._accepting[c])
+        if remaining is None or remaining - 1 >= self._reach[self._start[c] // self._width]:
+            key = (int(self._group[self._start[c] // self._width]), accept)
+            entry = self._static.get(key)
+            if entry is None:
+                tok, _ = self._walk(c)
+                entry = self._static[key] = self._entry(tok, accept)
+                if len(self._static) > STATIC_ROWS:
+                    self._static.popitem(last=False)
+            else:
+                self._static.move_to_end(key)
+            return entry
+        exact = self._exact.get(c)
+        if exact is None:
+            exact = self._exact[c] = self._walk(c)
+            if len(self._exact) > EXACT_ROWS:
+                self._exact.popitem(last=False)
+        else:
+            self._exact.move_to_end(c)
+        tok, need = exact
+        return self._entry(tok[need <= remaining - 1], accept)
+
+    def _entry(self, tok: np.ndarray, accept: bool) -> tuple:
+        row = torch.zeros(self.vocab_size, dtype=torch.bool)
+        row[torch.from_numpy(tok)] = True
+        if accept and self.eos_id is not None:
+            row[self.eos_id] = True
+        return row.to(self.device), {}
+
+    def _empty(self) -> tuple:
+        return self._entry(np.zeros(0, dtype=np.int64), False)
+
+    def _bias(self, entry: tuple, dtype: torch.dtype) -> torch.Tensor:
+        row, biases = entry
+        if dtype not in biases:
+            biases[dtype] = torch.zeros(row.shape, dtype=dtype, device=row.device).masked_fill(~row, NEG_INF)
+        return biases[dtype]
+
+
+def _groups(succ: np.ndarray, bound: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """Over byte states 0..Q (Q: the dead sink), [Q + 1] group ids such that states of a group
+    have the same static row (``depth`` rounds of Moore refinement from "dead / bound >= 0 /
+    bound < 0"; one group per state when ``depth`` > :data:`MAX_ROUNDS`), and [Q + 1] ``reach``:
+    the largest ``bound`` of a token end within ``depth`` bytes (-1: none)."""
+    n = succ.shape[0]
+    ok = np.append(bound[1:] >= 0, False)  # byte state q -> candidate 1 + q
+    label = np.where(np.arange(n) == n - 1, 2, ok.astype(np.int64))
+    own = np.where(ok, np.append(bound[1:], -1), -1)
+    reach = own.copy()
+    if depth > MAX_ROUNDS:
+        return np.arange(n), np.full(n, int(bound.max()))
+    count, stable = len(np.unique(label)), False
+    for _ in range(depth):
+        if not stable:
+            _, label = unique_rows(np.concatenate([label[:, None], label[succ]], axis=1))
+            stable, count = int(label.max()) + 1 == count, int(label.max()) + 1
+        more = np.maximum(own, reach[succ].max(axis=1))
+        if stable and np.array_equal(more, reach):
+            break
+        reach = more
+    return label, reach
