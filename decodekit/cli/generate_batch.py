@@ -1,0 +1,97 @@
+"""``decodekit generate --input FILE --output FILE``: JSON lines, resumable, one record per line,
+split over the ranks under torchrun."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import warnings
+
+import click
+
+from decodekit.cli.common import UsageError
+
+
+def read_input(input_path: str) -> list[bytes]:
+    """The lines of --input as bytes (each is decoded on its own: one bad byte fails one line).
+    A regular file or a pipe (``<(...)``); devices and directories are refused."""
+    import stat
+
+    try:
+        st = os.stat(input_path)
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
+            raise UsageError(f"--input {input_path} is not a regular file or a pipe")
+        with open(input_path, "rb") as f:
+            return f.read().split(b"\n")
+    except OSError as e:
+        raise UsageError(f"cannot read --input {input_path}: {e.strerror}") from None
+
+
+def run_batch(model, input_path, output_path, config, resume, batch_size, max_memory) -> None:
+    """Decode a JSON-lines file; under torchrun each rank takes every world-th line, writes
+    its own part file, and rank 0 merges the parts into --output at the end. Exit status 1 when
+    some line got an error record."""
+    from tqdm import tqdm
+
+    from decodekit import LockedError, distributed, exclusive, generate_jsonl, part_path, results
+
+    lines = read_input(input_path)
+    rank, size = distributed.init(getattr(model, "device", None))
+    target, keep, skip = output_path, None, None
+    with contextlib.ExitStack() as stack:
+        if size > 1:
+            parts = [part_path(output_path, r) for r in range(size)]
+            error = None
+            if rank == 0:  # rank 0 holds --output's lock for the whole run
+                try:
+                    stack.enter_context(exclusive(output_path, "--output"))
+                    results.prepare(output_path, resume=resume, parts=parts)
+                except (LockedError, OSError) as e:
+                    error = str(e)
+            if distributed.broadcast_int(error is not None):
+                distributed.shutdown()
+                if error is None:
+                    raise SystemExit(2)  # rank 0 says why
+                raise UsageError(error)
+            target, skip = parts[rank], results.done_ids(output_path)
+
+            def keep(n: int) -> bool:
+                return (n - 1) % size == rank
+
+        total = sum(1 for n, x in enumerate(lines, 1) if x.strip() and (keep is None or keep(n)))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with tqdm(
+                total=total,
+                unit="prompt",
+                desc=f"generate[{rank}]" if size > 1 else "generate",
+                disable=None if rank == 0 else True,
+            ) as bar:
+                counts = generate_jsonl(
+                    model, lines, target, config, batch_size=batch_size, resume=resume and size == 1,
+                    progress=bar.update, keep=keep, skip_ids=skip, max_memory=max_memory,
+                )  # fmt: skip
+        for w in caught:
+            click.echo(f"Warning: {w.message}", err=True)
+        if size > 1:
+            counts["skipped"] = distributed.all_sum(counts["skipped"])  # also a barrier
+            if rank == 0:
+                counts |= results.merge(output_path, parts)  # the totals of all ranks
+            counts["errors"] = distributed.broadcast_int(counts["errors"])
+            distributed.shutdown()
+            if rank != 0:
+                raise SystemExit(1 if counts["errors"] else 0)
+    errors = counts["errors"]
+    click.echo(
+        f"{counts['written']} written, {counts['skipped']} skipped (already done), "
+        f"{errors} errors -> {output_path}",
+        err=True,
+    )
+    if errors:
+        first = f" (first: {counts['first_error']})" if counts.get("first_error") else ""
+        click.echo(
+            f"Error: {errors} line(s) failed{first}; their error records are in {output_path} "
+            "and --resume retries them",
+            err=True,
+        )
+        raise SystemExit(1)
