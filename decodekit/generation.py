@@ -99,9 +99,9 @@ class GenerationConfig:
             require(ok, f"constraint must be a regex string or a non-empty list of them, got {shown(c)}")
             object.__setattr__(self, "constraint", c[0] if len(c) == 1 else tuple(c))
         elif c is not None and not isinstance(c, str):
-            from decodekit.constraints import TokenAutomaton
+            from decodekit.constraints import LazyTokenAutomaton, TokenAutomaton
 
-            ok = isinstance(c, TokenAutomaton)
+            ok = isinstance(c, (TokenAutomaton, LazyTokenAutomaton))
             require(
                 ok, f"constraint must be a regex string or null, got {shown(c)} (or a list of regex strings)"
             )
@@ -204,7 +204,8 @@ def combined_constraint(model: LanguageModel, config: GenerationConfig):
     if isinstance(config.constraint, tuple) or config.exclude:
         from decodekit.constraints import as_automaton
 
-        return as_automaton(config.constraint, model, exclude=config.exclude)
+        lazy = False if config.resolved_strategy == "beam" else None  # Anderson-style: built whole
+        return as_automaton(config.constraint, model, exclude=config.exclude, lazy=lazy)
     return config.constraint
 
 

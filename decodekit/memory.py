@@ -189,9 +189,9 @@ def _rows(model: Any, config: Any, prompts: int) -> tuple[int, str, int]:
     exclude = getattr(config, "exclude", ())
     if config.constraint is None and not exclude:
         return prompts * config.beam_size, "beam search", 0
-    from decodekit.constraints import as_automaton
+    from decodekit.constraints import anderson_automaton
 
-    states = as_automaton(config.constraint, model, exclude=exclude).num_states
+    states = anderson_automaton(config.constraint, model, exclude=exclude).num_states
     return prompts * states * config.beam_size, f"constrained beam search ({states} automaton states)", states
 
 

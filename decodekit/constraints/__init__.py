@@ -15,6 +15,7 @@ _LAZY = {  # public name -> its module
     "ConstraintError": "decodekit.errors",
     "LazyTokenAutomaton": "decodekit.constraints.lazy",
     "TokenAutomaton": "decodekit.constraints.automaton",
+    "anderson_automaton": "decodekit.constraints.compile",
     "as_automaton": "decodekit.constraints.compile",
     "check_pattern": "decodekit.constraints.compile",
     "clear_cache": "decodekit.constraints.compile",

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import torch
 
 from decodekit.checks import at_least, real
-from decodekit.decoding.prompts import Constraint, Prompt
+from decodekit.decoding.prompts import Constraint, Prompt, anderson_constraint
 from decodekit.decoding.search import NEG_INF, Selection, decode
 from decodekit.decoding.topk import GroupedTopK
 from decodekit.models.base import LanguageModel, model_device
@@ -119,6 +119,7 @@ def constrained_beam_search(
     hypotheses whose every way on has probability 0).
     """
     _check_beam(beam_size, length_penalty, n_best)
+    constraint = anderson_constraint(constraint, model)  # built whole, never lazily
 
     def start(automaton, batch: int):
         states, width = automaton.num_states, automaton.num_states * beam_size

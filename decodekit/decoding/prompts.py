@@ -103,6 +103,15 @@ def check_logprobs(logprobs: torch.Tensor, rows: int, vocab_size: int, step: int
         )
 
 
+def anderson_constraint(constraint: Constraint, model: LanguageModel):
+    """The automaton of Anderson-style search (one beam per state), built whole: a size refusal
+    says that one beam per state is impractical and names the masked searches
+    (:func:`decodekit.constraints.anderson_automaton`)."""
+    from decodekit.constraints import anderson_automaton
+
+    return anderson_automaton(constraint, model)
+
+
 def resolve_constraint(constraint: Constraint | None, model: LanguageModel, max_length: int):
     """Compile (or check) the constraint for ``model`` and move it to the model's device.
 
@@ -113,6 +122,12 @@ def resolve_constraint(constraint: Constraint | None, model: LanguageModel, max_
 
     automaton = as_automaton(constraint, model)
     shortest = automaton.shortest
+    if shortest > max_length and getattr(automaton, "lazy", False):
+        raise ConstraintError(
+            f"the constraint {automaton.pattern!r} is built lazily (too large to build whole) and its masks "
+            f"guarantee a match within {shortest} tokens (the shortest match spelled one byte per token), "
+            f"more than max_length={max_length}: raise max_length"
+        )
     if shortest > max_length:
         raise ConstraintError(
             f"the constraint {automaton.pattern!r} needs at least {shortest} tokens, "

@@ -1,0 +1,174 @@
+"""The lazily built token automaton (issue 15, docs/constraints.md "Huge patterns"): the same
+masks as the eager automaton on small patterns (equal without a length limit, a subset under
+one), the regex's own acceptance, the match guarantee within ``shortest`` tokens, and the huge
+patterns over a byte-level vocabulary in bounded memory; Anderson-style search refuses it."""
+
+from __future__ import annotations
+
+import random
+import resource
+
+import pytest
+import regex
+import tokenizers
+import torch
+import transformers
+
+import decodekit
+from decodekit.constraints import (
+    ConstraintError,
+    LazyTokenAutomaton,
+    TokenAutomaton,
+    clear_cache,
+    compile_regex,
+    lift,
+)
+from decodekit.constraints import compile as compile_module
+from decodekit.models.hf import HFVocab
+from tests.fakes import TableLM
+
+TEXTS = ["the cat sat on the mat", "aaaa abab baba 2024-05-17", "naïve café 中文 😀", "0123456789 -:."] * 3
+SMALL = [
+    r"\d{4}-\d{2}-\d{2}",
+    "(a|b)*a(a|b){3}",
+    "a{5,9}",
+    r"[a-z ]{0,12}",
+    r"(cat|mat)( \w+)?",
+    "naïve|café",
+]
+HUGE = {
+    "(a|b)*a(a|b){15}": "ab" * 30 + "a" * 16,
+    ".{2000}": ("the cat sat " * 200)[:2000],
+    "a{10000}": "a" * 10000,
+}
+
+
+@pytest.fixture(scope="module")
+def bpe():
+    trained = tokenizers.ByteLevelBPETokenizer()
+    trained.train_from_iterator(TEXTS, vocab_size=400, min_frequency=1, special_tokens=["<|endoftext|>"])
+    tok = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=trained._tokenizer, eos_token="<|endoftext|>", bos_token="<|endoftext|>"
+    )
+    return tok, HFVocab(tok, len(tok))
+
+
+def _both(vocab, pattern):
+    args = (pattern, vocab.surface_bytes(), vocab.eos_id, vocab.separator)
+    return compile_regex(*args, lazy=False), compile_regex(*args, lazy=True)
+
+
+def _text(vocab, tokens) -> str | None:
+    data = b"".join(vocab.surface_bytes()[t] or b"" for t in tokens if t != vocab.eos_id)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+@pytest.mark.parametrize("pattern", SMALL)
+def test_lazy_masks_agree_with_the_eager_automaton(bpe, pattern):
+    _, vocab = bpe
+    eager, lazy = _both(vocab, pattern)
+    assert isinstance(eager, TokenAutomaton) and isinstance(lazy, LazyTokenAutomaton)
+    assert lazy.shortest >= eager.shortest
+    rng = random.Random(0)
+    for _ in range(20):
+        e, z = torch.tensor([eager.initial]), torch.tensor([lazy.initial])
+        for _ in range(12):
+            assert torch.equal(eager.allowed(e), lazy.allowed(z))
+            assert torch.equal(eager.is_accepting(e), lazy.is_accepting(z))
+            assert int(lazy.min_tokens(z)) <= int(eager.min_tokens(e))  # a lower bound
+            remaining = rng.randint(1, 12)
+            ez, zz = eager.allowed(e, remaining), lazy.allowed(z, remaining)
+            assert not (zz & ~ez).any()  # conservative: a subset under a length limit
+            logits = torch.randn(1, len(vocab))
+            assert torch.equal(lazy.mask(logits, z, remaining) > float("-inf"), zz)
+            choices = eager.allowed(e)[0].nonzero()[:, 0].tolist()
+            choices = [t for t in choices if t != vocab.eos_id]
+            if not choices:
+                break
+            t = torch.tensor([rng.choice(choices)])
+            e, z = eager.step(e, t), lazy.step(z, t)
+            assert (int(e) < 0) == (int(z) < 0)
+
+
+@pytest.mark.parametrize("pattern", SMALL)
+def test_lazy_accepts_exactly_the_regex(bpe, pattern):
+    tok, vocab = bpe
+    _, lazy = _both(vocab, pattern)
+    rng = random.Random(1)
+    byte_ids = {t[0]: i for i, t in enumerate(vocab.surface_bytes()) if t is not None and len(t) == 1}
+    alphabet = "ab0123456789-cat mïé"
+    texts = ["2024-05-17", "aaaaaa", "abab", "cat the", "naïve", "café", ""]
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(150)]
+    for text in texts:
+        want = bool(regex.fullmatch(pattern, text))
+        assert lazy.accepts(tok.encode(text)) == want, (pattern, text)
+        assert lazy.accepts([byte_ids[b] for b in text.encode()]) == want, (pattern, text)
+
+
+@pytest.mark.parametrize("pattern", SMALL + ["a{40}"])
+def test_the_match_guarantee_at_the_shortest_length(bpe, pattern):
+    tok, vocab = bpe
+    _, lazy = _both(vocab, pattern)
+    g = torch.Generator().manual_seed(3)
+    model = TableLM(
+        torch.randn(len(vocab), len(vocab), generator=g) * 4, bos_id=None, eos_id=vocab.eos_id, vocab=vocab
+    )
+    prompt = tok.encode("the")
+    n = lazy.shortest
+    hyps = decodekit.greedy(model, prompt, n, constraint=lazy)
+    hyps += decodekit.sample(model, prompt, n, generator=0, num_samples=6, constraint=lazy)
+    hyps += decodekit.beam_search(model, prompt, 3, n, n_best=3, constraint=lazy)
+    assert len(hyps) >= 8  # a match always fits: no row ends unmatched
+    for h in hyps:
+        text = _text(vocab, h.tokens)
+        assert text is not None and regex.fullmatch(pattern, text), (pattern, h, text)
+    if n > 0:
+        with pytest.raises(ConstraintError, match="built lazily.*raise max_length"):
+            decodekit.greedy(model, prompt, n - 1, constraint=lazy)
+
+
+def test_huge_patterns_through_the_api_in_bounded_memory(bpe, monkeypatch):
+    tok, vocab = bpe
+    monkeypatch.setattr(compile_module, "LAZY_ENTRIES", 2**18)  # the size rule, scaled to 314 tokens
+    clear_cache()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    g = torch.Generator().manual_seed(0)
+    model = TableLM(
+        torch.randn(len(vocab), len(vocab), generator=g), bos_id=None, eos_id=vocab.eos_id, vocab=vocab
+    )
+    rng = random.Random(2)
+    for pattern, text in HUGE.items():
+        auto = compile_regex(pattern, vocab.surface_bytes(), vocab.eos_id)  # routed lazily by size
+        assert isinstance(auto, LazyTokenAutomaton), pattern
+        ids = tok.encode(text)
+        assert auto.accepts(ids) and auto.accepts(ids + [vocab.eos_id])
+        for other in (tok.decode(ids[:-1]), text + "a", text[1:]):
+            assert auto.accepts(tok.encode(other)) == bool(regex.fullmatch(pattern, other))
+        for _ in range(3):  # sampled strings: one character changed
+            i = rng.randrange(len(text))
+            other = text[:i] + rng.choice("ab\n") + text[i + 1 :]
+            assert auto.accepts(tok.encode(other)) == bool(regex.fullmatch(pattern, other))
+        # a walk of masked steps along the text's tokens: each is allowed
+        s = torch.tensor([auto.initial])
+        for t in ids[:40]:
+            assert bool(auto.allowed(s, 1 << 20)[0, t])
+            s = auto.step(s, torch.tensor([t]))
+    out = decodekit.greedy(model, tok.encode("the"), 40, constraint="(a|b)*a(a|b){15}")
+    assert out and regex.fullmatch("(a|b)*a(a|b){15}", _text(vocab, out[0].tokens))
+    # the peak is utf8.byte_dfa on (a|b)*a(a|b){15}'s 65,536 character states (~460 MB, before
+    # anything lazy); the lazy rows add a few MB (docs/benchmarks.md, issue 15)
+    assert (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024 < 800  # MB
+
+
+def test_anderson_style_search_refuses_what_is_too_large(bpe, monkeypatch):
+    tok, vocab = bpe
+    monkeypatch.setattr(lift, "MAX_TABLE_ENTRIES", 10**5)  # a{10000} x 314 tokens: too large whole
+    model = TableLM(torch.zeros(len(vocab), len(vocab)), bos_id=None, eos_id=vocab.eos_id, vocab=vocab)
+    lazy = compile_regex("a{3}", vocab.surface_bytes(), vocab.eos_id, lazy=True)
+    with pytest.raises(ConstraintError, match="one beam per automaton state.*beam_search"):
+        decodekit.constrained_beam_search(model, tok.encode("a"), lazy, 2, 5)
+    with pytest.raises(ConstraintError, match="too large.*one beam per automaton state.*masked beam search"):
+        decodekit.constrained_beam_search(model, tok.encode("a"), "a{10000}", 2, 5)
