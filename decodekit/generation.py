@@ -16,7 +16,7 @@ from decodekit.memory import check as check_memory
 from decodekit.models.base import LanguageModel
 from decodekit.outputs import Hypothesis, SearchTree
 
-STRATEGIES = ("greedy", "sample", "beam")
+STRATEGIES = ("greedy", "sample", "beam", "masked-beam")
 TRANSFORMERS_NAMES = {  # transformers' generate() option -> ours (docs/decoding.md has the table)
     "max_new_tokens": "max_length",
     "num_beams": "beam_size with strategy='beam'",
@@ -31,7 +31,9 @@ SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed accepts
 class GenerationConfig:
     """What to generate. ``strategy=None`` means beam with a constraint (Anderson-style
     search), greedy without. ``constraint`` with beam selects :func:`constrained_beam_search`;
-    with greedy / sample it masks. ``seed`` seeds sampling (None: torch's global generator).
+    with ``masked-beam`` (beam search whose every step is masked by the constraint: one beam,
+    the automaton built lazily when it is huge), greedy or sample it masks. ``seed`` seeds
+    sampling (None: torch's global generator).
 
     ``constraint`` may also be a list of regexes, all of which must fully match, and
     ``exclude`` lists regexes that must match nowhere in the text (with no ``constraint``: any
@@ -175,7 +177,7 @@ def generate(
             constraint=constraint,
             record=record,
         )
-    if constraint is not None:
+    if constraint is not None and strategy == "beam":
         return constrained_beam_search(
             model,
             prompts,
@@ -193,6 +195,7 @@ def generate(
         c.max_length,
         length_penalty=c.length_penalty,
         n_best=c.n_best,
+        constraint=constraint,
         record=record,
     )
 

@@ -187,8 +187,8 @@ def _rows(model: Any, config: Any, prompts: int) -> tuple[int, str, int]:
     if strategy == "greedy":
         return prompts, "greedy search", 0
     exclude = getattr(config, "exclude", ())
-    if config.constraint is None and not exclude:
-        return prompts * config.beam_size, "beam search", 0
+    if strategy == "masked-beam" or (config.constraint is None and not exclude):
+        return prompts * config.beam_size, strategy.replace("-", " ") + " search", 0
     from decodekit.constraints import anderson_automaton
 
     states = anderson_automaton(config.constraint, model, exclude=exclude).num_states
@@ -206,7 +206,8 @@ def estimate(model: Any, prompt_lengths: list[int], config: Any) -> Estimate:
     # [N, V] float32 tensors alive at the peak of a step (measured on the PTB LSTM: beam search
     # 4.6 at K = 2000, sampling 3.3, with top-k and top-p 4.6): the model's logits and
     # log-probabilities, the normalisation check's temporaries, the rows copied for the beams.
-    units = 2.5 + (strategy == "beam")
+    beam = strategy in ("beam", "masked-beam")
+    units = 2.5 + beam
     if strategy == "sample":
         units += 1 + 0.5 * (config.temperature != 1) + 0.5 * (config.top_k is not None)
         units += 1 * (config.top_p is not None) + 0.5 * (config.min_p is not None)
@@ -216,7 +217,7 @@ def estimate(model: Any, prompt_lengths: list[int], config: Any) -> Estimate:
         # rows, 3 at 50,000): a masked copy per group of tokens, the candidates and their sums
         units += 4 if states == 0 else 2.5
     scores = rows * vocab * FLOAT * units
-    if strategy == "beam":  # each row's best min(K+1, V) tokens: values, indices, and their sums
+    if beam:  # each row's best min(K+1, V) tokens: values, indices, and their sums
         scores += rows * min(config.beam_size + 1, vocab) * (FLOAT + 8 + FLOAT)
     if states:
         scores += states * vocab * 8 * 3  # the automaton and the search plan, [S, V] each
@@ -225,7 +226,7 @@ def estimate(model: Any, prompt_lengths: list[int], config: Any) -> Estimate:
     encoded = min(longest, getattr(model, "prefill_chunk", None) or longest)  # tokens per model call
     prefill = prompts * encoded * (2 * per_row + 4 * per_token + FLOAT * head)  # PTB LSTM: 6 KB/token
     prefill += prompts * longest * PROMPT_TOKEN
-    if strategy == "beam":
+    if beam:
         history = steps * (16 * rows + TRACE_STEP)
         host = steps * rows * (PY_TOKEN + 16) + steps * TRACE_STEP
     else:

@@ -23,3 +23,19 @@ def test_suppress_is_stored_as_a_tuple():
     assert GenerationConfig(suppress=[3, "the"]).suppress == (3, "the")
     with pytest.raises(ConfigError, match="allow_unk must be true or false"):
         GenerationConfig(allow_unk="no")
+
+
+def test_masked_beam_is_beam_search_with_the_constraint_as_a_mask():
+    import decodekit
+    from decodekit.generation import generate
+    from tests.fakes import HistoryLM, word_vocab
+
+    model = HistoryLM(
+        7, seed=3, bos_id=1, eos_id=1, vocab=word_vocab(["the", "company", "said", "profit", "rose"])
+    )
+    prompts, pattern = [[2], [3, 4]], r".*\bprofit\b.*"
+    config = GenerationConfig(strategy="masked-beam", constraint=pattern, beam_size=3, max_length=4, n_best=2)
+    want = decodekit.beam_search(model, prompts, 3, 4, n_best=2, constraint=pattern)
+    assert generate(model, prompts, config) == want
+    anderson = generate(model, prompts, config.replace(strategy="beam"))
+    assert anderson == decodekit.constrained_beam_search(model, prompts, pattern, 3, 4, n_best=2)

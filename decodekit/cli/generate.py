@@ -21,9 +21,10 @@ from decodekit.cli.generate_options import (
     warn_ignored,
 )
 
-STRATEGIES = ("greedy", "sample", "beam")
+STRATEGIES = ("greedy", "sample", "beam", "masked-beam")
 STRATEGY_HELP = (
-    "Search strategy. Default: beam with --constraint/--exclude (Anderson-style search), else greedy."
+    "Search strategy. beam with --constraint: Anderson-style (one beam per automaton state); "
+    "masked-beam: one beam, each step masked (huge patterns). Default: beam with a constraint, else greedy."
 )
 
 

@@ -67,7 +67,7 @@ def from_transformers(options: dict, given: set[str]) -> None:
         strategy = resolved_strategy(options)
         if strategy == "greedy" and returned > 1:
             raise UsageError("greedy search returns one sequence: add --num-beams N or --do-sample")
-        options["n_best" if strategy == "beam" else "num_samples"] = returned
+        options["num_samples" if strategy == "sample" else "n_best"] = returned
 
 
 def warn_ignored(options: dict, given: set[str]) -> None:
@@ -75,7 +75,7 @@ def warn_ignored(options: dict, given: set[str]) -> None:
     strategy = resolved_strategy(options)
     for owner, names in ONLY_FOR.items():
         for name in names:
-            if owner != strategy and name in given:
+            if owner != strategy.removeprefix("masked-") and name in given:
                 flag = "--" + name.replace("_", "-")
                 click.echo(
                     f"Warning: {flag} is ignored: it applies to --strategy {owner}; this run uses {strategy}",

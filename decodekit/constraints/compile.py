@@ -34,8 +34,8 @@ LAZY_ENTRIES, LAZY_STEP = 2**27, 2**25
 ANDERSON_HINT = (
     "Anderson-style constrained beam search keeps one beam per automaton state and needs every "
     "state built, which is impractical at this size: use a masked search, which builds the "
-    "automaton lazily: decodekit.beam_search(model, prompts, beam_size, max_length, constraint=...) "
-    "(masked beam search), or greedy / sample (GenerationConfig(strategy='greedy' or 'sample'))"
+    "automaton lazily: masked beam search (--strategy masked-beam, GenerationConfig(strategy="
+    "'masked-beam'), decodekit.beam_search(..., constraint=...)), or greedy / sample"
 )
 
 
