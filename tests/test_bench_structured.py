@@ -95,3 +95,39 @@ def test_beam_processor_follows_reordered_rows():
     # "ba" + "ba" matches; "ab" + "aab" cannot: a dead row gets nothing
     dead = allowed([[7, b, a, IDS[b"ba"]], [7, a, b, IDS[b"aab"]]])
     assert dead[0, EOS] and not dead[1].any()
+
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "n": {"type": "integer", "minimum": 0, "maximum": 99},
+        "k": {"enum": ["ab", "ba"]},
+        "xs": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 9}, "maxItems": 3},
+    },
+    "required": ["n", "k", "xs"],
+    "additionalProperties": False,
+}
+
+
+def test_json_schema_rows(engines):
+    doc = {"n": 42, "k": "ba", "xs": [1, 2]}
+    compiled = bench.bench_compile(engines, SCHEMA, repeats=1, how="schema")
+    assert all("error" not in r for r in compiled.values()), compiled
+    handles = {n: r.pop("handle") for n, r in compiled.items()}
+    walk = encode('{"n":42,"k":"ba","xs":[1,2]}')
+    assert all(c["ok"] for c in bench.check_walk(engines, handles, walk).values())
+    forms = bench.json_forms(engines, handles, doc, encode)
+    for name, f in forms.items():  # every engine set to compact JSON, properties in the schema's order
+        assert f == {"compact": True, "spaced": False, "indented": False, "reordered": False}, (name, f)
+
+
+def test_several_constraints_decodekit_only(engines):
+    words = [r".*\bab\b.*", r".*\bba\b.*"]
+    compiled = bench.bench_compile(engines, words, repeats=1, how="all")
+    assert "error" not in compiled["decodekit"]
+    assert all(r["error"].startswith("no equivalent") for n, r in compiled.items() if n != "decodekit")
+    one = bench.any_order(["ab", "ba"])  # the peers' one-regex form: the same language here
+    for text in ["ab ba", "x ba, ab", "ba ab y"]:
+        assert bench.matches("all", words, text) and bench.matches("regex", one, text), text
+    for text in ["abba", "ab ab", "ba", "aba ba"]:
+        assert not bench.matches("all", words, text) and not bench.matches("regex", one, text), text
