@@ -106,6 +106,8 @@ class TokenAutomaton:
         if tables is None:
             return _reference_allowed(self, states, remaining)
         rows = tables.rows(self, states)  # [N]
+        if rows is None:  # more states visited than the slot tables hold
+            return _reference_allowed(self, states, remaining)
         ok = tables.allowed.index_select(0, tables.index(rows))  # [N, V]
         tight = tables.tight(rows, remaining)
         if tight is not None:
@@ -121,8 +123,8 @@ class TokenAutomaton:
         if tables is None:
             return logprobs.masked_fill(~_reference_allowed(self, states, remaining), NEG_INF)
         rows = tables.rows(self, states)
-        tight = tables.tight(rows, remaining)
-        if tight is not None:
+        tight = None if rows is None else tables.tight(rows, remaining)
+        if rows is None or tight is not None:
             return logprobs.masked_fill(~self.allowed(states, remaining), NEG_INF)
         return tables.apply(logprobs, rows)
 
@@ -202,8 +204,9 @@ def _length_checked(
 
 
 class _Masks:
-    """What an automaton caches for masking: the :class:`_Tables` (None until first used, or
-    over :data:`TABLE_BUDGET`) and its copies on other devices."""
+    """What an automaton caches for masking: the :class:`_Tables` (None until first used; over
+    :data:`TABLE_BUDGET` on CPU, tables of the visited states only, else None) and its copies on
+    other devices."""
 
     def __init__(self) -> None:
         self.copies: dict[torch.device, TokenAutomaton] = {}
@@ -213,7 +216,10 @@ class _Masks:
     def tables(self, a: TokenAutomaton) -> _Tables | None:
         if self._tables is None and not self._over:
             self._over = (a.num_states + 1) * a.vocab_size > TABLE_BUDGET
-            self._tables = None if self._over else _Tables(a)
+            if not self._over:
+                self._tables = _Tables(a)
+            elif a.device.type == "cpu":  # rows for the states visited, up to the budget
+                self._tables, self._over = _Tables(a, slots=max(2, TABLE_BUDGET // a.vocab_size)), False
         return self._tables
 
 
@@ -225,20 +231,28 @@ class _Tables:
     transitions (-1: none). biases {dtype: [S + 1, V]}: 0 where allowed, -inf elsewhere.
     built [S + 1] numpy bool: rows filled (CPU: lazily, per visited state; else all at once).
     bound: the largest ``max_need`` of a filled row (host int).
+    ``slots`` (CPU, an automaton over the budget): the tables have that many rows instead,
+    row 0 the dead state and the others given to states as they are first visited (``slot``);
+    once they are all taken, :meth:`rows` answers None and the caller computes the definition.
     """
 
-    def __init__(self, a: TokenAutomaton, lazy: bool | None = None) -> None:
+    def __init__(self, a: TokenAutomaton, lazy: bool | None = None, slots: int | None = None) -> None:
         n, v, device = a.num_states, a.vocab_size, a.device
-        self.dead, self.lazy = n, device.type == "cpu" if lazy is None else lazy
-        self.allowed = torch.empty(n + 1, v, dtype=torch.bool, device=device)
-        self.allowed[n] = False
-        self.max_need = torch.full((n + 1,), -1, dtype=torch.long, device=device)
+        self.lazy = device.type == "cpu" if lazy is None else lazy
+        self.slot: dict[int, int] | None = None if slots is None else {}
+        self.dead = n if slots is None else 0
+        size = n + 1 if slots is None else slots
+        self.allowed = torch.empty(size, v, dtype=torch.bool, device=device)
+        self.allowed[self.dead] = False
+        self.max_need = torch.full((size,), -1, dtype=torch.long, device=device)
         self.biases: dict[torch.dtype, torch.Tensor] = {}
-        self.built = np.zeros(n + 1, dtype=bool)
-        self.built[n], self.bound = True, -1
-        # CPU: per filled state, (True, allowed ids) or (False, forbidden ids) when at most
+        self.built = np.zeros(size, dtype=bool)
+        self.built[self.dead], self.bound = True, -1
+        # CPU: per filled row, (True, allowed ids) or (False, forbidden ids) when at most
         # V / SPARSE of them, else None; the dead row allows nothing
-        self.ids: dict[int, tuple[bool, torch.Tensor] | None] = {n: (True, torch.zeros(0, dtype=torch.long))}
+        self.ids: dict[int, tuple[bool, torch.Tensor] | None] = {
+            self.dead: (True, torch.zeros(0, dtype=torch.long))
+        }
         if not self.lazy:
             self._fill(a, torch.arange(n, device=device))
 
@@ -247,11 +261,24 @@ class _Tables:
         on CPU (host decisions are cheap there), else a tensor."""
         if not self.lazy:
             return torch.where(states >= 0, states, self.dead)
+        if self.slot is not None:
+            return self._slots(a, states.tolist())
         rows = [s if s >= 0 else self.dead for s in states.tolist()]
         todo = sorted({r for r in rows if not self.built[r]})
         if todo:
             self._fill(a, torch.tensor(todo))
         return rows
+
+    def _slots(self, a: TokenAutomaton, states: list[int]) -> list[int] | None:
+        """The slot rows of ``states`` (dead -> 0), giving new states free slots; None when full."""
+        new = sorted({s for s in states if s >= 0 and s not in self.slot})
+        if new:
+            first = len(self.slot) + 1
+            if first + len(new) > len(self.built):
+                return None
+            self.slot.update(zip(new, range(first, first + len(new))))
+            self._fill(a, torch.tensor(new), torch.arange(first, first + len(new)))
+        return [self.slot[s] if s >= 0 else 0 for s in states]
 
     def index(self, rows: list[int] | torch.Tensor) -> torch.Tensor:
         return torch.tensor(rows, dtype=torch.long) if isinstance(rows, list) else rows
@@ -297,15 +324,17 @@ class _Tables:
             self.biases[dtype][done] = _bias(self.allowed[done], dtype)
         return self.biases[dtype]
 
-    def _fill(self, a: TokenAutomaton, todo: torch.Tensor) -> None:
+    def _fill(self, a: TokenAutomaton, todo: torch.Tensor, where: torch.Tensor | None = None) -> None:
+        """Fill the rows ``where`` (default: ``todo`` itself) with the states ``todo``."""
+        where = todo if where is None else where
         step = max(1, _CHUNK // a.vocab_size)
         for i in range(0, todo.shape[0], step):
-            part = todo[i : i + step]
-            nxt = a.next_state.index_select(0, part)  # [M, V]
+            states, part = todo[i : i + step], where[i : i + step]
+            nxt = a.next_state.index_select(0, states)  # [M, V]
             ok = nxt >= 0
             self.max_need[part] = a.min_tokens_to_accept[nxt.clamp(min=0)].masked_fill_(~ok, -1).amax(1)
             if a.eos_id is not None:
-                ok[:, a.eos_id] = a.accepting[part]
+                ok[:, a.eos_id] = a.accepting[states]
             self.allowed[part] = ok
             if self.lazy:
                 v = ok.shape[1]
@@ -316,7 +345,7 @@ class _Tables:
             for dtype, bias in self.biases.items():
                 bias[part] = _bias(ok, dtype)
         self.bound = max(self.bound, int(self.max_need.max()))
-        self.built[todo.cpu().numpy()] = True
+        self.built[where.cpu().numpy()] = True
 
 
 def _bias(ok: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

@@ -163,6 +163,22 @@ def _optional_index(name: str, value) -> int | None:
     return operator.index(value)
 
 
+_LAZY = object()  # what _lift returns when the lift refused for size and lazy=None may go lazy
+
+
+def _lift(dfa, enc: EncodedVocab, sep: bytes, eos_id, max_states: int, lazy: bool | None):
+    """:func:`lift`, or ``_LAZY`` when it refused for size although :func:`_too_large` let it try
+    (the in-character rounds of a product of constraints can hold many more states than its
+    character boundaries) and ``dfa`` is large (all its states x V over :data:`LAZY_ENTRIES`)."""
+    try:
+        return lift(dfa, enc, sep, eos_id, max_states)
+    except ConstraintError as e:
+        large = len(dfa.table) * enc.size > LAZY_ENTRIES
+        if lazy is None and large and str(e).startswith("constraint too large"):
+            return _LAZY
+        raise
+
+
 def _too_large(dfa, enc: EncodedVocab) -> bool:
     """Whether lifting ``dfa`` whole would exceed :data:`LAZY_ENTRIES` or :data:`LAZY_STEP`."""
     starts = 1 + int(np.count_nonzero(dfa.boundary))
@@ -195,7 +211,9 @@ def _build(
     stats = {"char_states": dfa.table.shape[0], "byte_states": bytes_dfa.table.shape[0]}
     if lazy or (lazy is None and _too_large(bytes_dfa, enc)):
         return LazyTokenAutomaton(bytes_dfa, enc, entry.tokens, separator, eos_id, pattern, stats)
-    out = lift(bytes_dfa, enc, sep, eos_id, max_states)
+    out = _lift(bytes_dfa, enc, sep, eos_id, max_states, lazy)
+    if out is _LAZY:
+        return LazyTokenAutomaton(bytes_dfa, enc, entry.tokens, separator, eos_id, pattern, stats)
     if out is None:
         raise ConstraintError(_unspellable(pattern, dfa, enc, separator))
     return _automaton(out, enc, eos_id, pattern, separator, stats)
@@ -250,7 +268,11 @@ def _build_all(
         return LazyTokenAutomaton(
             made.dfa, enc, entry.tokens, separator, eos_id, describe(patterns, excludes), stats
         )
-    out = lift(made.dfa, enc, sep, eos_id, max_states)
+    out = _lift(made.dfa, enc, sep, eos_id, max_states, lazy)
+    if out is _LAZY:
+        return LazyTokenAutomaton(
+            made.dfa, enc, entry.tokens, separator, eos_id, describe(patterns, excludes), stats
+        )
     if out is None:
         raise ConstraintError(f"{head}: whole tokens joined by {separator!r} cannot form a matching text")
     return _automaton(out, enc, eos_id, describe(patterns, excludes), separator, stats)

@@ -172,3 +172,26 @@ def test_anderson_style_search_refuses_what_is_too_large(bpe, monkeypatch):
         decodekit.constrained_beam_search(model, tok.encode("a"), lazy, 2, 5)
     with pytest.raises(ConstraintError, match="too large.*one beam per automaton state.*masked beam search"):
         decodekit.constrained_beam_search(model, tok.encode("a"), "a{10000}", 2, 5)
+
+
+def test_a_lift_refused_for_size_goes_lazy_when_the_automaton_is_large(monkeypatch):
+    """A product's in-character states can exceed what its boundary states predict: the lift then
+    refuses for size, and with lazy=None (the default) the lazy automaton is used instead, when
+    all its byte-level states x V are over LAZY_ENTRIES; lazy=False keeps the refusal. Here: 60
+    boundary and 109 byte-level states, V = 18: 1,080 <= LAZY_ENTRIES = 1,500 < 1,962."""
+    from decodekit.constraints import lift as lift_module
+
+    tokens = [*"abcdogprkl ", "dog", "park", "ball", "é", b"\xc3", b"\xa9", "😀"]
+    words = [r".*\bdog\b.*", r".*\bpark\b.*", r".*\bball\b.*"]
+    monkeypatch.setattr(lift_module, "MAX_TABLE_ENTRIES", 40)
+    monkeypatch.setattr(compile_module, "LAZY_ENTRIES", 1500)
+    with pytest.raises(ConstraintError, match="constraint too large"):
+        compile_regex(words, tokens, None, lazy=False)
+    lazy = compile_regex(words, tokens, None)
+    assert isinstance(lazy, LazyTokenAutomaton)
+    for text in ["dog park ball", "ball dog park", "dog park", "a ball"]:
+        ids = [tokens.index(part) for word in text.split(" ") for part in (word, " ")][:-1]
+        assert lazy.accepts(ids) == all(regex.fullmatch(w, text) for w in words), text
+    monkeypatch.setattr(compile_module, "LAZY_ENTRIES", 5000)  # not large: the refusal stands
+    with pytest.raises(ConstraintError, match="constraint too large"):
+        compile_regex(words, tokens, None, exclude=["zzz"])

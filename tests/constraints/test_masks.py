@@ -3,6 +3,8 @@ definition, on random tables and compiled regexes, with the cache carried across
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -112,12 +114,17 @@ def test_cached_masks_equal_definition_on_regexes(data, with_eos) -> None:
     check(a, data.draw(st.lists(queries(a.num_states), min_size=1, max_size=6)))
 
 
-def test_over_budget_computes_the_definition(monkeypatch) -> None:
-    monkeypatch.setattr(automaton_module, "TABLE_BUDGET", 1)
+@pytest.mark.parametrize("rows", [0, 3])
+def test_over_budget_caches_the_visited_states_then_computes_the_definition(monkeypatch, rows) -> None:
+    """Over TABLE_BUDGET, CPU tables hold rows for the states visited first (slot 0: dead);
+    once those are taken, the definition is computed for the queries that need more."""
     a = compile_regex("(?:ab| a)+b?", VOCAB, len(VOCAB) - 1)
+    monkeypatch.setattr(automaton_module, "TABLE_BUDGET", rows * a.vocab_size)
+    a = dataclasses.replace(a)  # a fresh cache under the patched budget
     states = torch.tensor([0, 1, -1, a.num_states - 1])
-    check(a, [(states, None), (states, 2), (states, torch.tensor([1, 3, 0, 2]))])
-    assert a._masks.tables(a) is None
+    check(a, [(states[:1], None), (states[:2], 2), (states, None), (states, torch.tensor([1, 3, 0, 2]))])
+    tables = a._masks.tables(a)
+    assert tables.slot is not None and len(tables.slot) <= max(rows - 1, 1)
 
 
 def test_masks_survive_to_and_replace() -> None:
