@@ -291,7 +291,9 @@ class DecodekitEngine:
         return c["a"].allowed(c["states"], self.budget)[0].numpy()
 
     def describe(self, a) -> str:
-        return f"{a.num_states} states"
+        if hasattr(a, "num_states"):
+            return f"{a.num_states} states"
+        return f"lazy, {a.stats['candidate_states']} byte-level states"  # LazyTokenAutomaton
 
 
 class XgrammarEngine:
