@@ -33,8 +33,41 @@ SPARSE = 16  # mask in O(allowed) (or O(forbidden)) when at most V / SPARSE of t
 _CHUNK = 1 << 22  # entries of next_state gathered at once while filling tables
 
 
+class Walking:
+    """``walk`` and ``accepts`` from a class's ``_next(state, token) -> state`` (-1: dead, which
+    stays dead) and ``_accepts_state(state)``; shared by the eager and the lazy automaton."""
+
+    initial: int
+    eos_id: int | None
+    vocab_size: int
+
+    def walk(self, tokens: Iterable[int], state: int | None = None) -> int:
+        """The state after reading ``tokens`` from ``state`` (default: initial), or -1 if dead."""
+        s = self.initial if state is None else int(state)
+        for t in tokens:
+            t = int(t)
+            if not 0 <= t < self.vocab_size:
+                raise ConstraintError(f"token id {t} out of range for vocabulary size {self.vocab_size}")
+            s = self._next(s, t)
+        return s
+
+    def accepts(self, tokens: Iterable[int]) -> bool:
+        """Whether the token sequence is accepted; a single trailing EOS is allowed."""
+        tokens = [int(t) for t in tokens]
+        if tokens and self.eos_id is not None and tokens[-1] == self.eos_id:
+            tokens = tokens[:-1]
+        s = self.walk(tokens)
+        return s >= 0 and self._accepts_state(s)
+
+    def _next(self, s: int, t: int) -> int:
+        raise NotImplementedError
+
+    def _accepts_state(self, s: int) -> bool:
+        raise NotImplementedError
+
+
 @dataclass(frozen=True, eq=False)
-class TokenAutomaton:
+class TokenAutomaton(Walking):
     """A DFA over token ids whose accepted token sequences are exactly those whose text
     ``separator.join(token_strings[t] for t in tokens)`` fully matches ``pattern``. Every state is
     reachable from ``initial`` and can still reach acceptance (dead = -1); equivalent states are
@@ -144,25 +177,11 @@ class TokenAutomaton:
         nxt = self.next_state[states.clamp(min=0), tokens.to(self.device).long()]
         return torch.where(states >= 0, nxt, torch.full_like(nxt, -1))
 
-    def walk(self, tokens: Iterable[int], state: int | None = None) -> int:
-        """The state after reading ``tokens`` from ``state`` (default: initial), or -1 if dead."""
-        s = self.initial if state is None else int(state)
-        for t in tokens:
-            t = int(t)
-            if not 0 <= t < self.vocab_size:
-                raise ConstraintError(f"token id {t} out of range for vocabulary size {self.vocab_size}")
-            if s < 0:
-                return -1
-            s = int(self.next_state[s, t])
-        return s
+    def _next(self, s: int, t: int) -> int:
+        return -1 if s < 0 else int(self.next_state[s, t])
 
-    def accepts(self, tokens: Iterable[int]) -> bool:
-        """Whether the token sequence is accepted; a single trailing EOS is allowed."""
-        tokens = [int(t) for t in tokens]
-        if tokens and self.eos_id is not None and tokens[-1] == self.eos_id:
-            tokens = tokens[:-1]
-        s = self.walk(tokens)
-        return s >= 0 and bool(self.accepting[s])
+    def _accepts_state(self, s: int) -> bool:
+        return bool(self.accepting[s])
 
     def __repr__(self) -> str:
         return (

@@ -33,11 +33,12 @@ kept in an LRU of :data:`EXACT_ROWS`. ``step`` reads a token's bytes through the
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
 
+from decodekit.constraints.automaton import Walking
 from decodekit.constraints.graph import reverse_distances, unique_rows
 from decodekit.constraints.lift import EncodedVocab, _walk, as_bytes
 from decodekit.constraints.utf8 import ByteDFA
@@ -49,7 +50,7 @@ EXACT_ROWS = 64  # exact rows kept (allowed token ids and their bounds)
 MAX_ROUNDS = 64  # Moore rounds for sharing rows; a longer longest token: one row per byte state
 
 
-class LazyTokenAutomaton:
+class LazyTokenAutomaton(Walking):
     """The masked-search interface of :class:`~decodekit.constraints.automaton.TokenAutomaton`
     (``allowed``, ``mask``, ``step``, ``is_accepting``, ``min_tokens``, ``shortest``, ``walk``,
     ``accepts``, ``to``), built on first visit (see the module docstring). No ``next_state`` or
@@ -177,23 +178,8 @@ class LazyTokenAutomaton:
         out = [self._next(c, t) for c, t in zip(states.tolist(), tokens.tolist())]
         return torch.tensor(out, dtype=torch.long, device=self.device)
 
-    def walk(self, tokens: Iterable[int], state: int | None = None) -> int:
-        """The state after reading ``tokens`` from ``state`` (default: initial), or -1 if dead."""
-        s = self.initial if state is None else int(state)
-        for t in tokens:
-            t = int(t)
-            if not 0 <= t < self.vocab_size:
-                raise ConstraintError(f"token id {t} out of range for vocabulary size {self.vocab_size}")
-            s = self._next(s, t)
-        return s
-
-    def accepts(self, tokens: Iterable[int]) -> bool:
-        """Whether the token sequence is accepted; a single trailing EOS is allowed."""
-        tokens = [int(t) for t in tokens]
-        if tokens and self.eos_id is not None and tokens[-1] == self.eos_id:
-            tokens = tokens[:-1]
-        s = self.walk(tokens)
-        return s >= 0 and bool(self._accepting[s])
+    def _accepts_state(self, s: int) -> bool:
+        return bool(self._accepting[s])
 
     def __repr__(self) -> str:
         states = self.stats["candidate_states"]
