@@ -138,9 +138,14 @@ def byte_dfa(
     ascii_step = table[:, classes.rows[classes.block[:2]].reshape(-1)]  # [q, 128]
     ascii_only = (table[:, classes.beyond_ascii] < 0).all()  # no character past U+007F leads on
     if ascii_only or (available is not None and not available[0x80:].any()):
-        full = np.full((q, 256), -1, dtype=np.int64)
-        full[:, :0x80] = ascii_step
-        return _trim(full, accepting, q, available)
+        # one column per character class of an ASCII byte, and a dead one for the others: no
+        # [q, 256] table (65,536 states x 256 bytes would be 134 MB, copied several times)
+        uniq, inverse = np.unique(classes.rows[classes.block[:2]].reshape(-1), return_inverse=True)
+        small = np.full((q, len(uniq) + 1), -1, dtype=np.int64)
+        small[:, :-1] = table[:, uniq]
+        byte_of = np.full(256, len(uniq), dtype=np.int64)
+        byte_of[:0x80] = inverse.reshape(-1)
+        return _trim(small, accepting, q, available, byte_of)
     two, three, four, lead = _layout()
     block_node = classes.block  # level 1: after all but the last byte, a row of 64 classes
     # level 2: after a 3-byte lead, or a 4-byte lead and one continuation: 64 level-1 nodes
@@ -200,12 +205,23 @@ def _gather_ids(ids: np.ndarray, children: np.ndarray) -> np.ndarray:
     return np.where(children[:, None, :] >= 0, out, -1)
 
 
-def _trim(full: np.ndarray, accepting: np.ndarray, boundaries: int, available: np.ndarray | None) -> ByteDFA:
+def _trim(
+    full: np.ndarray,
+    accepting: np.ndarray,
+    boundaries: int,
+    available: np.ndarray | None,
+    byte_of: np.ndarray | None = None,
+) -> ByteDFA:
     """Drop the transitions on bytes not ``available``, keep the states reachable from state 0
     (the initial one) that can still accept, and merge bytes that act alike in every state.
-    States below ``boundaries`` lie between characters."""
-    if available is not None:
-        full[:, ~available] = -1
+    States below ``boundaries`` lie between characters. ``full`` [Q, B]: a column per byte (B =
+    256), or with ``byte_of`` [256] the column of each byte, whose last column is all dead."""
+    if byte_of is None:
+        byte_of = np.arange(256)
+        if available is not None:
+            full[:, ~available] = -1
+    elif available is not None:
+        byte_of = np.where(available, byte_of, full.shape[1] - 1)
     src, sym = np.nonzero(full >= 0)
     dst = full[src, sym]
     start = np.zeros(len(full), dtype=bool)
@@ -218,6 +234,7 @@ def _trim(full: np.ndarray, accepting: np.ndarray, boundaries: int, available: n
             np.zeros(256, dtype=np.int64), np.ones(1, dtype=bool),
         )  # fmt: skip
     remap = np.append(np.where(keep, np.cumsum(keep) - 1, -1), -1)
-    table, byte_class = distinct_columns(remap[full[keep]])
+    table, column_class = distinct_columns(remap[full[keep]])
     boundary = np.flatnonzero(keep) < boundaries
+    byte_class = column_class[byte_of]
     return ByteDFA(table.astype(np.int32), accepting[keep], 0, byte_class.astype(np.int64), boundary)
