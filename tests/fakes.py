@@ -109,6 +109,33 @@ def char_vocab(chars: str) -> Vocab:
     return CharVocab(["<unk>", "<eos>", *chars])
 
 
+def byte_bpe(texts, vocab_size: int, bos: bool = True):
+    """A byte-level BPE (GPT-2's scheme: all 256 bytes, merges over UTF-8) trained on ``texts``,
+    as a transformers fast tokenizer with ``<|endoftext|>`` as EOS (and BOS when ``bos``)."""
+    import tokenizers
+    import transformers
+
+    trained = tokenizers.ByteLevelBPETokenizer()
+    trained.train_from_iterator(texts, vocab_size=vocab_size, min_frequency=1, special_tokens=[EOT])
+    extra = {"bos_token": EOT} if bos else {}
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=trained._tokenizer, eos_token=EOT, **extra)
+
+
+def save_tiny_gpt2(path, texts, vocab_size: int):
+    """A seeded 1-layer GPT-2 and its byte-level BPE saved in ``path`` (a transformers directory)."""
+    import transformers
+
+    tok = byte_bpe(texts, vocab_size, bos=False)
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(
+        vocab_size=len(tok), n_positions=64, n_embd=16, n_layer=1, n_head=2, bos_token_id=0, eos_token_id=0
+    )
+    transformers.GPT2LMHeadModel(config).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+EOT = "<|endoftext|>"
 __all__ = ["TableLM", "HistoryLM", "all_completions", "sequence_logprob", "score", "math"]
 
 

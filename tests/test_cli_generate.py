@@ -5,6 +5,7 @@ import regex
 import torch
 
 from tests.cli import run, word_checkpoint
+from tests.fakes import save_tiny_gpt2
 
 WORDS = ["the", "company", "said", "profit", "rose", "market", "fell", "shares"]
 
@@ -89,18 +90,9 @@ def test_unknown_words_warn(model_dir):
 
 
 def test_generate_with_a_local_transformers_model(tmp_path):
-    transformers = pytest.importorskip("transformers")
-    tokenizers = pytest.importorskip("tokenizers")
-    texts = ["the cat sat on the mat", "the dog ran to the café"] * 5
-    bpe = tokenizers.ByteLevelBPETokenizer()
-    bpe.train_from_iterator(texts, vocab_size=300, min_frequency=1, special_tokens=["<|endoftext|>"])
-    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, eos_token="<|endoftext|>")
-    torch.manual_seed(0)
-    config = transformers.GPT2Config(
-        vocab_size=len(tok), n_positions=64, n_embd=16, n_layer=1, n_head=2, bos_token_id=0, eos_token_id=0
-    )
-    transformers.GPT2LMHeadModel(config).save_pretrained(tmp_path)
-    tok.save_pretrained(tmp_path)
+    pytest.importorskip("transformers")
+    pytest.importorskip("tokenizers")
+    save_tiny_gpt2(tmp_path, ["the cat sat on the mat", "the dog ran to the café"] * 5, 300)
     pattern = r" [a-z ]*\bcat\b[a-z ]*"
     r = run(
         "generate",

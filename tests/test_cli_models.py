@@ -18,6 +18,7 @@ from decodekit.models.arpa import write_arpa
 from decodekit.models.kneser_ney import train_kneser_ney_on_sentences
 from decodekit.models.lstm import LSTMLM, LSTMConfig
 from decodekit.vocab import WordVocab
+from tests.fakes import save_tiny_gpt2
 
 WORDS = ["the", "cat", "sat", "on", "mat", "dog", "ran"]
 COMMANDS = {
@@ -110,19 +111,11 @@ def test_warnings_style_is_restored_after_the_command(models, capsys):
 
 @pytest.fixture(scope="module")
 def hf_dir(tmp_path_factory):
-    transformers = pytest.importorskip("transformers")
-    tokenizers = pytest.importorskip("tokenizers")
-    texts = ["the cat sat on the mat", "the dog ran"] * 5
-    bpe = tokenizers.ByteLevelBPETokenizer()
-    bpe.train_from_iterator(texts, vocab_size=280, min_frequency=1, special_tokens=["<|endoftext|>"])
-    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, eos_token="<|endoftext|>")
-    torch.manual_seed(0)
-    config = transformers.GPT2Config(
-        vocab_size=len(tok), n_positions=64, n_embd=16, n_layer=1, n_head=2, bos_token_id=0, eos_token_id=0
+    pytest.importorskip("transformers")
+    pytest.importorskip("tokenizers")
+    path = save_tiny_gpt2(
+        tmp_path_factory.mktemp("hf") / "gpt2-tiny", ["the cat sat on the mat", "the dog ran"] * 5, 280
     )
-    path = tmp_path_factory.mktemp("hf") / "gpt2-tiny"
-    transformers.GPT2LMHeadModel(config).save_pretrained(path)
-    tok.save_pretrained(path)
     return path
 
 

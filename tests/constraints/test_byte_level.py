@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import decodekit
 from decodekit.constraints import ConstraintError, as_automaton, compile_regex
 from tests.constraints.strategies import regexes
-from tests.fakes import TableLM
+from tests.fakes import TableLM, byte_bpe
 
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
@@ -42,11 +42,7 @@ SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[Healt
 
 @pytest.fixture(scope="module")
 def bpe():
-    trained = tokenizers.ByteLevelBPETokenizer()
-    trained.train_from_iterator(TEXTS, vocab_size=400, min_frequency=1, special_tokens=["<|endoftext|>"])
-    tok = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=trained._tokenizer, eos_token="<|endoftext|>", bos_token="<|endoftext|>"
-    )
+    tok = byte_bpe(TEXTS, 400)
     vocab = HFVocab(tok, len(tok))
     return tok, vocab
 

@@ -10,9 +10,7 @@ import resource
 
 import pytest
 import regex
-import tokenizers
 import torch
-import transformers
 
 import decodekit
 from decodekit.constraints import (
@@ -25,7 +23,7 @@ from decodekit.constraints import (
 )
 from decodekit.constraints import compile as compile_module
 from decodekit.models.hf import HFVocab
-from tests.fakes import TableLM
+from tests.fakes import TableLM, byte_bpe
 
 TEXTS = ["the cat sat on the mat", "aaaa abab baba 2024-05-17", "naïve café 中文 😀", "0123456789 -:."] * 3
 SMALL = [
@@ -45,11 +43,7 @@ HUGE = {
 
 @pytest.fixture(scope="module")
 def bpe():
-    trained = tokenizers.ByteLevelBPETokenizer()
-    trained.train_from_iterator(TEXTS, vocab_size=400, min_frequency=1, special_tokens=["<|endoftext|>"])
-    tok = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=trained._tokenizer, eos_token="<|endoftext|>", bos_token="<|endoftext|>"
-    )
+    tok = byte_bpe(TEXTS, 400)
     return tok, HFVocab(tok, len(tok))
 
 

@@ -16,6 +16,7 @@ tokenizers = pytest.importorskip("tokenizers")
 
 import decodekit  # noqa: E402
 from decodekit.models.hf import HuggingFaceLM, load_hf  # noqa: E402
+from tests.fakes import byte_bpe  # noqa: E402
 
 TEXTS = [
     "the cat sat on the mat",
@@ -28,11 +29,7 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def tiny():
-    bpe = tokenizers.ByteLevelBPETokenizer()
-    bpe.train_from_iterator(TEXTS, vocab_size=320, min_frequency=1, special_tokens=["<|endoftext|>"])
-    tok = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=bpe._tokenizer, eos_token="<|endoftext|>", bos_token="<|endoftext|>"
-    )
+    tok = byte_bpe(TEXTS, 320)
     torch.manual_seed(0)
     config = transformers.GPT2Config(
         vocab_size=len(tok), n_positions=96, n_embd=32, n_layer=2, n_head=2, initializer_range=0.3,

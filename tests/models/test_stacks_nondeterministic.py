@@ -12,15 +12,6 @@ from decodekit.errors import DecodekitError
 from decodekit.models.stack.nondeterministic import NondeterministicStack, initial_ns_state, ns_update
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors: one intra-op thread is fastest on a shared machine (restored afterwards)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def brute_force_alpha(push, repl, pop, window=None, bottom="frozen"):
     """alpha[t][r, y] for t = 1..n by enumerating runs. Args: real weights push/repl [n, Q, S, Q, S],
     pop [n, Q, S, Q]. A stack element is (symbol, i) with i the step before its push; with a
