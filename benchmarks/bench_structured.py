@@ -6,9 +6,13 @@ Every engine gets the same vocabulary: the 50,000-token byte-level BPE that
 ``bench_byte_patterns.byte_bpe`` trains and caches (``--cache``, ``--data``), as the raw bytes of
 each token (``HFVocab.surface_bytes()``) with ``<|endoftext|>`` as EOS, the only stop token:
 
-* decodekit: ``compile_regex(pattern, token_bytes, eos_id)``; the mask is the one masked greedy and
-  beam search compute (``TokenAutomaton.allowed(states, max_length - t)``, a length budget larger
-  than the walk); mask + apply is ``TokenAutomaton.mask(logits, states, budget)``, what they call;
+* decodekit: ``compile_regex(pattern, token_bytes, eos_id, lazy="masked")``, what the masked
+  searches compile (a ``LazyTokenAutomaton`` with the whole automaton's masks on this
+  vocabulary); the mask is the one masked greedy and beam search compute
+  (``allowed(states, max_length - t)``, a length budget larger than the walk); mask + apply is
+  ``mask(logits, states, budget, inplace=True)``, in place as the peers apply theirs;
+* decodekit-whole: the same with the automaton built whole (``lazy=None``, the default of
+  ``compile_regex``; what Anderson-style search needs);
 * xgrammar: ``TokenizerInfo(bytes, VocabType.RAW, stop_token_ids=[eos])``, ``GrammarCompiler``
   (cache off), ``GrammarMatcher.fill_next_token_bitmask``, ``apply_token_bitmask_inplace``;
 * llguidance: ``LLTokenizer(TokenizerWrapper(...))`` over the same bytes, ``LLMatcher`` of
@@ -189,7 +193,8 @@ WALK_TEXT["three-words"] = WALK_TEXT["three-words-6"] = WALK_TEXT["two-words"] =
     "the children took the dog to the park in the morning and played with a red ball until lunch"
 )
 SMALL = "date"  # the small pattern the reach patterns' per-token times are compared with
-ENGINES = ("decodekit", "xgrammar", "llguidance", "outlines-core")
+ENGINES = ("decodekit", "xgrammar", "llguidance", "outlines-core")  # the default contenders
+VARIANTS = ("decodekit-whole",)  # on request (--engines): decodekit's automaton built whole
 PACKAGES = {"xgrammar": "xgrammar", "llguidance": "llguidance", "outlines-core": "outlines_core"}
 
 
@@ -197,7 +202,7 @@ def available_engines(wanted=ENGINES) -> list[str]:
     """The engines of ``wanted`` whose package imports (decodekit always)."""
     out = []
     for name in wanted:
-        if name != "decodekit":
+        if not name.startswith("decodekit"):
             try:
                 __import__(PACKAGES[name])
             except ImportError:
@@ -246,7 +251,11 @@ def _bits_to_bool(bitmask: torch.Tensor, vocab: int) -> np.ndarray:
 
 
 class DecodekitEngine:
+    """decodekit as its masked searches compile (``lazy="masked"``: the automaton built on first
+    visit, with the whole automaton's masks)."""
+
     name = "decodekit"
+    lazy = "masked"
 
     def prepare(self, tokens, eos: int) -> None:
         self.tokens, self.eos = tokens, eos
@@ -255,19 +264,19 @@ class DecodekitEngine:
 
     def compile(self, pattern: str):
         clear_cache(vocabularies=False)
-        a = compile_regex(pattern, self.tokens, self.eos, "")
+        a = compile_regex(pattern, self.tokens, self.eos, "", lazy=self.lazy)
         a.allowed(torch.tensor([a.initial]), self.budget)
         return a
 
     def compile_schema(self, schema: dict):
         clear_cache(vocabularies=False)
-        a = compile_regex(json_schema(schema), self.tokens, self.eos, "")  # compact JSON
+        a = compile_regex(json_schema(schema), self.tokens, self.eos, "", lazy=self.lazy)  # compact JSON
         a.allowed(torch.tensor([a.initial]), self.budget)
         return a
 
     def compile_all(self, patterns: list[str]):
         clear_cache(vocabularies=False)
-        a = compile_regex(patterns, self.tokens, self.eos, "")  # the product: all must match
+        a = compile_regex(patterns, self.tokens, self.eos, "", lazy=self.lazy)  # the product: all must match
         a.allowed(torch.tensor([a.initial]), self.budget)
         return a
 
@@ -281,7 +290,7 @@ class DecodekitEngine:
         c["a"].allowed(c["states"])
 
     def mask_apply(self, c, logits: torch.Tensor) -> None:
-        c["a"].mask(logits, c["states"], self.budget)  # what the masked searches call
+        c["a"].mask(logits, c["states"], self.budget, inplace=True)  # in place, as the peers apply
 
     def advance(self, c, token: int) -> bool:
         c["states"] = c["a"].step(c["states"], torch.tensor([token]))
@@ -294,6 +303,14 @@ class DecodekitEngine:
         if hasattr(a, "num_states"):
             return f"{a.num_states} states"
         return f"lazy, {a.stats['candidate_states']} byte-level states"  # LazyTokenAutomaton
+
+
+class DecodekitWholeEngine(DecodekitEngine):
+    """decodekit's automaton built whole (``lazy=None``: what Anderson-style search needs; lazy
+    only when too large)."""
+
+    name = "decodekit-whole"
+    lazy = None
 
 
 class XgrammarEngine:
@@ -477,6 +494,7 @@ def make_engines(names, tokens, eos: int, encode, compiled_kernels: bool = True)
     llguidance's and outlines-core's torch apply kernels, else the same uncompiled."""
     makers = {
         "decodekit": DecodekitEngine,
+        "decodekit-whole": DecodekitWholeEngine,
         "xgrammar": XgrammarEngine,
         "llguidance": lambda: LlguidanceEngine(encode, compiled_kernels),
         "outlines-core": lambda: OutlinesEngine(compiled_kernels),
@@ -853,7 +871,7 @@ def end_to_end(args, raw, tok, tokens, eos: int) -> dict:
     model = transformers.GPT2LMHeadModel(config).eval()
     lm = HuggingFaceLM(model, tok)
     assert lm.eos_id == eos and lm.vocab.surface_bytes() == tokens
-    automaton = decodekit.compile_regex(pattern, lm.vocab.surface_bytes(), lm.eos_id)
+    automaton = decodekit.compile_regex(pattern, lm.vocab.surface_bytes(), lm.eos_id, lazy="masked")
     info = xgr.TokenizerInfo(
         [t if t is not None else b"" for t in tokens],
         xgr.VocabType.RAW,
@@ -1096,7 +1114,7 @@ def parse_args(argv=None):
     ap.add_argument("--cache", type=Path, default=Path("runs/byte-bpe"), help="trained tokenizers")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--walk", type=int, default=64, help="most tokens of a walk")
-    ap.add_argument("--engines", nargs="+", choices=ENGINES, default=list(ENGINES))
+    ap.add_argument("--engines", nargs="+", choices=ENGINES + VARIANTS, default=list(ENGINES))
     ap.add_argument(
         "--patterns", nargs="+", choices=list(STRUCTURED) + list(EXTRA), default=None, help="default: all"
     )

@@ -207,7 +207,7 @@ def combined_constraint(model: LanguageModel, config: GenerationConfig):
     if isinstance(config.constraint, tuple) or config.exclude:
         from decodekit.constraints import as_automaton
 
-        lazy = False if config.resolved_strategy == "beam" else None  # Anderson-style: built whole
+        lazy = False if config.resolved_strategy == "beam" else "masked"  # Anderson-style: built whole
         return as_automaton(config.constraint, model, exclude=config.exclude, lazy=lazy)
     return config.constraint
 

@@ -147,19 +147,37 @@ class TokenAutomaton(Walking):
             ok = _length_checked(self, ok, states, remaining, tight, tables.lazy)
         return ok
 
-    def mask(self, logprobs: torch.Tensor, states: torch.Tensor, remaining: int | torch.Tensor | None = None):
+    def mask(
+        self,
+        logprobs: torch.Tensor,
+        states: torch.Tensor,
+        remaining: int | torch.Tensor | None = None,
+        *,
+        inplace: bool = False,
+    ):
         """``logprobs`` [N, V] with -inf wherever ``allowed(states, remaining)`` is False (a new
-        tensor, same dtype; allowed entries unchanged). One add of a cached 0 / -inf row per state
-        when no row needs the length check."""
+        tensor, same dtype; allowed entries unchanged; ``inplace``: written into ``logprobs``,
+        which is returned). One add of a cached 0 / -inf row per state when no row needs the
+        length check."""
         states = states.to(self.device).long()
         tables = self._masks.tables(self)
         if tables is None:
-            return logprobs.masked_fill(~_reference_allowed(self, states, remaining), NEG_INF)
+            forbidden = ~_reference_allowed(self, states, remaining)
+            return (
+                logprobs.masked_fill_(forbidden, NEG_INF)
+                if inplace
+                else logprobs.masked_fill(forbidden, NEG_INF)
+            )
         rows = tables.rows(self, states)
         tight = None if rows is None else tables.tight(rows, remaining)
         if rows is None or tight is not None:
-            return logprobs.masked_fill(~self.allowed(states, remaining), NEG_INF)
-        return tables.apply(logprobs, rows)
+            forbidden = ~self.allowed(states, remaining)
+            return (
+                logprobs.masked_fill_(forbidden, NEG_INF)
+                if inplace
+                else logprobs.masked_fill(forbidden, NEG_INF)
+            )
+        return tables.apply(logprobs, rows, inplace)
 
     def is_accepting(self, states: torch.Tensor) -> torch.Tensor:
         """[N] states -> [N] bool: whether each is an accepting state (dead states are not)."""
@@ -310,30 +328,40 @@ class _Tables:
         tight = self.max_need.index_select(0, self.index(rows)) > rem - 1  # [N]
         return None if self.lazy and not bool(tight.any()) else tight
 
-    def apply(self, logprobs: torch.Tensor, rows: list[int] | torch.Tensor) -> torch.Tensor:
-        """``logprobs`` [N, V] masked by the static rows ``rows`` [N]: one add of the 0 / -inf
-        rows, or on CPU, when every row keeps (or every row forbids) at most V / SPARSE tokens,
-        an -inf fill and a copy of the kept entries (or a copy and an -inf fill of the others)."""
+    def apply(
+        self, logprobs: torch.Tensor, rows: list[int] | torch.Tensor, inplace: bool = False
+    ) -> torch.Tensor:
+        """``logprobs`` [N, V] masked by the static rows ``rows`` [N] (into ``logprobs`` itself
+        when ``inplace``): one add of the 0 / -inf rows, or on CPU, when every row keeps (or
+        every row forbids) at most V / SPARSE tokens, an -inf fill and a copy of the kept entries
+        (or an -inf fill of the others)."""
         bias = self.bias(logprobs.dtype)
         if not self.lazy:
-            return logprobs + bias.index_select(0, rows)
+            return _add(logprobs, bias.index_select(0, rows), inplace)
         ids = rows
         entries = [self.ids[i] for i in ids]
         if len(ids) == 1:  # the common one-row case, without index tensors
             if entries[0] is None:
-                return logprobs + bias[ids[0]]
+                return _add(logprobs, bias[ids[0]], inplace)
             keep, cols = entries[0]
             if keep:
                 cols = cols[None]
-                return torch.full_like(logprobs, NEG_INF).scatter_(1, cols, logprobs.gather(1, cols))
-            return logprobs.index_fill(1, cols, NEG_INF)
+                kept = logprobs.gather(1, cols)
+                out = logprobs.fill_(NEG_INF) if inplace else torch.full_like(logprobs, NEG_INF)
+                return out.scatter_(1, cols, kept)
+            return (
+                logprobs.index_fill_(1, cols, NEG_INF) if inplace else logprobs.index_fill(1, cols, NEG_INF)
+            )
         if any(e is None for e in entries) or len({e[0] for e in entries}) > 1:
-            return logprobs + bias.index_select(0, self.index(rows))
+            return _add(logprobs, bias.index_select(0, self.index(rows)), inplace)
         counts = torch.tensor([len(e[1]) for e in entries])
         at = torch.arange(len(ids)).repeat_interleave(counts), torch.cat([e[1] for e in entries])
         if entries[0][0]:
-            return torch.full_like(logprobs, NEG_INF).index_put_(at, logprobs[at])
-        return logprobs.index_put(at, logprobs.new_tensor(NEG_INF))
+            kept = logprobs[at]
+            out = logprobs.fill_(NEG_INF) if inplace else torch.full_like(logprobs, NEG_INF)
+            return out.index_put_(at, kept)
+        ninf = logprobs.new_tensor(NEG_INF)
+        return logprobs.index_put_(at, ninf) if inplace else logprobs.index_put(at, ninf)
 
     def bias(self, dtype: torch.dtype) -> torch.Tensor:
         """[S + 1, V] of ``dtype``: 0 where allowed, -inf elsewhere (filled rows only)."""
@@ -365,6 +393,10 @@ class _Tables:
                 bias[part] = _bias(ok, dtype)
         self.bound = max(self.bound, int(self.max_need.max()))
         self.built[where.cpu().numpy()] = True
+
+
+def _add(logprobs: torch.Tensor, bias: torch.Tensor, inplace: bool) -> torch.Tensor:
+    return logprobs.add_(bias) if inplace else logprobs + bias
 
 
 def _bias(ok: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

@@ -211,8 +211,9 @@ def _closure(nfa: _NFA, states, wb: bool, nwb: bool) -> frozenset[int]:
     return frozenset(seen)
 
 
-def build_char_dfa(ast, has_boundaries: bool, max_states: int) -> CharDFA:
-    """Thompson NFA + subset construction (bounded by ``max_states``) + pruning + minimisation.
+def build_char_dfa(ast, has_boundaries: bool, max_states: int, minimal: bool = True) -> CharDFA:
+    """Thompson NFA + subset construction (bounded by ``max_states``) + pruning + minimisation
+    (``minimal=False`` skips it: for the lazy automaton, which never merges states anyway).
 
     The subset construction's cost is metered too (the number of DFA states alone does not bound
     it): each DFA state costs, per NFA state it holds, ``1 +`` the classes of that state's
@@ -280,6 +281,6 @@ def build_char_dfa(ast, has_boundaries: bool, max_states: int) -> CharDFA:
     dist = reverse_distances(src, table[src, cls], acc, len(acc))
     live = dist >= 0
     table, acc = np.append(np.where(live, np.cumsum(live) - 1, -1), -1)[table[live]], acc[live]
-    if live[0]:  # else nothing is live (every state is reachable from 0)
+    if live[0] and minimal:  # else nothing is live (every state is reachable from 0)
         table, acc, _ = minimize(table, acc, 0, hint=dist[live])
     return CharDFA(table.astype(np.int32), acc, 0 if live[0] else -1, explicit, other, examples)

@@ -19,7 +19,7 @@ from decodekit.constraints.combine import as_patterns, components, describe, lis
 from decodekit.constraints.firstset import first_char_rejects
 from decodekit.constraints.graph import reverse_distances
 from decodekit.constraints.lazy import LazyTokenAutomaton
-from decodekit.constraints.lift import EncodedVocab, encode_vocab, lift
+from decodekit.constraints.lift import EncodedVocab, as_bytes, encode_vocab, lift
 from decodekit.constraints.pattern import OCCURRING_BITS, parse
 from decodekit.constraints.utf8 import byte_dfa, code_point_classes
 from decodekit.errors import ConstraintError
@@ -76,7 +76,7 @@ def compile_regex(
     *,
     exclude: str | Sequence[str] = (),
     max_states: int = DEFAULT_MAX_STATES,
-    lazy: bool | None = None,
+    lazy: bool | str | None = None,
 ) -> TokenAutomaton | LazyTokenAutomaton:
     """Compile ``pattern`` into a :class:`TokenAutomaton` over ``len(token_strings)`` tokens.
 
@@ -99,7 +99,11 @@ def compile_regex(
     ``lazy``: None (default) returns a :class:`~decodekit.constraints.lazy.LazyTokenAutomaton`
     (masked search only; built on first visit) when the automaton would be too large to build
     whole (:data:`LAZY_ENTRIES`, :data:`LAZY_STEP`: decided before lifting, from the byte DFA's
-    size), True always, False never (the size errors below instead).
+    size), True always, False never (the size errors below instead). ``"masked"`` (what the
+    masked searches compile with): lazily whenever the lazy automaton's masks equal the whole
+    one's (:func:`exact_lazily`: every byte the tokens contain is a token by itself, no
+    separator; near the length limit the whole automaton is built once, on first need), so
+    that compiling costs a parse, two small DFAs and the first mask; else as None.
 
     Raises:
         ConstraintError: invalid regex (with the position), unsupported feature (back-references,
@@ -129,8 +133,8 @@ def compile_regex(
     if max_states is None or max_states < 1:
         raise ConstraintError(f"max_states must be a positive integer, got {max_states!r}")
     fingerprint = (len(tokens), hash(tokens[:: max(1, len(tokens) // FINGERPRINT_SAMPLE)]))
-    if lazy not in (None, True, False):
-        raise ConstraintError(f"lazy must be None, True or False, got {lazy!r}")
+    if lazy not in (None, True, False, "masked"):
+        raise ConstraintError(f"lazy must be None, True, False or 'masked', got {lazy!r}")
     key = (pattern, separator, eos_id, max_states, lazy)  # pattern: a str, or ("all", patterns, excludes)
     with _lock:
         entry = _cache.get(fingerprint)
@@ -174,9 +178,43 @@ def _lift(dfa, enc: EncodedVocab, sep: bytes, eos_id, max_states: int, lazy: boo
         return lift(dfa, enc, sep, eos_id, max_states)
     except ConstraintError as e:
         large = len(dfa.table) * enc.size > LAZY_ENTRIES
-        if lazy is None and large and str(e).startswith("constraint too large"):
+        if lazy in (None, "masked") and large and str(e).startswith("constraint too large"):
             return _LAZY
         raise
+
+
+def exact_lazily(enc: EncodedVocab, tokens: Sequence, separator: str, eos_id: int | None) -> bool:
+    """Whether a lazy automaton over ``enc`` can have the whole automaton's masks: with no
+    separator, every byte some token other than EOS contains is also a token by itself, so a
+    state can still reach acceptance with tokens iff it can one byte per token (byte-level BPE
+    and character vocabularies)."""
+    if separator or len(enc.by_depth) < 2:
+        return False
+    ids, nodes = enc.by_depth[1]
+    ok = ids != (-1 if eos_id is None else eos_id)
+    single = np.zeros(256, dtype=bool)
+    single[enc.byte[0][nodes[ok]]] = True
+    counts = enc.byte_counts.copy()
+    if eos_id is not None and (eos := as_bytes(tokens[eos_id])):
+        np.subtract.at(counts, np.frombuffer(eos, dtype=np.uint8), 1)
+    return bool(single[counts > 0].all())
+
+
+def _exact_lazy(dfa, enc: EncodedVocab, tokens, separator: str, eos_id, pattern: str, stats, max_states):
+    """A :class:`LazyTokenAutomaton` that builds the whole automaton (:func:`lift`) the first time
+    a mask needs the exact fewest tokens to acceptance (near the length limit), or keeps the
+    one-byte-per-token bound if that build refuses for size; None if nothing matches."""
+
+    def whole():
+        try:
+            return lift(dfa, enc, separator.encode("utf-8"), eos_id, max_states)
+        except ConstraintError:
+            return None
+
+    try:
+        return LazyTokenAutomaton(dfa, enc, tokens, separator, eos_id, pattern, stats, exact=whole)
+    except ConstraintError:  # nothing matches: the whole build says why, as without lazy
+        return None
 
 
 def _too_large(dfa, enc: EncodedVocab) -> bool:
@@ -199,18 +237,23 @@ def _build(
             both.pattern = pattern
             return both
         return dataclasses.replace(both, pattern=pattern)
-    dfa = build_char_dfa(ast, boundaries, max_states)
     if entry.encoded is None:
         entry.encoded = encode_vocab(entry.tokens)
     enc = entry.encoded
+    masked_lazily = lazy == "masked" and exact_lazily(enc, entry.tokens, separator, eos_id)
+    dfa = build_char_dfa(ast, boundaries, max_states, minimal=not masked_lazily)
     if dfa.initial < 0:
         raise ConstraintError(f"regex {pattern!r} matches no text at all")
     sep = separator.encode("utf-8")
     classes = code_point_classes(dfa.other, dfa.explicit)
     bytes_dfa = byte_dfa(dfa.table, dfa.accepting, classes, enc.available(sep))
     stats = {"char_states": dfa.table.shape[0], "byte_states": bytes_dfa.table.shape[0]}
-    if lazy or (lazy is None and _too_large(bytes_dfa, enc)):
+    if lazy is True or (lazy is not False and _too_large(bytes_dfa, enc)):
         return LazyTokenAutomaton(bytes_dfa, enc, entry.tokens, separator, eos_id, pattern, stats)
+    if masked_lazily:
+        made = _exact_lazy(bytes_dfa, enc, entry.tokens, separator, eos_id, pattern, stats, max_states)
+        if made is not None:
+            return made
     out = _lift(bytes_dfa, enc, sep, eos_id, max_states, lazy)
     if out is _LAZY:
         return LazyTokenAutomaton(bytes_dfa, enc, entry.tokens, separator, eos_id, pattern, stats)
@@ -264,10 +307,15 @@ def _build_all(
             raise ConstraintError(f"no text matches {wanted}: the constraints contradict each other")
         raise ConstraintError(f"{head}: the matching texts need bytes that no token contains")
     stats = {**made.stats, "constraints": len(patterns), "excludes": len(excludes)}
-    if lazy or (lazy is None and _too_large(made.dfa, enc)):
+    if lazy is True or (lazy is not False and _too_large(made.dfa, enc)):
         return LazyTokenAutomaton(
             made.dfa, enc, entry.tokens, separator, eos_id, describe(patterns, excludes), stats
         )
+    if lazy == "masked" and exact_lazily(enc, entry.tokens, separator, eos_id):
+        label = describe(patterns, excludes)
+        out = _exact_lazy(made.dfa, enc, entry.tokens, separator, eos_id, label, stats, max_states)
+        if out is not None:
+            return out
     out = _lift(made.dfa, enc, sep, eos_id, max_states, lazy)
     if out is _LAZY:
         return LazyTokenAutomaton(
@@ -299,7 +347,7 @@ def as_automaton(
     *,
     exclude: str | Sequence[str] = (),
     max_states: int = DEFAULT_MAX_STATES,
-    lazy: bool | None = None,
+    lazy: bool | str | None = None,
 ) -> TokenAutomaton | LazyTokenAutomaton:
     """A compiled automaton for ``model``: a pattern string, or a list of them (all must match),
     with optional ``exclude`` patterns (none may match anywhere), is compiled against

@@ -10,6 +10,7 @@ SMALL_TABLE = 256  # edges / table entries up to which plain Python beats numpy'
 SMALL_FRONTIER = 48  # BFS levels with up to this many states are expanded in plain Python
 DENSE_LEVELS = 4  # BFS levels done as one vectorised pass over all edges before switching to CSR
 WIDE = 16  # ... and any level reaching at least 1/WIDE of the states
+DEDUPE_PAIRS = 1 << 24  # states^2 up to which parallel edges are merged first (a bitmap of pairs)
 
 
 def reverse_distances(src: np.ndarray, dst: np.ndarray, targets: np.ndarray, num_states: int) -> np.ndarray:
@@ -23,6 +24,13 @@ def reverse_distances(src: np.ndarray, dst: np.ndarray, targets: np.ndarray, num
     gather predecessors from a CSR adjacency (narrow levels in plain Python). O(S + E log E)."""
     if len(src) <= SMALL_TABLE:
         return _reverse_distances_small(src, dst, targets, num_states)
+    if len(src) > 4 * num_states and num_states * num_states <= DEDUPE_PAIRS:
+        seen = np.zeros(num_states * num_states, dtype=bool)  # parallel edges (a state's byte
+        seen[np.asarray(src, dtype=np.int64) * num_states + dst] = True  # columns): one each
+        pairs = np.flatnonzero(seen)
+        src, dst = pairs // num_states, pairs % num_states
+        if len(src) <= SMALL_TABLE:
+            return _reverse_distances_small(src, dst, targets, num_states)
     dist = np.full(num_states, -1, dtype=np.int64)
     dist[targets] = 0
     frontier = targets.copy()
@@ -244,6 +252,13 @@ def minimize(
     ``accepting`` [S]; ``hint`` [S] an optional invariant equivalent states share (the distance
     to acceptance), which saves rounds. The initial state becomes 0, the others keep the order
     of their first member."""
+    return minimize_with_blocks(table, accepting, initial, hint)[0]
+
+
+def minimize_with_blocks(
+    table: np.ndarray, accepting: np.ndarray, initial: int, hint: np.ndarray | None = None
+) -> tuple[Minimized, np.ndarray]:
+    """:func:`minimize`, and [S] the new state of each original state."""
     n, width = table.shape
     start = accepting.astype(np.int64) if hint is None else hint * 2 + accepting
     block = _minimize_small(table, start) if n * (width + 1) <= SMALL_TABLE else _refine(table, start)[0]
@@ -251,5 +266,6 @@ def minimize(
     firsts[block[initial]] = -1  # the initial state's block comes first
     order = np.argsort(firsts)
     rep_of = np.where(firsts < 0, initial, firsts)[order]
-    new_table = np.append(np.argsort(order)[block], -1).astype(table.dtype)[table[rep_of]]
-    return Minimized(new_table, accepting[rep_of], rep_of)
+    new_of = np.argsort(order)[block]
+    new_table = np.append(new_of, -1).astype(table.dtype)[table[rep_of]]
+    return Minimized(new_table, accepting[rep_of], rep_of), new_of

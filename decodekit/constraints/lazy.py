@@ -33,14 +33,14 @@ kept in an LRU of :data:`EXACT_ROWS`. ``step`` reads a token's bytes through the
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import torch
 
 from decodekit.constraints.automaton import Walking
 from decodekit.constraints.graph import reverse_distances, unique_rows
-from decodekit.constraints.lift import EncodedVocab, _walk, as_bytes
+from decodekit.constraints.lift import EncodedVocab, Lifted, _walk, as_bytes
 from decodekit.constraints.utf8 import ByteDFA
 from decodekit.errors import ConstraintError
 
@@ -48,6 +48,7 @@ NEG_INF = float("-inf")
 STATIC_ROWS = 256  # static rows kept (bool + float32 [V] each: 250 KB at V = 50k)
 EXACT_ROWS = 64  # exact rows kept (allowed token ids and their bounds)
 MAX_ROUNDS = 64  # Moore rounds for sharing rows; a longer longest token: one row per byte state
+GROUP_AFTER = 16  # static rows walked per byte state before byte states with equal rows are grouped
 
 
 class LazyTokenAutomaton(Walking):
@@ -74,6 +75,7 @@ class LazyTokenAutomaton(Walking):
         stats: Mapping[str, int],
         device: torch.device | str = "cpu",
         _shared: dict | None = None,
+        exact: Callable[[], Lifted | None] | None = None,
     ) -> None:
         self.eos_id, self.pattern, self.separator, self.initial = eos_id, pattern, separator, 0
         self.device = torch.device(device)
@@ -94,9 +96,9 @@ class LazyTokenAutomaton(Walking):
         start = np.concatenate([[dfa.initial * width], after_sep[:num_byte]])  # [1 + Q] premultiplied
         accepting = np.concatenate([[dfa.accepting[dfa.initial]], dfa.accepting])  # [1 + Q]
         usable = enc.valid & (np.arange(enc.size) != (-1 if eos_id is None else eos_id))
-        lengths = np.array([len(b) if (b := as_bytes(t)) is not None else 0 for t in tokens])
-        singles = [b[0] for t, ok in zip(tokens, usable) if ok and (b := as_bytes(t)) and len(b) == 1]
-        kinds = np.unique(lut[singles]) if singles else np.zeros(0, dtype=np.intp)
+        lengths = enc.lengths
+        ids, nodes = enc.by_depth[1] if len(enc.by_depth) > 1 else (np.zeros(0, dtype=np.int64),) * 2
+        kinds = np.unique(lut[enc.byte[0][nodes[usable[ids]]]]) if len(ids) else np.zeros(0, dtype=np.intp)
         # the candidate graph of single-byte tokens: c -> 1 + q' (upper bound on tokens needed)
         src = np.repeat(np.arange(num_byte + 1), len(kinds))
         dst = flat[(start[:, None] + kinds[None, :]).reshape(-1)] // width
@@ -117,8 +119,11 @@ class LazyTokenAutomaton(Walking):
         self._width, self._dead, self._flat, self._lut = width, dead, flat, lut
         self._start, self._accepting, self._usable = start, accepting, usable
         self._bound, self._lower, self._codes = bound, lower, {}
-        self._group, self._reach = _groups(succ, bound, min(len(enc.by_depth) - 1, 10**9))
-        self.stats = {**stats, "candidate_states": num_byte + 1, "row_groups": int(self._group.max()) + 1}
+        self._whole = {"build": exact, "need": None}  # shared by the device copies
+        depth = len(enc.by_depth) - 1
+        self._reach = _reach(succ, bound, depth)
+        self._grouping = {"succ": succ, "bound": bound, "depth": depth, "group": None, "walks": 0}
+        self.stats = {**stats, "candidate_states": num_byte + 1}
 
     # ------------------------------------------------------------------ the public interface
 
@@ -127,9 +132,27 @@ class LazyTokenAutomaton(Walking):
         return self._enc.size
 
     @property
+    def exact(self) -> bool:
+        """Whether the masks equal the whole automaton's: the static rows do when every byte the
+        tokens contain is a token by itself (no separator), and near the length limit the whole
+        automaton, built once on first need, gives the fewest tokens to acceptance."""
+        return self._whole["build"] is not None or self._whole["need"] is not None
+
+    @property
     def shortest(self) -> int:
-        """The fewest tokens of a match the masks guarantee (one byte per token)."""
-        return int(self._bound[self.initial])
+        """The fewest tokens of a match the masks guarantee: exact when :attr:`exact` (the whole
+        automaton is built if the one-byte-per-token bound exceeds it), else a match spelled one
+        byte per token."""
+        need = self._exact_need() if self._bound[self.initial] > self._lower[self.initial] else None
+        return int(self._bound[self.initial] if need is None else need[self.initial])
+
+    def fits(self, max_length: int) -> bool:
+        """Whether the masks let a match end within ``max_length`` tokens (builds the whole
+        automaton only when the one-byte-per-token bound says no and :attr:`exact`)."""
+        if self._bound[self.initial] <= max_length:
+            return True
+        need = self._exact_need()
+        return need is not None and 0 <= need[self.initial] <= max_length
 
     def to(self, device: torch.device | str) -> LazyTokenAutomaton:
         """A copy producing tensors on ``device`` (self if already there); the tables are shared,
@@ -154,13 +177,22 @@ class LazyTokenAutomaton(Walking):
             return torch.zeros(0, self.vocab_size, dtype=torch.bool, device=self.device)
         return torch.stack([r[0] for r in rows])
 
-    def mask(self, logprobs: torch.Tensor, states: torch.Tensor, remaining: int | torch.Tensor | None = None):
-        """``logprobs`` [N, V] with -inf wherever :meth:`allowed` is False (a new tensor)."""
+    def mask(
+        self,
+        logprobs: torch.Tensor,
+        states: torch.Tensor,
+        remaining: int | torch.Tensor | None = None,
+        *,
+        inplace: bool = False,
+    ):
+        """``logprobs`` [N, V] with -inf wherever :meth:`allowed` is False (a new tensor, or
+        ``logprobs`` itself when ``inplace``)."""
         rows = [self._row(c, r) for c, r in zip(*self._args(states, remaining))]
         if not rows:
-            return logprobs.clone()
+            return logprobs if inplace else logprobs.clone()
         bias = [self._bias(r, logprobs.dtype) for r in rows]
-        return logprobs + (bias[0][None] if len(bias) == 1 else torch.stack(bias))
+        bias = bias[0][None] if len(bias) == 1 else torch.stack(bias)
+        return logprobs.add_(bias) if inplace else logprobs + bias
 
     def is_accepting(self, states: torch.Tensor) -> torch.Tensor:
         """[N] states -> [N] bool (dead states are not)."""
@@ -185,7 +217,7 @@ class LazyTokenAutomaton(Walking):
         states = self.stats["candidate_states"]
         return (
             f"LazyTokenAutomaton(pattern={self.pattern!r}, candidate_states={states}, "
-            f"vocab_size={self.vocab_size}, shortest<={self.shortest}, eos_id={self.eos_id})"
+            f"vocab_size={self.vocab_size}, shortest<={int(self._bound[self.initial])}, eos_id={self.eos_id})"
         )
 
     # ------------------------------------------------------------------ rows
@@ -215,7 +247,7 @@ class LazyTokenAutomaton(Walking):
         return 1 + s // self._width
 
     def _walk(self, c: int) -> tuple[np.ndarray, np.ndarray]:
-        """The usable tokens alive from c and the bound of their next states (only bound >= 0)."""
+        """The usable tokens alive from c whose next state has ``bound >= 0``, and those states."""
         s = int(self._start[c])
         if s == self._dead:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
@@ -223,9 +255,20 @@ class LazyTokenAutomaton(Walking):
         tok = np.concatenate([r.tokens for r in reads])
         ends = np.concatenate([r.ends[0] for r in reads])
         nxt = np.where(ends < self._dead, 1 + ends // self._width, 0)
-        need = np.where(ends < self._dead, self._bound[nxt], -1)
-        keep = self._usable[tok] & (need >= 0)
-        return tok[keep], need[keep]
+        keep = self._usable[tok] & (ends < self._dead) & (self._bound[nxt] >= 0)
+        return tok[keep], nxt[keep]
+
+    def _exact_need(self) -> np.ndarray | None:
+        """[1 + Q] the fewest tokens to acceptance from each candidate (-1: none), from the whole
+        automaton built on first call; None when not :attr:`exact` or the build refused."""
+        holder = self._whole
+        if holder["need"] is None and holder["build"] is not None:
+            build, holder["build"] = holder["build"], None
+            lifted = build()
+            if lifted is not None:
+                has = lifted.state_of >= 0
+                holder["need"] = np.where(has, lifted.min_tokens[np.maximum(lifted.state_of, 0)], -1)
+        return holder["need"]
 
     def _row(self, c: int, remaining: int | None) -> tuple:
         """(bool [V] row, cache entry for biases) of state c under ``remaining``."""
@@ -233,9 +276,10 @@ class LazyTokenAutomaton(Walking):
             return self._empty()
         accept = bool(self._accepting[c])
         if remaining is None or remaining - 1 >= self._reach[self._start[c] // self._width]:
-            key = (int(self._group[self._start[c] // self._width]), accept)
+            key = (self._row_key(int(self._start[c] // self._width)), accept)
             entry = self._static.get(key)
             if entry is None:
+                self._grouping["walks"] += 1
                 tok, _ = self._walk(c)
                 entry = self._static[key] = self._entry(tok, accept)
                 if len(self._static) > STATIC_ROWS:
@@ -250,8 +294,23 @@ class LazyTokenAutomaton(Walking):
                 self._exact.popitem(last=False)
         else:
             self._exact.move_to_end(c)
-        tok, need = exact
-        return self._entry(tok[need <= remaining - 1], accept)
+        tok, nxt = exact
+        need = self._exact_need()
+        need = (self._bound if need is None else need)[nxt]
+        return self._entry(tok[(need >= 0) & (need <= remaining - 1)], accept)
+
+    def _row_key(self, q: int) -> tuple[str, int]:
+        """What static rows are cached under: byte state q itself for the first
+        :data:`GROUP_AFTER` rows walked (compiling stays cheap), then its group of byte states
+        with the same static row (:func:`_groups`, computed once then: a long pattern such as
+        ``a{10000}`` walks a row per group, not per state)."""
+        g = self._grouping
+        if g["group"] is None:
+            if g["walks"] < GROUP_AFTER:
+                return ("state", q)
+            g["group"] = _groups(g["succ"], g["bound"], g["depth"])
+            self.stats["row_groups"] = int(g["group"].max()) + 1
+        return ("group", int(g["group"][q]))
 
     def _entry(self, tok: np.ndarray, accept: bool) -> tuple:
         row = torch.zeros(self.vocab_size, dtype=torch.bool)
@@ -270,25 +329,34 @@ class LazyTokenAutomaton(Walking):
         return biases[dtype]
 
 
-def _groups(succ: np.ndarray, bound: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+def _groups(succ: np.ndarray, bound: np.ndarray, depth: int) -> np.ndarray:
     """Over byte states 0..Q (Q: the dead sink), [Q + 1] group ids such that states of a group
-    have the same static row (``depth`` rounds of Moore refinement from "dead / bound >= 0 /
-    bound < 0"; one group per state when ``depth`` > :data:`MAX_ROUNDS`), and [Q + 1] ``reach``:
-    the largest ``bound`` of a token end within ``depth`` bytes (-1: none)."""
+    have the same static row: ``depth`` rounds of Moore refinement from "dead / bound >= 0 /
+    bound < 0" (one group per state when ``depth`` > :data:`MAX_ROUNDS`)."""
     n = succ.shape[0]
+    if depth > MAX_ROUNDS:
+        return np.arange(n)
     ok = np.append(bound[1:] >= 0, False)  # byte state q -> candidate 1 + q
     label = np.where(np.arange(n) == n - 1, 2, ok.astype(np.int64))
-    own = np.where(ok, np.append(bound[1:], -1), -1)
-    reach = own.copy()
-    if depth > MAX_ROUNDS:
-        return np.arange(n), np.full(n, int(bound.max()))
-    count, stable = len(np.unique(label)), False
+    count = len(np.unique(label))
     for _ in range(depth):
-        if not stable:
-            _, label = unique_rows(np.concatenate([label[:, None], label[succ]], axis=1))
-            stable, count = int(label.max()) + 1 == count, int(label.max()) + 1
+        _, label = unique_rows(np.concatenate([label[:, None], label[succ]], axis=1))
+        if int(label.max()) + 1 == count:
+            break
+        count = int(label.max()) + 1
+    return label
+
+
+def _reach(succ: np.ndarray, bound: np.ndarray, depth: int) -> np.ndarray:
+    """Over byte states 0..Q (Q: the dead sink), [Q + 1] the largest ``bound`` of a token end
+    within ``depth`` bytes (-1: none): at most ``depth`` rounds of a max over successors."""
+    own = np.where(np.append(bound[1:] >= 0, False), np.append(bound[1:], -1), -1)
+    if depth > MAX_ROUNDS:
+        return np.full(succ.shape[0], int(bound.max()))
+    reach = own
+    for _ in range(depth):
         more = np.maximum(own, reach[succ].max(axis=1))
-        if stable and np.array_equal(more, reach):
+        if np.array_equal(more, reach):
             break
         reach = more
-    return label, reach
+    return reach

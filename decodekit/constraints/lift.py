@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from decodekit.constraints.graph import distinct_columns, minimize, reverse_distances
+from decodekit.constraints.graph import distinct_columns, minimize_with_blocks, reverse_distances
 from decodekit.constraints.utf8 import ByteDFA
 from decodekit.errors import ConstraintError
 
@@ -34,6 +34,8 @@ class EncodedVocab:
         valid: [V] bool (the token has text: not None).
         present: [256] bool, the bytes some valid token contains.
         high_end: [V] bool, the token's last byte is not ASCII (it may end inside a character).
+        lengths: [V] int64 the tokens' byte lengths (0 for None).
+        byte_counts: [256] int64 how often each byte occurs in the tokens.
         chain: (depth d, token t) when from depth d on only the single token t is left (one
             node per depth: stepped byte by byte, see :func:`_run`), else None.
     """
@@ -44,6 +46,8 @@ class EncodedVocab:
     valid: np.ndarray
     present: np.ndarray
     high_end: np.ndarray
+    lengths: np.ndarray
+    byte_counts: np.ndarray
     chain: tuple[int, int] | None = None
 
     @property
@@ -80,8 +84,8 @@ def encode_vocab(tokens: Sequence[str | bytes | None]) -> EncodedVocab:
     lengths = np.fromiter((len(b) if b is not None else 0 for b in data), dtype=np.int64, count=len(data))
     flat = np.frombuffer(b"".join(b for b in data if b), dtype=np.uint8).astype(np.int64)
     offsets = np.cumsum(lengths) - lengths
-    present = np.zeros(256, dtype=bool)
-    present[flat] = True
+    counts = np.bincount(flat, minlength=256)
+    present = counts > 0
     by_length = np.argsort(-lengths, kind="stable")  # longest first: tokens alive at depth d lead
     sorted_lengths = lengths[by_length]
     node = np.zeros(len(data), dtype=np.int64)  # each token's node at the current depth
@@ -106,7 +110,9 @@ def encode_vocab(tokens: Sequence[str | bytes | None]) -> EncodedVocab:
         ends = tok[lengths[tok] == d + 1]
         by_depth.append((ends, node[ends]))
     high_end = (lengths > 0) & (np.append(flat, 0)[offsets + lengths - 1] >= 0x80)  # -1: the appended 0
-    return EncodedVocab(tuple(parents), tuple(last), tuple(by_depth), valid, present, high_end, chain)
+    return EncodedVocab(
+        tuple(parents), tuple(last), tuple(by_depth), valid, present, high_end, lengths, counts, chain
+    )
 
 
 class Reads(NamedTuple):
@@ -207,6 +213,8 @@ class Lifted:
         tokens: [W] int64 token ids with a transition somewhere. which: [W] their column.
         candidates: token-level states stepped through the vocabulary. live: those reachable and
             co-reachable, before merging equivalent states.
+        state_of: [1 + Q] the state of each candidate (0: nothing emitted, 1 + q: byte state q
+            after a token), -1 where it is not a live state (what the lazy automaton reads).
     """
 
     table: np.ndarray
@@ -216,6 +224,7 @@ class Lifted:
     which: np.ndarray
     candidates: int
     live: int
+    state_of: np.ndarray
 
 
 class _Round(NamedTuple):
@@ -295,8 +304,12 @@ def lift(
     if live > max_states:
         raise ConstraintError(f"constraint too large: {live} token-level states > max_states={max_states}")
     remap = np.append(np.where(keep, np.cumsum(keep) - 1, -1), -1).astype(np.int32)
-    out = minimize(remap[table[keep]], accepting[keep], 0, hint=dist[keep])  # dead (-1) reads the -1
-    return Lifted(out.table, out.accepting, dist[keep][out.reps], reads.tokens, which, len(candidates), live)
+    out, block = minimize_with_blocks(remap[table[keep]], accepting[keep], 0, hint=dist[keep])  # -1 reads -1
+    state_of = np.full(num_byte + 1, -1, dtype=np.int64)
+    state_of[candidates[keep]] = block
+    return Lifted(
+        out.table, out.accepting, dist[keep][out.reps], reads.tokens, which, len(candidates), live, state_of
+    )
 
 
 def _join_rounds(rounds: list[_Round], candidates: np.ndarray, dead: int) -> tuple[Reads, np.ndarray]:

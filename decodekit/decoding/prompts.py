@@ -120,9 +120,11 @@ def resolve_constraint(constraint: Constraint | None, model: LanguageModel, max_
         return None
     from decodekit.constraints import as_automaton
 
-    automaton = as_automaton(constraint, model)
+    automaton = as_automaton(constraint, model, lazy="masked")
+    if getattr(automaton, "lazy", False) and automaton.fits(max_length):
+        return automaton.to(model_device(model))
     shortest = automaton.shortest
-    if shortest > max_length and getattr(automaton, "lazy", False):
+    if shortest > max_length and getattr(automaton, "lazy", False) and not automaton.exact:
         raise ConstraintError(
             f"the constraint {automaton.pattern!r} is built lazily (too large to build whole) and its masks "
             f"guarantee a match within {shortest} tokens (the shortest match spelled one byte per token), "

@@ -188,3 +188,74 @@ def test_a_lift_refused_for_size_goes_lazy_when_the_automaton_is_large(monkeypat
     monkeypatch.setattr(compile_module, "LAZY_ENTRIES", 5000)  # not large: the refusal stands
     with pytest.raises(ConstraintError, match="constraint too large"):
         compile_regex(words, tokens, None, exclude=["zzz"])
+
+
+# lazy="masked": what the masked searches compile with (issue 15, compile speed)
+
+MASKED = SMALL + ["中文+", r"(\d+\.)+\d+", "(?:x|yz){2,5}é?"]
+
+
+@pytest.mark.parametrize("pattern", MASKED)
+def test_masked_lazy_automaton_has_exactly_the_eager_masks(bpe, pattern):
+    """Over a byte-level vocabulary (every byte a token), lazy="masked" gives the lazy automaton
+    with the whole automaton's masks at every length budget, the whole one built only when a
+    budget bites, and the same shortest match."""
+    _, vocab = bpe
+    args = (pattern, vocab.surface_bytes(), vocab.eos_id, vocab.separator)
+    clear_cache(vocabularies=False)
+    eager, lazy = compile_regex(*args, lazy=False), compile_regex(*args, lazy="masked")
+    assert isinstance(lazy, LazyTokenAutomaton) and lazy.exact
+    assert lazy._whole["need"] is None  # nothing built whole yet
+    lazy.allowed(torch.tensor([lazy.initial]))
+    assert lazy._whole["need"] is None  # no length limit: the static rows suffice
+    assert lazy.shortest == eager.shortest
+    rng = random.Random(4)
+    for _ in range(25):
+        e, z = torch.tensor([eager.initial]), torch.tensor([lazy.initial])
+        for _ in range(14):
+            for remaining in [None, *range(0, 15)]:
+                assert torch.equal(eager.allowed(e, remaining), lazy.allowed(z, remaining)), remaining
+            assert torch.equal(eager.is_accepting(e), lazy.is_accepting(z))
+            choices = [t for t in eager.allowed(e)[0].nonzero()[:, 0].tolist() if t != vocab.eos_id]
+            if not choices:
+                break
+            t = torch.tensor([rng.choice(choices)])
+            e, z = eager.step(e, t), lazy.step(z, t)
+            assert (int(e) < 0) == (int(z) < 0)
+
+
+def test_masked_lazy_only_where_it_is_exact(bpe):
+    """Without a token for each byte (a word vocabulary, a separator) "masked" builds whole; a
+    pattern no token sequence matches gets the whole build's reason."""
+    _, vocab = bpe
+    words = ["the", "cat", "sat", "é", " "]
+    assert isinstance(compile_regex("the cat", words, None, lazy="masked"), TokenAutomaton)
+    assert isinstance(compile_regex("ab", ["a", "b", "ab"], None, " ", lazy="masked"), TokenAutomaton)
+    chars = ["a", "b", "ab", "<eos>"]
+    assert isinstance(compile_regex("(ab)+", chars, 3, lazy="masked"), LazyTokenAutomaton)
+    with pytest.raises(ConstraintError, match="no token sequence"):
+        compile_regex("c", chars, 3, lazy="masked")
+    with pytest.raises(ConstraintError, match="lazy must be"):
+        compile_regex("a", chars, 3, lazy="yes")
+
+
+def test_masked_searches_compile_lazily_and_anderson_whole(bpe):
+    tok, vocab = bpe
+    g = torch.Generator().manual_seed(5)
+    model = TableLM(
+        torch.randn(len(vocab), len(vocab), generator=g) * 3, bos_id=None, eos_id=vocab.eos_id, vocab=vocab
+    )
+    pattern, prompt = r"\d{4}-\d{2}-\d{2}", tok.encode("the")
+    clear_cache(vocabularies=False)
+    eager = compile_regex(pattern, vocab.surface_bytes(), vocab.eos_id, lazy=False)
+    assert eager.shortest < 10  # the shortest match spelled one byte per token
+    for n in (eager.shortest, eager.shortest + 2, 10, 30):
+        hyps = decodekit.greedy(model, prompt, n, constraint=pattern)
+        hyps += decodekit.beam_search(model, prompt, 3, n, n_best=3, constraint=pattern)
+        for h in hyps:
+            assert regex.fullmatch(pattern, _text(vocab, h.tokens)), (n, h)
+        assert len(hyps) == 4
+    with pytest.raises(ConstraintError, match=f"needs at least {eager.shortest} tokens"):
+        decodekit.greedy(model, prompt, eager.shortest - 1, constraint=pattern)
+    out = decodekit.constrained_beam_search(model, prompt, pattern, 2, 12)
+    assert out and regex.fullmatch(pattern, _text(vocab, out[0].tokens))
