@@ -341,17 +341,7 @@ class _Tables:
         ids = rows
         entries = [self.ids[i] for i in ids]
         if len(ids) == 1:  # the common one-row case, without index tensors
-            if entries[0] is None:
-                return _add(logprobs, bias[ids[0]], inplace)
-            keep, cols = entries[0]
-            if keep:
-                cols = cols[None]
-                kept = logprobs.gather(1, cols)
-                out = logprobs.fill_(NEG_INF) if inplace else torch.full_like(logprobs, NEG_INF)
-                return out.scatter_(1, cols, kept)
-            return (
-                logprobs.index_fill_(1, cols, NEG_INF) if inplace else logprobs.index_fill(1, cols, NEG_INF)
-            )
+            return apply_row(logprobs, bias[ids[0]], entries[0], inplace)
         if any(e is None for e in entries) or len({e[0] for e in entries}) > 1:
             return _add(logprobs, bias.index_select(0, self.index(rows)), inplace)
         counts = torch.tensor([len(e[1]) for e in entries])
@@ -384,15 +374,37 @@ class _Tables:
                 ok[:, a.eos_id] = a.accepting[states]
             self.allowed[part] = ok
             if self.lazy:
-                v = ok.shape[1]
                 for q, row, count in zip(part.tolist(), ok, ok.sum(1).tolist()):
-                    keep = 2 * count <= v  # list the allowed tokens, else the forbidden ones
-                    few = min(count, v - count) <= v // SPARSE
-                    self.ids[q] = (keep, (row if keep else ~row).nonzero()[:, 0]) if few else None
+                    self.ids[q] = sparse_ids(row, count)
             for dtype, bias in self.biases.items():
                 bias[part] = _bias(ok, dtype)
         self.bound = max(self.bound, int(self.max_need.max()))
         self.built[where.cpu().numpy()] = True
+
+
+def apply_row(logprobs: torch.Tensor, bias: torch.Tensor, ids, inplace: bool) -> torch.Tensor:
+    """``logprobs`` [1, V] masked by one state's row: ``bias`` [V] its 0 / -inf row, ``ids``
+    None or (keep, cols): the allowed tokens (keep) or the forbidden ones, when few, so that
+    only those entries are touched."""
+    if ids is None:
+        return _add(logprobs, bias, inplace)
+    keep, cols = ids
+    if keep:
+        cols = cols[None]
+        kept = logprobs.gather(1, cols)
+        out = logprobs.fill_(NEG_INF) if inplace else torch.full_like(logprobs, NEG_INF)
+        return out.scatter_(1, cols, kept)
+    return logprobs.index_fill_(1, cols, NEG_INF) if inplace else logprobs.index_fill(1, cols, NEG_INF)
+
+
+def sparse_ids(row: torch.Tensor, count: int):
+    """(keep, cols) for :func:`apply_row`: the allowed tokens of the bool ``row`` [V] (``count``
+    of them) if at most V / SPARSE, else the forbidden ones if at most V / SPARSE, else None."""
+    v = row.shape[0]
+    if min(count, v - count) > v // SPARSE:
+        return None
+    keep = 2 * count <= v
+    return keep, (row if keep else ~row).nonzero()[:, 0]
 
 
 def _add(logprobs: torch.Tensor, bias: torch.Tensor, inplace: bool) -> torch.Tensor:

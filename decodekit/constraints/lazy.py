@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import torch
 
-from decodekit.constraints.automaton import Walking
+from decodekit.constraints.automaton import Walking, apply_row, sparse_ids
 from decodekit.constraints.graph import reverse_distances, unique_rows
 from decodekit.constraints.lift import EncodedVocab, Lifted, _walk, as_bytes
 from decodekit.constraints.utf8 import ByteDFA
@@ -190,8 +190,11 @@ class LazyTokenAutomaton(Walking):
         rows = [self._row(c, r) for c, r in zip(*self._args(states, remaining))]
         if not rows:
             return logprobs if inplace else logprobs.clone()
-        bias = [self._bias(r, logprobs.dtype) for r in rows]
-        bias = bias[0][None] if len(bias) == 1 else torch.stack(bias)
+        if len(rows) == 1:  # the common one-row case: the bias is only built when needed
+            ids = rows[0][2]
+            bias = self._bias(rows[0], logprobs.dtype) if ids is None else None
+            return apply_row(logprobs, bias, ids, inplace)
+        bias = torch.stack([self._bias(r, logprobs.dtype) for r in rows])
         return logprobs.add_(bias) if inplace else logprobs + bias
 
     def is_accepting(self, states: torch.Tensor) -> torch.Tensor:
@@ -313,17 +316,20 @@ class LazyTokenAutomaton(Walking):
         return ("group", int(g["group"][q]))
 
     def _entry(self, tok: np.ndarray, accept: bool) -> tuple:
+        """(bool [V] row, its 0 / -inf rows by dtype, the few allowed or forbidden ids or None
+        (:func:`~decodekit.constraints.automaton.sparse_ids`; CPU only))."""
         row = torch.zeros(self.vocab_size, dtype=torch.bool)
         row[torch.from_numpy(tok)] = True
         if accept and self.eos_id is not None:
             row[self.eos_id] = True
-        return row.to(self.device), {}
+        ids = sparse_ids(row, int(row.sum())) if self.device.type == "cpu" else None
+        return row.to(self.device), {}, ids
 
     def _empty(self) -> tuple:
         return self._entry(np.zeros(0, dtype=np.int64), False)
 
     def _bias(self, entry: tuple, dtype: torch.dtype) -> torch.Tensor:
-        row, biases = entry
+        row, biases, _ = entry
         if dtype not in biases:
             biases[dtype] = torch.zeros(row.shape, dtype=dtype, device=row.device).masked_fill(~row, NEG_INF)
         return biases[dtype]

@@ -214,7 +214,13 @@ def test_masked_lazy_automaton_has_exactly_the_eager_masks(bpe, pattern):
         e, z = torch.tensor([eager.initial]), torch.tensor([lazy.initial])
         for _ in range(14):
             for remaining in [None, *range(0, 15)]:
-                assert torch.equal(eager.allowed(e, remaining), lazy.allowed(z, remaining)), remaining
+                want = eager.allowed(e, remaining)
+                assert torch.equal(want, lazy.allowed(z, remaining)), remaining
+                logits = torch.randn(1, len(vocab))
+                expected = logits.masked_fill(~want, float("-inf"))
+                assert torch.equal(lazy.mask(logits, z, remaining), expected)
+                assert lazy.mask(logits, z, remaining, inplace=True) is logits
+                assert torch.equal(logits, expected)
             assert torch.equal(eager.is_accepting(e), lazy.is_accepting(z))
             choices = [t for t in eager.allowed(e)[0].nonzero()[:, 0].tolist() if t != vocab.eos_id]
             if not choices:

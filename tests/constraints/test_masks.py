@@ -71,6 +71,8 @@ def check(a: TokenAutomaton, batches) -> None:
             masked = a.mask(logprobs, states, remaining)
             assert masked.dtype == dtype
             assert torch.equal(masked, logprobs.masked_fill(~want, float("-inf")))
+            into = logprobs.clone()
+            assert a.mask(into, states, remaining, inplace=True) is into and torch.equal(into, masked)
         assert torch.equal(a.is_accepting(states), (states >= 0) & a.accepting[states.clamp(min=0)])
         need = a.min_tokens_to_accept[states.clamp(min=0)].masked_fill(states < 0, 0)
         assert torch.equal(a.min_tokens(states), need)
