@@ -40,7 +40,7 @@ import torch
 
 from decodekit.constraints.automaton import Walking, apply_row, sparse_ids
 from decodekit.constraints.graph import reverse_distances, unique_rows
-from decodekit.constraints.lift import EncodedVocab, Lifted, _walk, as_bytes
+from decodekit.constraints.lift import EncodedVocab, Lifted, as_bytes, walk_one
 from decodekit.constraints.utf8 import ByteDFA
 from decodekit.errors import ConstraintError
 
@@ -254,9 +254,7 @@ class LazyTokenAutomaton(Walking):
         s = int(self._start[c])
         if s == self._dead:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        reads = list(_walk(np.array([s]), self._enc, self._lut, self._flat, self._dead))
-        tok = np.concatenate([r.tokens for r in reads])
-        ends = np.concatenate([r.ends[0] for r in reads])
+        tok, ends = walk_one(s, self._enc, self._lut, self._flat, self._dead)
         nxt = np.where(ends < self._dead, 1 + ends // self._width, 0)
         keep = self._usable[tok] & (ends < self._dead) & (self._bound[nxt] >= 0)
         return tok[keep], nxt[keep]

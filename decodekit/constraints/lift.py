@@ -20,6 +20,7 @@ from decodekit.errors import ConstraintError
 MAX_TABLE_ENTRIES = 2**27  # next_state [S, V] int64 and the lift's [states, nodes] arrays: 1 GiB each
 MAX_STEP_ENTRIES = 2**25  # [states, trie nodes] of one depth: 256 MiB per array, ~4 alive at once
 CHAIN = 256  # a single token's last bytes past this many are stepped one by one (see _walk_chain)
+SPARSE_WALK = 8  # walk_one follows the alive nodes' children once fewer than 1/SPARSE_WALK are alive
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,9 @@ class EncodedVocab:
         present: [256] bool, the bytes some valid token contains.
         high_end: [V] bool, the token's last byte is not ASCII (it may end inside a character).
         lengths: [V] int64 the tokens' byte lengths (0 for None).
+        first_child: per depth d = 1 .. L, [n_{d-1} + 1] int64: the children of node j of depth
+            d-1 are the nodes ``first_child[j] .. first_child[j + 1] - 1`` of depth d (the nodes
+            of a depth are ordered by parent).
         byte_counts: [256] int64 how often each byte occurs in the tokens.
         chain: (depth d, token t) when from depth d on only the single token t is left (one
             node per depth: stepped byte by byte, see :func:`_run`), else None.
@@ -48,6 +52,7 @@ class EncodedVocab:
     high_end: np.ndarray
     lengths: np.ndarray
     byte_counts: np.ndarray
+    first_child: tuple[np.ndarray, ...]
     chain: tuple[int, int] | None = None
 
     @property
@@ -110,8 +115,19 @@ def encode_vocab(tokens: Sequence[str | bytes | None]) -> EncodedVocab:
         ends = tok[lengths[tok] == d + 1]
         by_depth.append((ends, node[ends]))
     high_end = (lengths > 0) & (np.append(flat, 0)[offsets + lengths - 1] >= 0x80)  # -1: the appended 0
+    sizes = [1] + [len(p) for p in parents]
+    first_child = tuple(np.searchsorted(p, np.arange(n + 1)) for p, n in zip(parents, sizes))
     return EncodedVocab(
-        tuple(parents), tuple(last), tuple(by_depth), valid, present, high_end, lengths, counts, chain
+        tuple(parents),
+        tuple(last),
+        tuple(by_depth),
+        valid,
+        present,
+        high_end,
+        lengths,
+        counts,
+        first_child,
+        chain,
     )
 
 
@@ -173,6 +189,77 @@ def _walk(starts: np.ndarray, enc: EncodedVocab, lut: np.ndarray, flat, dead: in
                 p = pos[nodes]
                 hit = p >= 0
                 yield Reads(tokens[hit], np.take(state, p[hit], axis=1))
+
+
+def walk_one(start: int, enc: EncodedVocab, lut: np.ndarray, flat: np.ndarray, dead: int):
+    """:func:`_walk` from one start state (premultiplied), as (tokens [n], end states [n]): the
+    tokens alive from it, in order of length. Each depth is stepped whole (the dead sink steps
+    to itself: no compaction) unless the alive nodes' children are fewer than 1/SPARSE_WALK of
+    it; then only those (``first_child`` ranges)."""
+    found_tokens, found_ends = [], []
+    empty = enc.by_depth[0][0]
+    if len(empty):
+        found_tokens.append(empty)
+        found_ends.append(np.full(len(empty), start, dtype=flat.dtype))
+    every = np.array([start], dtype=flat.dtype)  # the state of every node of depth d - 1 (dead:
+    alive = state = None  # the sink), or the alive ones (increasing) and theirs (sparse)
+    for d in range(1, len(enc.by_depth)):
+        if enc.chain is not None and d == enc.chain[0]:  # one long token left: byte by byte
+            s = int(_state_of(int(enc.parent[d - 1][0]), every, alive, state, dead))
+            for k in lut[np.concatenate(enc.byte[d - 1 :])].tolist() if s != dead else ():
+                s = int(flat[s + k])
+                if s == dead:
+                    break
+            if s != dead:
+                found_tokens.append(np.array([enc.chain[1]], dtype=np.int64))
+                found_ends.append(np.array([s], dtype=flat.dtype))
+            break
+        first, width = enc.first_child[d - 1], len(enc.byte[d - 1])
+        if alive is not None:  # sparse so far: stay so while the children are few
+            lo = first[alive]
+            counts = first[alive + 1] - lo
+            total = int(counts.sum())
+            if not total:
+                break
+            if total * SPARSE_WALK < width:
+                child = np.repeat(lo - (np.cumsum(counts) - counts), counts) + np.arange(total)
+                step = flat[np.repeat(state, counts) + lut[enc.byte[d - 1][child]]]
+                keep = np.flatnonzero(step < dead)
+                if not len(keep):
+                    break
+                alive, state, every = child[keep], step[keep], None
+            else:
+                every = np.full(len(first) - 1, dead, dtype=flat.dtype)
+                every[alive] = state
+                alive = None
+        if alive is None:  # dense: the whole depth, then sparse if few nodes are left alive
+            every = flat[every[enc.parent[d - 1]] + lut[enc.byte[d - 1]]]
+            count = int(np.count_nonzero(every < dead))
+            if not count:
+                break
+            if count * SPARSE_WALK < width:
+                alive = np.flatnonzero(every < dead)
+                state = every[alive]
+        tokens, nodes = enc.by_depth[d]
+        if len(tokens):
+            if every is None:
+                every = np.full(width, dead, dtype=flat.dtype)
+                every[alive] = state
+            ends = every[nodes]
+            hit = ends < dead
+            found_tokens.append(tokens[hit])
+            found_ends.append(ends[hit])
+    if not found_tokens:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=flat.dtype)
+    return np.concatenate(found_tokens), np.concatenate(found_ends)
+
+
+def _state_of(node: int, every, alive: np.ndarray, state: np.ndarray, dead: int) -> int:
+    """The state of ``node`` of the current depth in :func:`walk_one` (dead if not alive)."""
+    if alive is None:
+        return int(every[node])
+    i = int(np.searchsorted(alive, node))
+    return int(state[i]) if i < len(alive) and alive[i] == node else dead
 
 
 def _walk_chain(state, pos, enc: EncodedVocab, lut, flat, dead: int) -> Iterator[Reads]:
