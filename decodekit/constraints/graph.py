@@ -10,7 +10,7 @@ SMALL_TABLE = 256  # edges / table entries up to which plain Python beats numpy'
 SMALL_FRONTIER = 48  # BFS levels with up to this many states are expanded in plain Python
 DENSE_LEVELS = 4  # BFS levels done as one vectorised pass over all edges before switching to CSR
 WIDE = 16  # ... and any level reaching at least 1/WIDE of the states
-DEDUPE_PAIRS = 1 << 24  # states^2 up to which parallel edges are merged first (a bitmap of pairs)
+DEDUPE_PAIRS = 1 << 20  # states^2 up to which parallel edges are merged first (a bitmap of pairs)
 
 
 def reverse_distances(src: np.ndarray, dst: np.ndarray, targets: np.ndarray, num_states: int) -> np.ndarray:
