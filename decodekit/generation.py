@@ -13,7 +13,7 @@ from typing import Any
 from decodekit.checks import at_least, one_of, real, require, shown
 from decodekit.decoding import beam_search, constrained_beam_search, greedy, sample
 from decodekit.memory import check as check_memory
-from decodekit.models.base import LanguageModel
+from decodekit.models.base import LanguageModel, model_device
 from decodekit.outputs import Hypothesis, SearchTree
 
 STRATEGIES = ("greedy", "sample", "beam", "masked-beam")
@@ -207,7 +207,9 @@ def combined_constraint(model: LanguageModel, config: GenerationConfig):
     if isinstance(config.constraint, tuple) or config.exclude:
         from decodekit.constraints import as_automaton
 
-        lazy = False if config.resolved_strategy == "beam" else "masked"  # Anderson-style: built whole
+        lazy = False if config.resolved_strategy == "beam" else None  # Anderson-style: built whole
+        if lazy is None and model_device(model).type == "cpu":  # masked search on CPU: lazily, exact
+            lazy = "masked"
         return as_automaton(config.constraint, model, exclude=config.exclude, lazy=lazy)
     return config.constraint
 

@@ -21,13 +21,20 @@ are masked, and near the length limit a merge that a shorter exact completion wo
 be masked too: conservative, never wrong. Without single-byte tokens for the pattern's bytes
 the constraint is refused (byte-level BPE vocabularies have all 256).
 
+Exact masks (``exact``, what ``compile_regex(..., lazy="masked")`` builds where every byte the
+tokens contain is a token by itself): then ``bound >= 0`` iff a match can still be reached with
+tokens at all, so the static rows are the whole automaton's; for the length check the whole
+automaton is built once, on first need (a callable given by the compiler), and its fewest
+tokens to acceptance replace ``bound``: the masks equal the whole automaton's.
+
 Rows. The static row of c (the length check aside) depends only on what happens within L
-bytes of its start (L: the longest token), so byte states are grouped by L rounds of Moore
-refinement (the same bytes defined, the same ``bound >= 0``) and one row is walked per group
-(:func:`~decodekit.constraints.lift._walk` from one start), kept in an LRU of
-:data:`STATIC_ROWS`. The length check runs only when ``remaining - 1`` is below ``reach[c]``,
-the largest ``bound`` within L bytes; then c's exact row (its tokens' next states) is walked and
-kept in an LRU of :data:`EXACT_ROWS`. ``step`` reads a token's bytes through the byte DFA.
+bytes of its start (L: the longest token). The first :data:`GROUP_AFTER` rows are walked per
+byte state (:func:`~decodekit.constraints.lift.walk_one`); after that, byte states are grouped
+by L rounds of Moore refinement (the same bytes defined, the same ``bound >= 0``) and one row is
+walked per group, kept in an LRU of :data:`STATIC_ROWS`. The length check runs only when
+``remaining - 1`` is below ``reach[c]``, the largest ``bound`` within L bytes; then c's exact
+row (its tokens' next states) is walked and kept in an LRU of :data:`EXACT_ROWS`. ``step``
+reads a token's bytes through the byte DFA.
 """
 
 from __future__ import annotations

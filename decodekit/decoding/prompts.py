@@ -120,9 +120,10 @@ def resolve_constraint(constraint: Constraint | None, model: LanguageModel, max_
         return None
     from decodekit.constraints import as_automaton
 
-    automaton = as_automaton(constraint, model, lazy="masked")
+    device = model_device(model)  # lazily only on CPU: the lazy automaton decides on the host
+    automaton = as_automaton(constraint, model, lazy="masked" if device.type == "cpu" else None)
     if getattr(automaton, "lazy", False) and automaton.fits(max_length):
-        return automaton.to(model_device(model))
+        return automaton.to(device)
     shortest = automaton.shortest
     if shortest > max_length and getattr(automaton, "lazy", False) and not automaton.exact:
         raise ConstraintError(
@@ -135,4 +136,4 @@ def resolve_constraint(constraint: Constraint | None, model: LanguageModel, max_
             f"the constraint {automaton.pattern!r} needs at least {shortest} tokens, "
             f"more than max_length={max_length}"
         )
-    return automaton.to(model_device(model))
+    return automaton.to(device)
