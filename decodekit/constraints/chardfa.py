@@ -12,6 +12,7 @@ character. A state accepts if with ``n = non-word`` (the end) the closure reache
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -213,7 +214,8 @@ def _closure(nfa: _NFA, states, wb: bool, nwb: bool) -> frozenset[int]:
 
 def build_char_dfa(ast, has_boundaries: bool, max_states: int, minimal: bool = True) -> CharDFA:
     """Thompson NFA + subset construction (bounded by ``max_states``) + pruning + minimisation
-    (``minimal=False`` skips it: for the lazy automaton, which never merges states anyway).
+    (``minimal=False`` skips it: for the lazy automaton, which never merges states anyway;
+    :func:`minimized` can still be applied).
 
     The subset construction's cost is metered too (the number of DFA states alone does not bound
     it): each DFA state costs, per NFA state it holds, ``1 +`` the classes of that state's
@@ -284,3 +286,13 @@ def build_char_dfa(ast, has_boundaries: bool, max_states: int, minimal: bool = T
     if live[0] and minimal:  # else nothing is live (every state is reachable from 0)
         table, acc, _ = minimize(table, acc, 0, hint=dist[live])
     return CharDFA(table.astype(np.int32), acc, 0 if live[0] else -1, explicit, other, examples)
+
+
+def minimized(dfa: CharDFA) -> CharDFA:
+    """``dfa`` (built with ``minimal=False``) with its equivalent states merged."""
+    if dfa.initial < 0:
+        return dfa
+    src, cls = np.nonzero(dfa.table >= 0)
+    dist = reverse_distances(src, dfa.table[src, cls], dfa.accepting, len(dfa.accepting))
+    table, acc, _ = minimize(dfa.table.astype(np.int64), dfa.accepting, 0, hint=dist)
+    return dataclasses.replace(dfa, table=table.astype(np.int32), accepting=acc)

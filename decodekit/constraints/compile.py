@@ -14,7 +14,7 @@ import torch
 
 from decodekit.constraints import DEFAULT_MAX_STATES
 from decodekit.constraints.automaton import TokenAutomaton
-from decodekit.constraints.chardfa import CharDFA, build_char_dfa
+from decodekit.constraints.chardfa import CharDFA, build_char_dfa, minimized
 from decodekit.constraints.combine import as_patterns, components, describe, listed, product
 from decodekit.constraints.firstset import first_char_rejects
 from decodekit.constraints.graph import reverse_distances
@@ -246,6 +246,8 @@ def _build(
         raise ConstraintError(f"regex {pattern!r} matches no text at all")
     sep = separator.encode("utf-8")
     classes = code_point_classes(dfa.other, dfa.explicit)
+    if masked_lazily and enc.available(sep)[0x80:].any() and (dfa.table[:, classes.beyond_ascii] >= 0).any():
+        dfa = minimized(dfa)  # the UTF-8 layer's cost grows with the character states
     bytes_dfa = byte_dfa(dfa.table, dfa.accepting, classes, enc.available(sep))
     stats = {"char_states": dfa.table.shape[0], "byte_states": bytes_dfa.table.shape[0]}
     if lazy is True or (lazy is not False and _too_large(bytes_dfa, enc)):

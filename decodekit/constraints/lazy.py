@@ -106,11 +106,15 @@ class LazyTokenAutomaton(Walking):
         lengths = enc.lengths
         ids, nodes = enc.by_depth[1] if len(enc.by_depth) > 1 else (np.zeros(0, dtype=np.int64),) * 2
         kinds = np.unique(lut[enc.byte[0][nodes[usable[ids]]]]) if len(ids) else np.zeros(0, dtype=np.intp)
-        # the candidate graph of single-byte tokens: c -> 1 + q' (upper bound on tokens needed)
-        src = np.repeat(np.arange(num_byte + 1), len(kinds))
-        dst = flat[(start[:, None] + kinds[None, :]).reshape(-1)] // width
-        keep = dst < num_byte
-        bound = reverse_distances(src[keep], 1 + dst[keep], accepting, num_byte + 1)
+        b_src, b_cls = np.nonzero(dfa.table >= 0)
+        byte_dist = reverse_distances(b_src, dfa.table[b_src, b_cls], dfa.accepting, num_byte)
+        if not separator and np.isin(b_cls, kinds).all():  # every byte a single-byte token:
+            bound = np.concatenate([[byte_dist[dfa.initial]], byte_dist])  # tokens needed = bytes
+        else:  # the candidate graph of single-byte tokens: c -> 1 + q' (upper bound on tokens needed)
+            src = np.repeat(np.arange(num_byte + 1), len(kinds))
+            dst = flat[(start[:, None] + kinds[None, :]).reshape(-1)] // width
+            keep = dst < num_byte
+            bound = reverse_distances(src[keep], 1 + dst[keep], accepting, num_byte + 1)
         if bound[0] < 0:
             raise ConstraintError(
                 f"the constraint {pattern!r} is too large to build whole, and built lazily it needs every "
@@ -118,8 +122,6 @@ class LazyTokenAutomaton(Walking):
                 "this vocabulary cannot spell a match one byte per token"
             )
         # a lower bound for min_tokens: bytes to acceptance over the longest token (+ separator)
-        b_src, b_cls = np.nonzero(dfa.table >= 0)
-        byte_dist = reverse_distances(b_src, dfa.table[b_src, b_cls], dfa.accepting, num_byte)
         step_bytes = max(1, int(lengths.max(initial=1))) + len(separator.encode("utf-8"))
         lower = np.concatenate([[byte_dist[dfa.initial]], byte_dist])
         lower = np.where(accepting, 0, -(-np.maximum(lower, 1) // step_bytes))
