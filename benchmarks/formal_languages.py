@@ -14,9 +14,11 @@ as summarised in ../shared/references/README.md):
 * initialisation (``--init paper``): output layer Xavier-uniform with a zero bias, every other
   parameter U(-0.1, 0.1); ``--init uniform``: everything U(-0.1, 0.1);
 * loss (``--loss sequence``): NLL summed over each sequence, averaged over the batch; Adam, gradient
-  norm clipped at 5; validation after every epoch; learning rate x ``--decay`` (0.9) after
-  ``--patience`` (5) epochs without a validation improvement, early stop after ``--stop-patience``
-  (10) such epochs, at most ``--epochs`` (200); the best-validation model is tested;
+  norm clipped at 5; validation after every epoch; the learning rate as the authors' code sets
+  it (``ReduceLROnPlateau(mode="min", patience=5, factor=0.9)`` on the validation perplexity:
+  x ``--decay`` once more than ``--patience`` epochs have not improved it by a relative 1e-4),
+  early stop after ``--stop-patience`` (10) epochs without a strictly better one (their
+  ``UpdatesWithoutImprovement``), at most ``--epochs`` (200); the best-validation model is tested;
 * search: every ``--lr`` x ``--restarts`` seeds (the paper: 0.01 0.005 0.001 0.0005 x 5); the run with
   the lowest validation difference is reported per task and model (``best`` lines).
 
@@ -35,6 +37,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import math
 import time
 
 import numpy as np
@@ -112,11 +115,16 @@ def train(model, train_batches, valid, valid_lb, lr, args, rng, log) -> dict:
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     clock, updates, epoch = Clock(args.clock), 0, 0
     best = {"diff": float("inf"), "state": copy.deepcopy(model.state_dict()), "updates": 0, "epoch": 0}
-    bad, bad_since_decay, history, stop = 0, 0, [], None
+    bad, history, stop = 0, [], None
+    plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(
+        opt, mode="min", patience=args.patience, factor=args.decay
+    )  # the authors' schedule (utils/train_util.py), stepped on the validation perplexity
     budget = float("inf") if args.budget is None else args.budget
 
     def validate(end_of_epoch: bool, train_loss: float, select: bool = True) -> bool:
         diff = cross_entropy(model, valid, args) - valid_lb
+        if end_of_epoch:
+            plateau.step(math.exp(diff + valid_lb))  # the validation perplexity, as their code
         improved = select and diff < best["diff"]
         if improved:
             best.update(diff=diff, state=copy.deepcopy(model.state_dict()), updates=updates, epoch=epoch)
@@ -147,17 +155,12 @@ def train(model, train_batches, valid, valid_lb, lr, args, rng, log) -> dict:
         if stop:
             validate(False, total / symbols)
             break
-        if validate(True, total / symbols):
-            bad = bad_since_decay = 0
-        else:
-            bad, bad_since_decay = bad + 1, bad_since_decay + 1
-            if bad >= args.stop_patience:
-                stop = "early stopping"
-                break
-            if bad_since_decay >= args.patience:
-                lr, bad_since_decay = lr * args.decay, 0
-                for group in opt.param_groups:
-                    group["lr"] = lr
+        improved = validate(True, total / symbols)
+        lr = opt.param_groups[0]["lr"]
+        bad = 0 if improved else bad + 1
+        if bad >= args.stop_patience:
+            stop = "early stopping"
+            break
     model.load_state_dict(best["state"])
     return {"updates": updates, "epochs": epoch, "seconds": round(clock.elapsed(), 1), "clock": args.clock,
             "stopped_by": stop or "epochs", "best_valid_diff": round(best["diff"], 4),

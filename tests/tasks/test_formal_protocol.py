@@ -76,8 +76,10 @@ def test_sequence_loss_is_summed_per_sequence(fl, monkeypatch):
 
 
 def test_plateau_schedule_and_early_stopping(fl, monkeypatch):
-    """Scripted validation values: improve for 2 epochs, then never again. The rate is multiplied
-    by 0.9 after 5 epochs without improvement and training stops after 10 (epoch 12)."""
+    """Scripted validation values: improve for 2 epochs, then never again. As in the authors'
+    code (ReduceLROnPlateau(patience=5), UpdatesWithoutImprovement(patience=10)) the rate is
+    multiplied by 0.9 once more than 5 epochs have not improved (the 6th bad epoch, epoch 8) and
+    training stops after 10 (epoch 12)."""
     values = iter([3.0, 2.0] + [2.5] * 50)
     monkeypatch.setattr(fl, "cross_entropy", lambda model, batches, args: next(values))
     task = make_task("marked-reversal", max_length=12)
@@ -89,7 +91,7 @@ def test_plateau_schedule_and_early_stopping(fl, monkeypatch):
     assert result["stopped_by"] == "early stopping" and result["epochs"] == 12
     assert result["best_at_epoch"] == 2 and result["best_valid_diff"] == 2.0
     lrs = [p["lr"] for p in points]
-    assert lrs[:7] == [0.01] * 7 and lrs[7:] == pytest.approx([0.009] * 5)  # decayed after epoch 7
+    assert lrs[:8] == [0.01] * 8 and lrs[8:] == pytest.approx([0.009] * 4)  # decayed after epoch 8
     assert result["final_lr"] == pytest.approx(0.009)  # epoch 12: the 10th bad epoch stops first
 
 
@@ -103,3 +105,20 @@ def test_budget_caps_a_run_and_logs_the_curve(fl, tmp_path):
     assert result["stopped_by"] == "budget" and result["updates"] == 1
     assert set(result["test_diff_by_length"]) == {"9", "11", "13"}
     assert json.loads(log.read_text().splitlines()[-1])["updates"] == 1
+
+
+def test_plateau_needs_a_relative_improvement_of_1e4_in_perplexity(fl, monkeypatch):
+    """A validation perplexity better by less than a relative 1e-4 is a new best for early
+    stopping (strictly lower) but not for the learning-rate plateau, as in the authors' code."""
+    tiny = -1e-6  # cross-entropy steps of 1e-6 nats: perplexity better by ~1e-6 relative
+    values = iter([2.0 + tiny * i for i in range(30)])
+    monkeypatch.setattr(fl, "cross_entropy", lambda model, batches, args: next(values))
+    task = make_task("marked-reversal", max_length=12)
+    args = tiny_args(fl, "--epochs", "8")
+    model = fl.build("lstm", task, args)
+    points = []
+    batches = [np.array([[0, 2, 0]])]
+    result = fl.train(model, batches, batches, 0.0, 0.01, args, np.random.default_rng(0), points.append)
+    assert result["stopped_by"] == "epochs" and result["best_at_epoch"] == 8  # every epoch a new best
+    lrs = [p["lr"] for p in points]
+    assert lrs[:7] == [0.01] * 7 and lrs[7] == pytest.approx(0.009)  # yet the plateau decayed after epoch 7
