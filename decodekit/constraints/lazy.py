@@ -45,7 +45,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import torch
 
-from decodekit.constraints.automaton import Walking, apply_row, sparse_ids
+from decodekit.constraints.automaton import SPARSE, Walking, apply_row, sparse_ids
 from decodekit.constraints.graph import reverse_distances, unique_rows
 from decodekit.constraints.lift import EncodedVocab, Lifted, as_bytes, walk_one
 from decodekit.constraints.utf8 import ByteDFA
@@ -325,11 +325,15 @@ class LazyTokenAutomaton(Walking):
     def _entry(self, tok: np.ndarray, accept: bool) -> tuple:
         """(bool [V] row, its 0 / -inf rows by dtype, the few allowed or forbidden ids or None
         (:func:`~decodekit.constraints.automaton.sparse_ids`; CPU only))."""
-        row = torch.zeros(self.vocab_size, dtype=torch.bool)
-        row[torch.from_numpy(tok)] = True
         if accept and self.eos_id is not None:
-            row[self.eos_id] = True
-        ids = sparse_ids(row, int(row.sum())) if self.device.type == "cpu" else None
+            tok = np.append(tok, self.eos_id)  # the walk's tokens are distinct and never EOS
+        cols = torch.from_numpy(tok)
+        row = torch.zeros(self.vocab_size, dtype=torch.bool)
+        row[cols] = True
+        ids = None
+        if self.device.type == "cpu":  # the allowed ids are at hand: no pass over the row for them
+            few = len(tok) <= self.vocab_size // SPARSE
+            ids = (True, cols) if few else sparse_ids(row, len(tok))
         return row.to(self.device), {}, ids
 
     def _empty(self) -> tuple:
