@@ -102,7 +102,9 @@ class LazyTokenAutomaton(Walking):
             after_sep = flat[after_sep + k]
         start = np.concatenate([[dfa.initial * width], after_sep[:num_byte]])  # [1 + Q] premultiplied
         accepting = np.concatenate([[dfa.accepting[dfa.initial]], dfa.accepting])  # [1 + Q]
-        usable = enc.valid & (np.arange(enc.size) != (-1 if eos_id is None else eos_id))
+        usable = enc.valid.copy()
+        if eos_id is not None:
+            usable[eos_id] = False
         lengths = enc.lengths
         ids, nodes = enc.by_depth[1] if len(enc.by_depth) > 1 else (np.zeros(0, dtype=np.int64),) * 2
         kinds = np.unique(lut[enc.byte[0][nodes[usable[ids]]]]) if len(ids) else np.zeros(0, dtype=np.intp)
@@ -130,7 +132,7 @@ class LazyTokenAutomaton(Walking):
         self._bound, self._lower, self._codes = bound, lower, {}
         self._whole = {"build": exact, "need": None}  # shared by the device copies
         depth = len(enc.by_depth) - 1
-        self._reach = _reach(succ, bound, depth)
+        self._most, self._reach = int(bound.max()), None  # reach: computed when a budget first bites
         self._grouping = {"succ": succ, "bound": bound, "depth": depth, "group": None, "walks": 0}
         self.stats = {**stats, "candidate_states": num_byte + 1}
 
@@ -184,6 +186,8 @@ class LazyTokenAutomaton(Walking):
         rows = [self._row(c, r) for c, r in zip(*self._args(states, remaining))]
         if not rows:
             return torch.zeros(0, self.vocab_size, dtype=torch.bool, device=self.device)
+        if len(rows) == 1:
+            return rows[0][0][None].clone()  # a copy: the row stays cached unchanged
         return torch.stack([r[0] for r in rows])
 
     def mask(
@@ -285,7 +289,7 @@ class LazyTokenAutomaton(Walking):
         if c < 0:
             return self._empty()
         accept = bool(self._accepting[c])
-        if remaining is None or remaining - 1 >= self._reach[self._start[c] // self._width]:
+        if remaining is None or remaining - 1 >= self._most or remaining - 1 >= self._reach_of(c):
             key = (self._row_key(int(self._start[c] // self._width)), accept)
             entry = self._static.get(key)
             if entry is None:
@@ -309,6 +313,14 @@ class LazyTokenAutomaton(Walking):
         need = (self._bound if need is None else need)[nxt]
         return self._entry(tok[(need >= 0) & (need <= remaining - 1)], accept)
 
+    def _reach_of(self, c: int) -> int:
+        """The largest ``bound`` of a token end within L bytes of candidate c (:func:`_reach`,
+        computed on first use: a budget above every bound never needs it)."""
+        g = self._grouping
+        if self._reach is None:
+            self._reach = _reach(g["succ"], g["bound"], g["depth"])
+        return int(self._reach[self._start[c] // self._width])
+
     def _row_key(self, q: int) -> tuple[str, int]:
         """What static rows are cached under: byte state q itself for the first
         :data:`GROUP_AFTER` rows walked (compiling stays cheap), then its group of byte states
@@ -328,8 +340,9 @@ class LazyTokenAutomaton(Walking):
         if accept and self.eos_id is not None:
             tok = np.append(tok, self.eos_id)  # the walk's tokens are distinct and never EOS
         cols = torch.from_numpy(tok)
-        row = torch.zeros(self.vocab_size, dtype=torch.bool)
-        row[cols] = True
+        dense = np.zeros(self.vocab_size, dtype=bool)
+        dense[tok] = True
+        row = torch.from_numpy(dense)
         ids = None
         if self.device.type == "cpu":  # the allowed ids are at hand: no pass over the row for them
             few = len(tok) <= self.vocab_size // SPARSE
