@@ -1,8 +1,6 @@
 """benchmarks/bundled_models.py ship: never replaces the packaged model by accident, one-line errors."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 import torch
@@ -11,16 +9,12 @@ from safetensors import safe_open
 from decodekit.checkpoint import WEIGHTS, load_checkpoint, save_checkpoint
 from decodekit.models.lstm import LSTMLM, LSTMConfig
 from decodekit.vocab import WordVocab
-
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bundled_models.py"
+from tests.scripts import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def bundled():
-    spec = importlib.util.spec_from_file_location("bundled_models", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bundled_models")
 
 
 @pytest.fixture

@@ -3,33 +3,21 @@ state), initialisation, the sum-over-sequence loss, the plateau schedule and ear
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 from decodekit.tasks import make_task
+from tests.scripts import load_benchmark
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "formal_languages.py"
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
 def fl():
-    spec = importlib.util.spec_from_file_location("formal_languages", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+    return load_benchmark("formal_languages")
 
 
 def tiny_args(fl, *extra):

@@ -19,13 +19,7 @@ from decodekit.vocab import WordVocab
 VOCAB = WordVocab(["<unk>", "<eos>", "the", "cat", "dog", "sat", "ran", "on", "mat"])
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Bitwise comparisons and timings on shared cores: one intra-op thread."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def synthetic(n_sentences: int, seed: int) -> torch.Tensor:

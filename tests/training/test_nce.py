@@ -13,14 +13,7 @@ from torch import nn
 from decodekit.training.noise import NoiseDistribution
 from decodekit.training.sampled import NCELoss, SampledSoftmaxLoss, make_loss
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Shared cores: one intra-op thread."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 class Head(nn.Module):
