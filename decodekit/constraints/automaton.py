@@ -162,22 +162,13 @@ class TokenAutomaton(Walking):
         states = states.to(self.device).long()
         tables = self._masks.tables(self)
         if tables is None:
-            forbidden = ~_reference_allowed(self, states, remaining)
-            return (
-                logprobs.masked_fill_(forbidden, NEG_INF)
-                if inplace
-                else logprobs.masked_fill(forbidden, NEG_INF)
-            )
-        rows = tables.rows(self, states)
-        tight = None if rows is None else tables.tight(rows, remaining)
-        if rows is None or tight is not None:
-            forbidden = ~self.allowed(states, remaining)
-            return (
-                logprobs.masked_fill_(forbidden, NEG_INF)
-                if inplace
-                else logprobs.masked_fill(forbidden, NEG_INF)
-            )
-        return tables.apply(logprobs, rows, inplace)
+            ok = _reference_allowed(self, states, remaining)
+        else:
+            rows = tables.rows(self, states)
+            if rows is not None and tables.tight(rows, remaining) is None:
+                return tables.apply(logprobs, rows, inplace)
+            ok = self.allowed(states, remaining)
+        return logprobs.masked_fill_(~ok, NEG_INF) if inplace else logprobs.masked_fill(~ok, NEG_INF)
 
     def is_accepting(self, states: torch.Tensor) -> torch.Tensor:
         """[N] states -> [N] bool: whether each is an accepting state (dead states are not)."""

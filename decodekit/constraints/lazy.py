@@ -64,9 +64,9 @@ class LazyTokenAutomaton(Walking):
     ``accepts``, ``to``), built on first visit (see the module docstring). No ``next_state`` or
     ``num_states``: Anderson-style search needs every state and refuses it.
 
-    ``shortest``: the fewest tokens the masks guarantee (a match spelled one byte per token),
-    at least the true fewest. ``min_tokens``: a *lower* bound (bytes to acceptance over the
-    longest token's bytes), as the searches' score bounds need.
+    ``shortest``: the fewest tokens the masks guarantee: exact when :attr:`exact`, else a match
+    spelled one byte per token (at least the true fewest). ``min_tokens``: a *lower* bound
+    (bytes to acceptance over the longest token's bytes), as the searches' score bounds need.
     """
 
     lazy = True
@@ -110,8 +110,9 @@ class LazyTokenAutomaton(Walking):
         kinds = np.unique(lut[enc.byte[0][nodes[usable[ids]]]]) if len(ids) else np.zeros(0, dtype=np.intp)
         b_src, b_cls = np.nonzero(dfa.table >= 0)
         byte_dist = reverse_distances(b_src, dfa.table[b_src, b_cls], dfa.accepting, num_byte)
+        byte_dist = np.concatenate([[byte_dist[dfa.initial]], byte_dist])  # [1 + Q], as the candidates
         if not separator and np.isin(b_cls, kinds).all():  # every byte a single-byte token:
-            bound = np.concatenate([[byte_dist[dfa.initial]], byte_dist])  # tokens needed = bytes
+            bound = byte_dist  # tokens needed = bytes
         else:  # the candidate graph of single-byte tokens: c -> 1 + q' (upper bound on tokens needed)
             src = np.repeat(np.arange(num_byte + 1), len(kinds))
             dst = flat[(start[:, None] + kinds[None, :]).reshape(-1)] // width
@@ -125,15 +126,14 @@ class LazyTokenAutomaton(Walking):
             )
         # a lower bound for min_tokens: bytes to acceptance over the longest token (+ separator)
         step_bytes = max(1, int(lengths.max(initial=1))) + len(separator.encode("utf-8"))
-        lower = np.concatenate([[byte_dist[dfa.initial]], byte_dist])
-        lower = np.where(accepting, 0, -(-np.maximum(lower, 1) // step_bytes))
+        lower = np.where(accepting, 0, -(-np.maximum(byte_dist, 1) // step_bytes))
         self._width, self._dead, self._flat, self._lut = width, dead, flat, lut
         self._start, self._accepting, self._usable = start, accepting, usable
         self._bound, self._lower, self._codes = bound, lower, {}
         self._whole = {"build": exact, "need": None}  # shared by the device copies
-        depth = len(enc.by_depth) - 1
+        self._succ, self._depth = succ, len(enc.by_depth) - 1
         self._most, self._reach = int(bound.max()), None  # reach: computed when a budget first bites
-        self._grouping = {"succ": succ, "bound": bound, "depth": depth, "group": None, "walks": 0}
+        self._grouping = {"group": None, "walks": 0}  # shared by the device copies
         self.stats = {**stats, "candidate_states": num_byte + 1}
 
     # ------------------------------------------------------------------ the public interface
@@ -316,9 +316,8 @@ class LazyTokenAutomaton(Walking):
     def _reach_of(self, c: int) -> int:
         """The largest ``bound`` of a token end within L bytes of candidate c (:func:`_reach`,
         computed on first use: a budget above every bound never needs it)."""
-        g = self._grouping
         if self._reach is None:
-            self._reach = _reach(g["succ"], g["bound"], g["depth"])
+            self._reach = _reach(self._succ, self._bound, self._depth)
         return int(self._reach[self._start[c] // self._width])
 
     def _row_key(self, q: int) -> tuple[str, int]:
@@ -330,7 +329,7 @@ class LazyTokenAutomaton(Walking):
         if g["group"] is None:
             if g["walks"] < GROUP_AFTER:
                 return ("state", q)
-            g["group"] = _groups(g["succ"], g["bound"], g["depth"])
+            g["group"] = _groups(self._succ, self._bound, self._depth)
             self.stats["row_groups"] = int(g["group"].max()) + 1
         return ("group", int(g["group"][q]))
 

@@ -205,11 +205,8 @@ def walk_one(start: int, enc: EncodedVocab, lut: np.ndarray, flat: np.ndarray, d
     alive = state = None  # the sink), or the alive ones (increasing) and theirs (sparse)
     for d in range(1, len(enc.by_depth)):
         if enc.chain is not None and d == enc.chain[0]:  # one long token left: byte by byte
-            s = int(_state_of(int(enc.parent[d - 1][0]), every, alive, state, dead))
-            for k in lut[np.concatenate(enc.byte[d - 1 :])].tolist() if s != dead else ():
-                s = int(flat[s + k])
-                if s == dead:
-                    break
+            s = _state_of(int(enc.parent[d - 1][0]), every, alive, state, dead)
+            s = _chain_end([s], enc, lut, flat, dead)[0] if s != dead else dead
             if s != dead:
                 found_tokens.append(np.array([enc.chain[1]], dtype=np.int64))
                 found_ends.append(np.array([s], dtype=flat.dtype))
@@ -269,16 +266,23 @@ def _walk_chain(state, pos, enc: EncodedVocab, lut, flat, dead: int) -> Iterator
     col = int(enc.parent[d - 1][0] if pos is None else pos[enc.parent[d - 1][0]])
     if col < 0:
         return
-    steps = lut[np.concatenate(enc.byte[d - 1 :])].tolist()
+    final = _chain_end(state[:, col].tolist(), enc, lut, flat, dead)
+    if min(final) < dead:
+        yield Reads(np.array([token], dtype=np.int64), np.array(final, dtype=flat.dtype)[:, None])
+
+
+def _chain_end(states: list[int], enc: EncodedVocab, lut, flat, dead: int) -> list[int]:
+    """The state each of ``states`` reaches over the chain token's bytes from depth
+    ``enc.chain[0]`` on (plain Python, each stopping when it dies)."""
+    steps = lut[np.concatenate(enc.byte[enc.chain[0] - 1 :])].tolist()
     final = []
-    for s in state[:, col].tolist():
+    for s in states:
         for k in steps:
             s = int(flat[s + k])
             if s == dead:
                 break
         final.append(s)
-    if min(final) < dead:
-        yield Reads(np.array([token], dtype=np.int64), np.array(final, dtype=flat.dtype)[:, None])
+    return final
 
 
 def _run(starts: np.ndarray, enc: EncodedVocab, usable: np.ndarray, lut, flat, dead: int) -> Reads:
