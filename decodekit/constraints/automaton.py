@@ -19,6 +19,7 @@ when ``(S + 1) * V <= TABLE_BUDGET`` (bool + float32: 5 bytes an entry against `
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -251,6 +252,20 @@ class _Masks:
         return self._tables
 
 
+def _normal_tensors(method):
+    """Run ``method`` outside ``torch.inference_mode``: the cached tables it allocates or fills
+    must stay normal tensors, since a search fills them inside inference mode and user code (a
+    logits processor, a custom loop) fills more rows later outside it, where an inference tensor
+    cannot be updated in place."""
+
+    @functools.wraps(method)
+    def outside(*args, **kwargs):
+        with torch.inference_mode(False):
+            return method(*args, **kwargs)
+
+    return outside
+
+
 class _Tables:
     """Per-state mask rows, [S + 1, ...] (row S: the dead state, nothing allowed).
 
@@ -264,6 +279,7 @@ class _Tables:
     once they are all taken, :meth:`rows` answers None and the caller computes the definition.
     """
 
+    @_normal_tensors
     def __init__(self, a: TokenAutomaton, lazy: bool | None = None, slots: int | None = None) -> None:
         n, v, device = a.num_states, a.vocab_size, a.device
         self.lazy = device.type == "cpu" if lazy is None else lazy
@@ -344,6 +360,7 @@ class _Tables:
         ninf = logprobs.new_tensor(NEG_INF)
         return logprobs.index_put_(at, ninf) if inplace else logprobs.index_put(at, ninf)
 
+    @_normal_tensors
     def bias(self, dtype: torch.dtype) -> torch.Tensor:
         """[S + 1, V] of ``dtype``: 0 where allowed, -inf elsewhere (filled rows only)."""
         if dtype not in self.biases:
@@ -352,6 +369,7 @@ class _Tables:
             self.biases[dtype][done] = _bias(self.allowed[done], dtype)
         return self.biases[dtype]
 
+    @_normal_tensors
     def _fill(self, a: TokenAutomaton, todo: torch.Tensor, where: torch.Tensor | None = None) -> None:
         """Fill the rows ``where`` (default: ``todo`` itself) with the states ``todo``."""
         where = todo if where is None else where

@@ -151,3 +151,23 @@ def test_cached_masks_on_cuda() -> None:
         logprobs = torch.randn(4, a.vocab_size)
         got = g.mask(logprobs.cuda(), states.cuda(), remaining).cpu()
         assert torch.equal(got, logprobs.masked_fill(~want, float("-inf")))
+
+
+@pytest.mark.parametrize("lazy", [None, False, True, "masked"])
+def test_tables_filled_in_inference_mode_stay_usable_outside_it(lazy):
+    """A search fills the mask tables inside ``torch.inference_mode``; the same (cached) automaton
+    must then answer for states the search never visited, outside it, and inside it again."""
+    vocab = ["a", "b", "c", "ab", "<eos>"]
+    a = compile_regex("(a|b)+c?", vocab, 4, lazy=lazy)
+    first = torch.tensor([a.initial])
+    with torch.inference_mode():
+        a.mask(torch.zeros(1, 5), first, 10, inplace=True)
+    states = [a.step(first, torch.tensor([t])) for t in range(3)]
+    for mode in (torch.inference_mode(False), torch.inference_mode()):
+        with mode:
+            for s in states:
+                for remaining in (None, 10, 1):
+                    want = torch.zeros(1, 5).masked_fill(~a.allowed(s, remaining), float("-inf"))
+                    assert torch.equal(a.mask(torch.zeros(1, 5), s, remaining), want)
+                    assert torch.equal(a.mask(torch.zeros(1, 5), s, remaining, inplace=True), want)
+    assert compile_regex("(a|b)+c?", vocab, 4, lazy=lazy).allowed(states[2], 1).shape == (1, 5)
