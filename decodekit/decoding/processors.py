@@ -14,8 +14,19 @@ from decodekit.checks import at_least, real
 
 
 def temperature(logprobs: torch.Tensor, t: float) -> torch.Tensor:
-    """p_i ∝ exp(logprob_i / t)."""
-    return logprobs if t == 1.0 else logprobs / t
+    """p_i ∝ exp(logprob_i / t). For a tiny t (``1e-40``) ``logprob / t`` overflows to -inf (or
+    +inf) even for the most probable token; such rows are divided after subtracting their
+    maximum, ``(logprob_i - max_j logprob_j) / t`` (the same distribution: the argmax tokens
+    share the mass as t -> 0). Other rows are exactly ``logprob / t``."""
+    if t == 1.0:
+        return logprobs
+    out = logprobs / t
+    if t < 1.0:  # no host decision: the rows that overflowed are replaced where they are
+        top = logprobs.amax(-1, keepdim=True)  # [N, 1]
+        overflowed = ~out.amax(-1, keepdim=True).isfinite() & top.isfinite()
+        gap = logprobs - top.where(top.isfinite(), 0.0)  # <= 0; 0 at the argmax, even where t
+        out = torch.where(overflowed, torch.where(gap == 0, gap, gap / t), out)  # underflows to 0
+    return out
 
 
 def top_k(logprobs: torch.Tensor, k: int) -> torch.Tensor:

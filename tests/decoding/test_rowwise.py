@@ -230,3 +230,19 @@ def test_processors_keep_zero_probability_tokens_at_minus_infinity_without_nan()
         assert not out.isnan().any(), kwargs
         assert (out[0] == inf).all() and out[1, 0] > inf and (out[:, 1:][lp[:, 1:] == inf] == inf).all()
         assert out[2, 0] > inf  # the most probable token is always kept
+
+
+@pytest.mark.parametrize("t", [1e-40, 1e-300, 5e-324])
+def test_a_tiny_temperature_samples_the_argmax(t):
+    """``logprob / t`` overflows for every token at such temperatures (it used to crash
+    ``torch.multinomial`` on NaN weights); the limit t -> 0 is greedy, ties shared."""
+    model = SparseLM(6, seed=4, zeros=0.3, bos_id=None, eos_id=0)
+    want = decodekit.greedy(model, [1], 5)[0]
+    for h in decodekit.sample(model, [1], 5, temperature=t, num_samples=4, generator=0):
+        assert h.tokens == want.tokens
+    inf = float("inf")
+    lp = torch.tensor([[-inf, -inf, -inf], [-1e-3, -1e-3, -5.0], [1e-7, -1.0, -2.0], [-7.0, -0.5, -inf]])
+    out = processors.temperature(lp, t)
+    assert not out.isnan().any() and (out[0] == -inf).all() and out[3].tolist() == [-inf, 0.0, -inf]
+    assert torch.softmax(out[1:], -1)[:, :2].sum(-1).tolist() == pytest.approx([1.0, 1.0, 1.0])
+    assert torch.equal(processors.temperature(lp[1:], 0.5), lp[1:] / 0.5)  # no overflow: unchanged
