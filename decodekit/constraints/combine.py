@@ -24,6 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from decodekit.constraints.chardfa import build_char_dfa
+from decodekit.constraints.firstset import first_char_rejects
 from decodekit.constraints.graph import distinct_columns, minimize, reverse_distances
 from decodekit.constraints.pattern import END, START, Node, parse
 from decodekit.constraints.utf8 import ByteDFA, byte_dfa, code_point_classes
@@ -71,10 +72,23 @@ class Product(NamedTuple):
     stats: dict[str, int]
 
 
+def first_char_gate(pattern: str) -> str | None:
+    """The pattern ``(?s:[^C].*)`` of the texts that pass ``regex``'s first-character test of
+    ``pattern`` (:func:`decodekit.constraints.firstset.first_char_rejects`: C, the characters it
+    rejects although the pattern's items accept them), or None when the test changes nothing."""
+    rejects = first_char_rejects(pattern)
+    if not rejects:
+        return None
+    return "(?s:[^" + "".join(f"\\U{ord(c):08x}" for c in sorted(rejects)) + "].*)"
+
+
 def components(patterns: Sequence[str], excludes: Sequence[str], max_states: int) -> list[Component]:
-    """Parse every pattern (an exclude ``R`` as ``(?s:.*(?:R).*)``) into its character DFA."""
+    """Parse every pattern (an exclude ``R`` as ``(?s:.*(?:R).*)``) into its character DFA; a
+    pattern whose first-character test narrows it (:func:`first_char_gate`) gets the gate as one
+    more component, as a single pattern's compile does."""
     out = []
-    for pattern in patterns or (ANY_TEXT,):
+    gates = [g for g in map(first_char_gate, patterns) if g is not None]
+    for pattern in [*(patterns or (ANY_TEXT,)), *dict.fromkeys(gates)]:
         ast, boundaries = parse(pattern)
         out.append(_component(ast, boundaries, max_states, False))
         if out[-1].dfa is None:
@@ -85,6 +99,7 @@ def components(patterns: Sequence[str], excludes: Sequence[str], max_states: int
     for pattern in excludes:
         ast, boundaries = parse(pattern)
         _refuse_anchors(ast, pattern)
+        _refuse_first_char_test(pattern)
         ast = Node("seq", (dot, ast, dot), size=2 * dot.size + ast.size)
         out.append(_component(ast, boundaries, max_states, True))
     return out
@@ -109,6 +124,20 @@ def _refuse_anchors(ast: Node, pattern: str) -> None:
             )
         if node.kind != "set":
             stack.extend(node.items)
+
+
+def _refuse_first_char_test(pattern: str) -> None:
+    """An exclude is matched anywhere (``regex.search``), and ``regex`` skips the start positions
+    whose character its first-character test rejects: a gate at every position, which a
+    product of whole-text automata cannot express. Refused rather than misread."""
+    rejects = first_char_rejects(pattern)
+    if rejects:
+        shown = "".join(sorted(rejects)[:8]) + ("..." if len(rejects) > 8 else "")
+        raise ConstraintError(
+            f"exclude {pattern!r}: regex's first-character test reads its first items case-insensitively "
+            f"and skips matches starting with {shown!r}, which decodekit cannot reproduce in an exclude; "
+            "write the case of those items explicitly (for example [^abAB] for [^ab] beside (?i)...)"
+        )
 
 
 def product(parts: list[Component], available: np.ndarray | None, max_states: int, label: str) -> Product:

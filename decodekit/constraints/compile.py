@@ -15,8 +15,7 @@ import torch
 from decodekit.constraints import DEFAULT_MAX_STATES
 from decodekit.constraints.automaton import TokenAutomaton
 from decodekit.constraints.chardfa import CharDFA, build_char_dfa, minimized
-from decodekit.constraints.combine import as_patterns, components, describe, listed, product
-from decodekit.constraints.firstset import first_char_rejects
+from decodekit.constraints.combine import as_patterns, components, describe, first_char_gate, listed, product
 from decodekit.constraints.graph import reverse_distances
 from decodekit.constraints.lazy import LazyTokenAutomaton
 from decodekit.constraints.lift import EncodedVocab, as_bytes, encode_vocab, lift
@@ -229,10 +228,8 @@ def _build(
 ) -> TokenAutomaton | LazyTokenAutomaton:
     """Parse, character DFA, UTF-8 byte DFA, lift, dense tables (or the lazy automaton)."""
     ast, boundaries = parse(pattern)
-    rejects = first_char_rejects(pattern)
-    if rejects:  # regex's first-character test narrows the pattern: compile both, as a product
-        first = "(?s:[^" + "".join(f"\\U{ord(c):08x}" for c in sorted(rejects)) + "].*)"
-        both = _build_all((pattern, first), (), entry, eos_id, separator, max_states, lazy)
+    if first_char_gate(pattern) is not None:  # regex's first-character test narrows the pattern
+        both = _build_all((pattern,), (), entry, eos_id, separator, max_states, lazy)  # pattern & gate
         if isinstance(both, LazyTokenAutomaton):
             both.pattern = pattern
             return both

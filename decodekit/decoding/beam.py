@@ -8,6 +8,7 @@ constraint without EOS, an accepting hypothesis that cannot go on ends unfinishe
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import torch
@@ -50,11 +51,31 @@ def beam_search(
         select = beam_selection(beam_size, model.vocab_size, model.eos_id, automaton, max_length)
         return select, Selection(cum.view(-1), None if states is None else states.view(-1))
 
-    return decode(model, prompt, max_length, constraint, start, n_best, length_penalty, record)
+    out = decode(model, prompt, max_length, constraint, start, n_best, length_penalty, record)
+    return _warn_if_short(out, n_best, beam_size)
 
 
 def _check_beam(beam_size: int, length_penalty: float, n_best: int) -> None:
     at_least("beam_size", beam_size), at_least("n_best", n_best), real("length_penalty", length_penalty)
+
+
+def _warn_if_short(out, n_best: int, beam_size: int):
+    """``out`` unchanged; a warning when ``n_best > beam_size`` and some prompt got fewer than
+    ``n_best`` hypotheses: the pool keeps every hypothesis that ended while in a beam, but the
+    beam holds only ``beam_size`` live ones, so more may not have been found (not a failure)."""
+    if n_best > beam_size:
+        batch = out if out and isinstance(out[0], list) else [out]
+        short = [(b, len(h)) for b, h in enumerate(batch) if len(h) < n_best]
+        if short:
+            b, got = short[0]
+            warnings.warn(
+                f"the search returned {got} of the n_best={n_best} hypotheses asked for prompt {b}"
+                + (f" (and fewer for {len(short) - 1} more prompts)" if len(short) > 1 else "")
+                + f": a beam of {beam_size} keeps at most {beam_size} live hypotheses at each step, so "
+                "there may be more; a beam_size of at least n_best looks for them",
+                stacklevel=4,  # the caller of beam_search (past the inference_mode wrapper)
+            )
+    return out
 
 
 def beam_selection(beam: int, vocab: int, eos: int | None, automaton, max_length: int):
@@ -130,7 +151,8 @@ def constrained_beam_search(
             cum.view(-1), slot_state
         )
 
-    return decode(model, prompt, max_length, constraint, start, n_best, length_penalty, record)
+    out = decode(model, prompt, max_length, constraint, start, n_best, length_penalty, record)
+    return _warn_if_short(out, n_best, beam_size)
 
 
 def anderson_selection(automaton, beam: int, eos: int | None, max_length: int):

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import decodekit
 from decodekit.constraints import ConstraintError, as_automaton, compile_regex
+from decodekit.constraints.firstset import first_char_rejects
 from decodekit.errors import ConfigError
 from decodekit.generation import GenerationConfig, generate
 from decodekit.vocab import Vocab
@@ -56,6 +57,9 @@ def check_agreement(patterns, excludes, tokens, separator, data, depth=3):
     try:
         auto = compile_regex(patterns, tokens, separator=separator, exclude=excludes)
     except ConstraintError as e:
+        if "first-character test" in str(e):  # refused, never misread (test_first_character_test)
+            assert any(first_char_rejects(x) for x in excludes), str(e)
+            return
         assert any(m in str(e) for m in UNSAT), str(e)
         assert not any(holds(text_of(tokens, separator, s)) for s in seqs)
         return
@@ -244,3 +248,24 @@ def test_errors():
     auto = compile_regex("a", tokens)
     with pytest.raises(ConfigError, match="exclude"):
         GenerationConfig(constraint=auto, exclude=["b"])
+
+
+def test_first_character_test_per_component():
+    """``regex`` tests the first character against a case-insensitive first set before matching:
+    ``(?:[^ab]|(?i)c)`` fully matches ``x`` but not ``A``. Each positive component applies the
+    test as a single pattern does; an exclude, searched at every position, is refused in one
+    line rather than misread."""
+    pattern, tokens = r"(?:[^ab]|(?i)c)", ["A", "x", "<eos>"]
+    assert regex.fullmatch(pattern, "x") and not regex.fullmatch(pattern, "A")
+    for patterns in ([pattern, ".*"], [".*", pattern], [pattern, pattern, "(?s:.)"]):
+        auto = compile_regex(patterns, tokens, 2)
+        assert auto.accepts([1]) and not auto.accepts([0]), patterns
+        for lazy in (True, "masked"):
+            assert not compile_regex(patterns, tokens, 2, lazy=lazy).accepts([0]), (patterns, lazy)
+    for seed in range(8):  # masked greedy over models that often prefer "A"
+        model = SparseLM(3, seed=seed, zeros=0.0, bos_id=None, eos_id=2)
+        (out,) = decodekit.greedy(model, [1], 3, constraint=compile_regex([pattern, ".*"], tokens, 2))
+        text = "".join(tokens[t] for t in out.tokens if t != 2)
+        assert regex.fullmatch(pattern, text), (seed, out.tokens)
+    with pytest.raises(ConstraintError, match="first-character test.*'AB'"):
+        compile_regex(".*", tokens, 2, exclude=pattern)

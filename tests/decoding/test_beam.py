@@ -1,4 +1,5 @@
 import math
+import warnings
 
 import pytest
 import torch
@@ -146,3 +147,18 @@ def small_char_vocab():
 def test_prompt_outside_vocabulary():
     with pytest.raises(ValueError, match="outside the vocabulary"):
         decodekit.beam_search(HistoryLM(3), [7], 2, 3)
+
+
+def test_fewer_hypotheses_than_n_best_beyond_the_beam_are_said():
+    """``n_best > beam_size`` is allowed (the pool keeps every hypothesis that ended in a beam:
+    test_hand_computed_table), but when a prompt gets fewer than asked, a warning says why."""
+    model = SparseLM(5, seed=0, zeros=0.0, bos_id=None, eos_id=0)
+    with pytest.warns(UserWarning, match=r"returned 3 of the n_best=5 .*prompt 0.*beam of 2"):
+        assert len(decodekit.beam_search(model, [1], 2, 4, n_best=5)) == 3
+    with pytest.warns(UserWarning, match="n_best=9"):
+        auto = decodekit.compile_regex("[abcd]+", ["<eos>", "a", "b", "c", "d"], 0)
+        decodekit.constrained_beam_search(model, [[1], [2]], auto, 2, 3, n_best=9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        decodekit.beam_search(model, [1], 2, 4, n_best=2)  # at most the beam: nothing to say
+        decodekit.beam_search(model, [1], 3, 4, n_best=3)
