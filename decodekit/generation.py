@@ -162,7 +162,9 @@ def generate(
     c, strategy = config, config.resolved_strategy
     constraint = combined_constraint(model, config)
     if strategy == "greedy":
-        return greedy(model, prompts, c.max_length, constraint=constraint, record=record)
+        return greedy(
+            model, prompts, c.max_length, constraint=constraint, record=record, max_memory=max_memory
+        )
     if strategy == "sample":
         return sample(
             model,
@@ -176,6 +178,7 @@ def generate(
             num_samples=c.num_samples,
             constraint=constraint,
             record=record,
+            max_memory=max_memory,
         )
     if constraint is not None and strategy == "beam":
         return constrained_beam_search(
@@ -187,6 +190,7 @@ def generate(
             length_penalty=c.length_penalty,
             n_best=c.n_best,
             record=record,
+            max_memory=max_memory,
         )
     return beam_search(
         model,
@@ -197,6 +201,7 @@ def generate(
         n_best=c.n_best,
         constraint=constraint,
         record=record,
+        max_memory=max_memory,
     )
 
 

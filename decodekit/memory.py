@@ -47,6 +47,31 @@ class Estimate:
     rows: int
 
 
+@dataclass(frozen=True)
+class SearchSpec:
+    """What :func:`estimate` reads of a search, for the decoders called directly
+    (:class:`decodekit.GenerationConfig` has the same fields). ``strategy``: ``greedy``,
+    ``sample``, ``beam`` (with a ``constraint``: Anderson-style search) or ``masked-beam``."""
+
+    strategy: str
+    max_length: int
+    beam_size: int = 1
+    num_samples: int = 1
+    constraint: Any = None
+    exclude: tuple = ()
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+    min_p: float | None = None
+
+    @property
+    def resolved_strategy(self) -> str:
+        return self.strategy
+
+    def replace(self, **changes: Any) -> SearchSpec:
+        return dataclasses.replace(self, **changes)
+
+
 _PROFILES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _IDS: dict[int, tuple[int, int]] = {}  # models that cannot be weakly referenced
 
@@ -207,7 +232,10 @@ def estimate(model: Any, prompt_lengths: list[int], config: Any) -> Estimate:
     # 4.6 at K = 2000, sampling 3.3, with top-k and top-p 4.6): the model's logits and
     # log-probabilities, the normalisation check's temporaries, the rows copied for the beams.
     beam = strategy in ("beam", "masked-beam")
-    units = 2.5 + beam
+    # Wide beams peak higher than narrow ones (the flattened [B, K*V] candidate sums and the
+    # gathers from them): beam search over V = 1,000 at K = 10^6 was killed past 21 GB where
+    # 3.5 units said 14 GB, so a beam counts 2 more units from K = 1,000 on.
+    units = 2.5 + beam + 2 * (beam and config.beam_size >= 1000)
     if strategy == "sample":
         units += 1 + 0.5 * (config.temperature != 1) + 0.5 * (config.top_k is not None)
         units += 1 * (config.top_p is not None) + 0.5 * (config.min_p is not None)
@@ -216,6 +244,9 @@ def estimate(model: Any, prompt_lengths: list[int], config: Any) -> Estimate:
         # copy, the check for rows that cannot go on; Anderson-style search (4.6 units at 600
         # rows, 3 at 50,000): a masked copy per group of tokens, the candidates and their sums
         units += 4 if states == 0 else 2.5
+        # Anderson-style search at K = 10,000 (2 states, the PTB LSTM) peaked at 11.2 GB where 6
+        # units said 7.7 GB (0.76 of the estimate at K = 2,000): 3 more units from K = 1,000 on
+        units += 3 * (states > 0 and config.beam_size >= 1000)
     scores = rows * vocab * FLOAT * units
     if beam:  # each row's best min(K+1, V) tokens: values, indices, and their sums
         scores += rows * min(config.beam_size + 1, vocab) * (FLOAT + 8 + FLOAT)
@@ -294,7 +325,7 @@ def _advice(model, lengths: list[int], config: Any, budget, device, est: Estimat
 
     parts = est.parts
     strategy = config.resolved_strategy
-    knob = {"sample": "num_samples", "beam": "beam_size"}.get(strategy)
+    knob = {"sample": "num_samples", "beam": "beam_size", "masked-beam": "beam_size"}.get(strategy)
     # what the user made large comes first: the beams or samples (they scale the history too), then
     # the prompts decoded together, then the length; the prompt length first when encoding dominates
     tried = ["prompt"] if parts["prefill"] > sum(parts.values()) / 2 else []

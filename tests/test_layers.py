@@ -85,7 +85,7 @@ DEPENDS = {
     "checkpoint": ("errors", "files", "vocab", "models"),
     "loading": ("errors", "checkpoint", "models"),
     # the decoders see models only through the protocol and the state operations
-    "decoding": ("errors", "checks", "outputs", "constraints", "models.base", "models.state"),
+    "decoding": ("errors", "checks", "outputs", "constraints", "memory", "models.base", "models.state"),
     "memory": ("errors", "constraints", "models.base"),  # a search's memory estimate
     "generation": (
         "errors",

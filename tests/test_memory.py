@@ -101,3 +101,33 @@ def test_parse_size():
     assert parse_size("1.5GiB") == int(1.5 * 2**30) and parse_size("2kb") == 2048
     with pytest.raises(ValueError):
         parse_size("-1G")
+
+
+def test_the_decoders_called_directly_check_too(model):
+    """``beam_search(..., beam_size=10**6)`` used to allocate until the machine ran out; each
+    decoder now refuses before allocating, as generate() does, and takes ``max_memory``."""
+    import time
+
+    import decodekit
+
+    calls = {
+        "beam search": lambda **kw: decodekit.beam_search(model, [2], 10**6, 5, **kw),
+        "masked beam search": lambda **kw: decodekit.beam_search(model, [2], 10**6, 5, constraint=".*", **kw),
+        "constrained beam search": lambda **kw: decodekit.constrained_beam_search(
+            model, [2], r".*\bprofit\b.*", 10**5, 5, **kw
+        ),
+        "sampling": lambda **kw: decodekit.sample(model, [2], 5, num_samples=10**7, **kw),
+        "greedy search": lambda **kw: decodekit.greedy(model, [[2]] * 10**6, 5, **kw),
+    }
+    for what, call in calls.items():
+        start = time.process_time()
+        with pytest.raises(ResourceError, match=f"this {what}.*the given limit"):
+            call(max_memory="100M")
+        assert time.process_time() - start < 5, what
+    assert decodekit.beam_search(model, [2], 3, 4, max_memory="100M")
+
+
+def test_masked_beam_advice_names_the_beam_size(model):
+    config = GenerationConfig(strategy="masked-beam", constraint=r".*\bprofit\b.*", beam_size=10_000)
+    with pytest.raises(ResourceError, match="at most beam_size=[0-9,]+ fits"):
+        generate(model, [[2, 3]], config, max_memory="20M")

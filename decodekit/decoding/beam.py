@@ -15,8 +15,9 @@ import torch
 
 from decodekit.checks import at_least, real
 from decodekit.decoding.prompts import Constraint, Prompt, anderson_constraint
-from decodekit.decoding.search import NEG_INF, Selection, decode
+from decodekit.decoding.search import NEG_INF, Selection, check_memory, decode
 from decodekit.decoding.topk import GroupedTopK
+from decodekit.memory import SearchSpec
 from decodekit.models.base import LanguageModel, model_device
 from decodekit.outputs import Hypothesis, SearchTree
 
@@ -32,6 +33,7 @@ def beam_search(
     *,
     constraint: Constraint | None = None,
     record: SearchTree | None = None,
+    max_memory: int | str | None = None,
 ) -> list[Hypothesis] | list[list[Hypothesis]]:
     """Beam search with ``beam_size`` (K) live hypotheses per prompt, rows ``b * K + k``.
 
@@ -41,8 +43,12 @@ def beam_search(
     raw log-probability); ``constraint``: tokens that cannot lead to a full match are masked
     (:func:`constrained_beam_search` is Anderson-style search). Other arguments and the
     result: see :mod:`decodekit.decoding`; the ``n_best`` best hypotheses, best first.
+    ``max_memory``: what the search may use (:func:`decodekit.memory.check`, ResourceError).
     """
     _check_beam(beam_size, length_penalty, n_best)
+    strategy = "beam" if constraint is None else "masked-beam"
+    spec = SearchSpec(strategy, max_length, beam_size, constraint=constraint)
+    check_memory(model, prompt, spec, max_memory)
 
     def start(automaton, batch: int):
         cum = torch.full((batch, beam_size), NEG_INF, device=model_device(model))
@@ -126,6 +132,7 @@ def constrained_beam_search(
     n_best: int = 1,
     *,
     record: SearchTree | None = None,
+    max_memory: int | str | None = None,
 ) -> list[Hypothesis] | list[list[Hypothesis]]:
     """Anderson-style constrained beam search (Anderson et al. 2017, arXiv:1612.00576): text
     that fully matches ``constraint``, with **one beam of K hypotheses per automaton state**.
@@ -141,6 +148,7 @@ def constrained_beam_search(
     """
     _check_beam(beam_size, length_penalty, n_best)
     constraint = anderson_constraint(constraint, model)  # built whole, never lazily
+    check_memory(model, prompt, SearchSpec("beam", max_length, beam_size, constraint=constraint), max_memory)
 
     def start(automaton, batch: int):
         states, width = automaton.num_states, automaton.num_states * beam_size

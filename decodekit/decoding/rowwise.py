@@ -18,7 +18,8 @@ import torch
 from decodekit.checks import at_least
 from decodekit.decoding import processors
 from decodekit.decoding.prompts import Constraint, Prompt
-from decodekit.decoding.search import NEG_INF, Selection, decode
+from decodekit.decoding.search import NEG_INF, Selection, check_memory, decode
+from decodekit.memory import SearchSpec
 from decodekit.models.base import LanguageModel, model_device
 from decodekit.outputs import Hypothesis, SearchTree
 
@@ -33,10 +34,12 @@ def greedy(
     *,
     constraint: Constraint | None = None,
     record: SearchTree | None = None,
+    max_memory: int | str | None = None,
 ) -> list[Hypothesis] | list[list[Hypothesis]]:
     """Greedy decoding: the argmax token at every step, until EOS or ``max_length`` tokens
     (EOS included). Arguments and the result: see :mod:`decodekit.decoding`; one hypothesis
     per prompt, none when it ended unmatched."""
+    check_memory(model, prompt, SearchSpec("greedy", max_length, constraint=constraint), max_memory)
     return _decode(model, prompt, max_length, lambda lp: lp.argmax(-1), 1, constraint, record)
 
 
@@ -54,6 +57,7 @@ def sample(
     *,
     constraint: Constraint | None = None,
     record: SearchTree | None = None,
+    max_memory: int | str | None = None,
 ) -> list[Hypothesis] | list[list[Hypothesis]]:
     """Ancestral sampling: each token drawn from ``softmax(process(logprobs))`` with temperature,
     top-k, top-p and min-p applied in that order (:mod:`~decodekit.decoding.processors`), after
@@ -64,6 +68,9 @@ def sample(
     """
     processors.validate(temperature, top_k, top_p, min_p)
     at_least("num_samples", num_samples)
+    spec = SearchSpec("sample", max_length, num_samples=num_samples, constraint=constraint)
+    spec = spec.replace(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p)
+    check_memory(model, prompt, spec, max_memory)
     if isinstance(generator, int):
         generator = torch.Generator(device=model_device(model)).manual_seed(generator)
 

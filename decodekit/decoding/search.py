@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from decodekit import memory
 from decodekit.checks import at_least
 from decodekit.decoding.prompts import as_batch, check_logprobs, is_check_step, prefill, resolve_constraint
 from decodekit.decoding.trace import Pool, Trace
@@ -41,6 +42,12 @@ class Selection:
     tokens: torch.Tensor | None = None
     ended: torch.Tensor | None = None
     ended_logprob: torch.Tensor | None = None
+
+
+def check_memory(model: LanguageModel, prompt, spec: memory.SearchSpec, max_memory) -> None:
+    """Refuse a search that would not fit in memory before it allocates anything
+    (:func:`decodekit.memory.check`: ResourceError naming the largest setting that fits)."""
+    memory.check(model, as_batch(prompt)[0], spec, limit=max_memory)
 
 
 def decode(
