@@ -104,7 +104,7 @@ def test_a_read_only_directory_loads_without_a_cache(arpa):
 
 
 def test_an_unwritable_cache_is_one_warning(arpa, monkeypatch):
-    def refuse(path, write):
+    def refuse(path, write, *what):
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr("decodekit.models.arpa_cache.atomic_write", refuse)
