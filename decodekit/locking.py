@@ -119,6 +119,7 @@ def _acquire(lock: Path, path: Path, what: str) -> int:
         "started": time.time(),
         "command": " ".join(["decodekit" if i == 0 else a for i, a in enumerate(sys.argv)]),
     }
-    os.ftruncate(fd, 0)
-    os.write(fd, (json.dumps(info) + "\n").encode())
+    with contextlib.suppress(OSError):  # who holds it is for the message only; a full disk still locks
+        os.ftruncate(fd, 0)
+        os.write(fd, (json.dumps(info) + "\n").encode())
     return fd
