@@ -6,7 +6,8 @@ Public API::
 
 Every name is imported on first use (PEP 562), so ``import decodekit`` and ``decodekit --help``
 do not import torch. ``results`` and ``distributed`` are public modules: the JSON-lines result
-files of batch generation, and the torchrun helpers.
+files of batch generation, and the torchrun helpers. ``writable_target`` and ``atomic_write`` are
+how every output file is written (a symlink's target, never a device or FIFO; atomically).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "TokenAutomaton": ("decodekit.constraints", "TokenAutomaton"),
     "Vocab": ("decodekit.vocab", "Vocab"),
     "WordVocab": ("decodekit.vocab", "WordVocab"),
+    "atomic_write": ("decodekit.files", "atomic_write"),
     "beam_search": ("decodekit.decoding", "beam_search"),
     "compile_for_vocab": ("decodekit.constraints", "compile_for_vocab"),
     "compile_regex": ("decodekit.constraints", "compile_regex"),
@@ -55,6 +57,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "plot_runs": ("decodekit.plotting", "plot_runs"),
     "results": ("decodekit.results", None),
     "sample": ("decodekit.decoding", "sample"),
+    "writable_target": ("decodekit.files", "writable_target"),
 }
 
 __all__ = [
@@ -72,6 +75,7 @@ __all__ = [
     "TokenAutomaton",
     "Vocab",
     "WordVocab",
+    "atomic_write",
     "beam_search",
     "compile_for_vocab",
     "compile_regex",
@@ -95,6 +99,7 @@ __all__ = [
     "plot_runs",
     "results",
     "sample",
+    "writable_target",
 ]
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ imports on demand
@@ -113,6 +118,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
         ModelOutputError,
         ResourceError,
     )
+    from decodekit.files import atomic_write, writable_target
     from decodekit.generation import GenerationConfig, generate
     from decodekit.loading import load_model
     from decodekit.locking import exclusive

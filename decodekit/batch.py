@@ -152,16 +152,18 @@ def generate_jsonl(
         progress: called with the number of records finished after each write.
         max_memory: the memory a search may use (see :mod:`decodekit.memory`).
 
-    ``output`` is locked while the run lasts (:mod:`decodekit.locking`). Returns counts
+    ``output`` may be a symlink (its target is written and locked) and must be a regular file or
+    not exist: anything else (``/dev/null``, a FIFO) raises :class:`DecodekitError` and is left as
+    it is. It is locked while the run lasts (:mod:`decodekit.locking`). Returns counts
     ``{"written", "skipped", "errors", "duplicates"}`` and ``first_error`` ("line N: ...", or None).
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     defaults = defaults or GenerationConfig()
-    output = Path(output)
+    output = results.target(output)
     with exclusive(output, "--output"):
         done = results.prepare(output, resume=resume) | (skip_ids or set())
-        with open(output, "ab") as handle:
+        with results.open_results(output) as handle:
             run = _Run(model, handle, batch_size, progress, max_memory)
             run.read(lines, defaults, done, keep)
     if run.counts["duplicates"]:

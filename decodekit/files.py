@@ -5,11 +5,19 @@ A FIFO named ``model.safetensors`` blocks ``open`` forever, and a ``vocab.txt`` 
 decodekit reads goes through :func:`check_regular` first: it must be a regular file (symlinks are
 followed) of at most ``max_bytes``. Text is then read through an already opened descriptor
 (:func:`read_bytes`), so the size checked is the size read.
+
+Every file decodekit writes goes through :func:`writable_target`: a symlink is followed (its
+target is what gets written, and the link stays a link), and a path that exists but is not a
+regular file (a device such as ``/dev/null``, a FIFO, a directory, a socket) is refused in one
+line, never unlinked or replaced. :func:`atomic_write` then replaces the target through a
+temporary file of its own beside it, and unlinks nothing else.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -80,20 +88,115 @@ def read_bytes(
     return data
 
 
+def writable_target(path: str | Path, what: str = "output", *, error: type = DecodekitError) -> Path:
+    """The file to write for the output ``path``: its real path (symlinks followed, so that the
+    target is written and the link stays a link), which must be a regular file or not exist yet.
+
+    Raises ``error`` (one line naming what the path is) for anything else: a device, a FIFO, a
+    directory, a socket. The parent directory is not checked (writing there says what is wrong)."""
+    path = Path(path)
+    target = Path(os.path.realpath(path))
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        return target
+    if not stat.S_ISREG(st.st_mode):
+        shown = f"{path} (a link to {target})" if target != Path(os.path.abspath(path)) else str(path)
+        raise error(f"{shown}: {what} is {_kind(st.st_mode)}, not a regular file; refusing to write to it")
+    return target
+
+
+def open_output(path: str | Path, what: str = "output", *, truncate: bool = False) -> Any:
+    """``path`` opened for appending in binary, unbuffered (emptied first when ``truncate``), created
+    if missing; :func:`writable_target` rules. The check is made on the opened descriptor
+    (``O_NONBLOCK``: opening a FIFO never waits). ``f.name`` is the target's path."""
+    target = writable_target(path, what)
+
+    def opener(name: str, flags: int) -> int:
+        fd = os.open(name, flags | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):  # it changed since the check
+                raise DecodekitError(f"{path}: {what} is {_kind(st.st_mode)}, not a regular file")
+            if truncate:
+                os.ftruncate(fd, 0)
+            if hasattr(os, "set_blocking"):
+                os.set_blocking(fd, True)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    return open(target, "ab", buffering=0, opener=opener)
+
+
+_OS_ERROR = re.compile(r"\(os error (\d+)\)|Os \{ code: (\d+)")
+
+
+def os_error(e: BaseException, path: str | Path) -> BaseException:
+    """The ``OSError`` a failed write of ``path`` should raise: ``e`` with ``path`` as its file
+    name, or the ``OSError`` inside a safetensors ``SafetensorError`` ("No space left on device
+    (os error 28)"); ``e`` itself when it is neither."""
+    if isinstance(e, OSError) and e.errno is not None:
+        return OSError(e.errno, e.strerror or os.strerror(e.errno), str(path))
+    if type(e).__name__ == "SafetensorError":  # not imported here: safetensors is not needed to read
+        m = _OS_ERROR.search(str(e))
+        if m is not None:
+            code = int(m.group(1) or m.group(2))
+            return OSError(code, os.strerror(code), str(path))
+    return e
+
+
 def temporary_name(path: Path) -> Path:
     """Where :func:`atomic_write` stages ``path``: ``.NAME.tmpPID`` beside it."""
     return path.with_name(f".{path.name}.tmp{os.getpid()}")
 
 
-def atomic_write(path: Path, write: Any) -> None:
-    """Call ``write(tmp_path)``, then move the temporary file onto ``path`` (``os.replace``)."""
-    tmp = temporary_name(path)
+def _claim(tmp: Path) -> None:
+    """Create ``tmp`` empty and ours (``O_EXCL``, no link followed); a regular file of that name
+    is a temporary left by a killed process of the same pid, anything else is refused."""
+    for _ in range(2):
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600))
+            return
+        except FileExistsError:
+            if not stat.S_ISREG(os.lstat(tmp).st_mode):
+                break
+            os.unlink(tmp)
+    raise DecodekitError(f"{tmp} is in the way of a write and is not a regular file; remove it")
+
+
+def atomic_write(path: Path, write: Any, what: str = "output") -> None:
+    """Call ``write(tmp_path)``, then move the temporary file onto ``path`` (``os.replace``).
+
+    ``path`` goes through :func:`writable_target` first: a symlink's target is replaced (the link
+    stays), a non-regular file is refused. An existing target keeps its permissions (and, as
+    root, its owner); a new one is 0644. Nothing but the temporary file is ever unlinked, and a
+    failed write leaves the target as it was. An ``OSError`` names ``path``; a safetensors write
+    that failed in the OS (a full or read-only disk) is raised as that ``OSError``."""
+    target = writable_target(path, what)
+    tmp = temporary_name(target)
     try:
+        _claim(tmp)
         write(tmp)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        try:
+            st = os.stat(target)
+        except FileNotFoundError:
+            os.chmod(tmp, 0o644)
+        else:
+            os.chmod(tmp, stat.S_IMODE(st.st_mode))
+            if os.name == "posix" and os.geteuid() == 0 and (st.st_uid, st.st_gid) != (0, 0):
+                with contextlib.suppress(OSError):  # a file system without owners
+                    os.chown(tmp, st.st_uid, st.st_gid)
+        os.replace(tmp, target)
+    except Exception as e:
+        failure = os_error(e, path)
+        if failure is e:
+            raise
+        raise failure from None
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        with contextlib.suppress(OSError):
+            if stat.S_ISREG(os.lstat(tmp).st_mode):
+                os.unlink(tmp)

@@ -6,6 +6,11 @@ into it. A second process fails at once with :class:`LockedError`, whose one-lin
 the holder. The kernel releases the lock when the holder exits, however it exits (a SIGKILL
 included), so a stale lock file never blocks anyone: it is simply locked again.
 
+The lock goes by the file, not by the name it was given: ``path`` is resolved first (symlinks
+followed, ``os.path.realpath``), so ``out.jsonl`` and a link to it share one lock, which lives
+beside the real file. (Two hard links of one file are two names of equal standing and are not
+recognised as one.)
+
 Nested ``exclusive`` calls on the same path in one process are allowed (the CLI locks ``--out``
 before the training loop, which locks it again). Where ``fcntl`` is missing (Windows) no lock is
 taken. ``flock`` on network file systems is only as good as the server's lock support.
@@ -17,6 +22,7 @@ import contextlib
 import json
 import os
 import socket
+import stat
 import sys
 import time
 from collections.abc import Iterator
@@ -33,8 +39,9 @@ _HELD: dict[tuple[int, str], int] = {}  # (pid, lock file) -> nesting depth; a f
 
 
 def lock_path(path: str | Path) -> Path:
-    """The lock file of ``path`` (an existing directory, or a file that may not exist yet)."""
-    path = Path(path)
+    """The lock file of ``path`` (an existing directory, or a file that may not exist yet), beside
+    (or in) the real path: the same for every symlink to it."""
+    path = Path(os.path.realpath(path))
     return path / ".lock" if path.is_dir() else path.with_name(f".{path.name}.lock")
 
 
@@ -60,7 +67,7 @@ def exclusive(path: str | Path, what: str = "output") -> Iterator[None]:
         yield
         return
     lock = lock_path(path)
-    key = (os.getpid(), str(lock.resolve()))
+    key = (os.getpid(), str(lock))
     if key in _HELD:
         _HELD[key] += 1
         try:
@@ -80,8 +87,16 @@ def exclusive(path: str | Path, what: str = "output") -> Iterator[None]:
 
 
 def _acquire(lock: Path, path: Path, what: str) -> int:
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
+    flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)  # a FIFO or device: no wait
     while True:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC, 0o644)
+        try:
+            fd = os.open(lock, flags, 0o644)
+        except OSError as e:  # a read-only or full disk: say what was being written
+            raise OSError(e.errno, f"{e.strerror} (creating its lock file {lock.name})", str(path)) from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # never lock (or, later, unlink) a FIFO or device
+            os.close(fd)
+            raise LockedError(f"{lock}, the lock file of {path}, is not a regular file; remove it")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -104,6 +119,7 @@ def _acquire(lock: Path, path: Path, what: str) -> int:
         "started": time.time(),
         "command": " ".join(["decodekit" if i == 0 else a for i, a in enumerate(sys.argv)]),
     }
-    os.ftruncate(fd, 0)
-    os.write(fd, (json.dumps(info) + "\n").encode())
+    with contextlib.suppress(OSError):  # who holds it is for the message only; a full disk still locks
+        os.ftruncate(fd, 0)
+        os.write(fd, (json.dumps(info) + "\n").encode())
     return fd

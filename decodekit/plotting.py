@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from decodekit.errors import DecodekitError
+from decodekit.files import atomic_write, writable_target
 
 METRICS = "metrics.jsonl"  # the file decodekit.training.rundir writes (one JSON object per epoch)
 FORMATS = (".png", ".svg", ".pdf")
@@ -70,6 +71,7 @@ def plot_runs(run_dirs: list[str | Path], out: str | Path, *, title: str | None 
     out = Path(out)
     if out.suffix.lower() not in FORMATS:
         raise DecodekitError(f"cannot write {out.name!r}: the output must end in {', '.join(FORMATS)}")
+    writable_target(out, "the figure")  # a device or FIFO is refused before anything is drawn
     runs = [read_run(d) for d in run_dirs]
     try:
         import matplotlib
@@ -97,6 +99,8 @@ def plot_runs(run_dirs: list[str | Path], out: str | Path, *, title: str | None 
     lr.grid(True, alpha=0.3)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out)
-    plt.close(fig)
+    try:  # atomically: a symlink's target is replaced, a kill leaves the old figure
+        atomic_write(out, lambda tmp: fig.savefig(tmp, format=out.suffix[1:].lower()), "the figure")
+    finally:
+        plt.close(fig)
     return out

@@ -1,10 +1,15 @@
 """The results file of batch generation: one JSON object per line, each id's result at most once.
 
-* :func:`prepare` starts a run: without resume it empties the file; with resume it rewrites it
+* :func:`target` is the file a run writes: the results path with symlinks followed, which must be
+  a regular file or not exist (a device, a FIFO, ... is refused: :func:`decodekit.files.writable_target`).
+* :func:`prepare` starts a run: without resume it empties the file (in place: it is never unlinked,
+  so a link to it stays a link); with resume it rewrites it
   (atomically) keeping the first result record of every id and dropping error records, records
   without an id and a partial last line (an interrupted write), so that the lines that failed are
   tried again and nothing is ever written twice. It returns the ids done.
-* :func:`append` writes records and flushes them to disk (``fsync``) before returning.
+* :func:`open_results` opens it for appending; :func:`append` writes records and flushes them to
+  disk (``fsync``) before returning; a failed write (a full disk) raises an ``OSError`` naming the
+  file, and the records before it stay intact.
 * :func:`merge` joins the part files of a distributed run into the results file.
 
 Ids are compared by their canonical JSON (:func:`id_key`), so ``1`` and ``"1"`` differ.
@@ -15,10 +20,33 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
-from decodekit.files import atomic_write
+from decodekit.files import atomic_write, open_output, os_error, read_bytes, writable_target
+
+WHAT = "the results file"
+
+
+def target(output: str | Path) -> Path:
+    """The file a run writing ``output`` writes (and locks): see the module docstring."""
+    return writable_target(output, WHAT)
+
+
+def open_results(output: str | Path) -> Any:
+    """``output`` opened for appending (binary), created if missing."""
+    return open_output(output, WHAT)
+
+
+def _remove(path: Path) -> None:
+    """Unlink ``path`` if it is a regular file (never a device, FIFO or link someone put there)."""
+    try:
+        if stat.S_ISREG(os.lstat(path).st_mode):
+            path.unlink()
+    except FileNotFoundError:
+        pass
 
 
 def id_key(value: object) -> str:
@@ -37,7 +65,7 @@ def dumps(record: dict) -> bytes:
 
 def _records(path: Path) -> Iterable[tuple[bytes, dict | None]]:
     """(raw line, parsed object or None) of every complete line of ``path``."""
-    data = path.read_bytes() if path.exists() else b""
+    data = read_bytes(path, WHAT) if path.exists() else b""  # a FIFO is refused, not waited on
     if data and not data.endswith(b"\n"):
         data = data[: data.rfind(b"\n") + 1]  # a partial last line: a write cut short
     for raw in data.splitlines():
@@ -71,21 +99,21 @@ def prepare(output: str | Path, *, resume: bool, parts: Iterable[Path] = ()) -> 
 
     ``parts``: part files of an interrupted distributed run; with resume their results are
     kept too. They are removed either way."""
-    output, parts = Path(output), [p for p in parts if p.exists()]
+    output, parts = target(output), [p for p in parts if p.exists()]
     stale = re.compile(rf"^\.{re.escape(output.name)}\.tmp\d+$")  # left by a kill inside a rewrite
     for path in output.parent.iterdir():
         if stale.match(path.name):
-            path.unlink(missing_ok=True)
+            _remove(path)
     done: set[str] = set()
     if resume:
         lines, done = _kept([output, *parts])
         data = b"".join(lines)
-        if not output.exists() or data != output.read_bytes():
-            atomic_write(output, lambda p: p.write_bytes(data))
+        if not output.exists() or data != read_bytes(output, WHAT):
+            atomic_write(output, lambda p: p.write_bytes(data), WHAT)
     else:
-        output.unlink(missing_ok=True)
+        open_output(output, WHAT, truncate=True).close()
     for p in parts:
-        p.unlink()
+        _remove(p)
     return done
 
 
@@ -95,16 +123,23 @@ def done_ids(output: str | Path) -> set[str]:
 
 
 def append(handle, records: list[dict]) -> None:
-    """Write ``records`` to the binary file ``handle`` and make them durable."""
-    handle.write(b"".join(dumps(r) for r in records))
-    handle.flush()
-    os.fsync(handle.fileno())
+    """Write ``records`` to the binary file ``handle`` and make them durable. An ``OSError`` (a
+    full disk) names the file."""
+    data = memoryview(b"".join(dumps(r) for r in records))
+    try:
+        while data:  # an unbuffered file may take part of it: nothing is left in a buffer to retry
+            data = data[handle.write(data) :]
+        handle.flush()
+        os.fsync(handle.fileno())
+    except OSError as e:
+        name = getattr(handle, "name", None)
+        raise (os_error(e, name) if isinstance(name, str | Path) else e) from None
 
 
 def merge(output: str | Path, parts: list[Path]) -> dict[str, int]:
     """Append the part files' records to ``output`` (atomically: one rename), keeping the first
     result of each id; remove the parts. Returns counts of the merged records by kind."""
-    output = Path(output)
+    output = target(output)
     lines, done = _kept([output])
     counts = {"written": 0, "errors": 0}
     for path in parts:
@@ -119,7 +154,7 @@ def merge(output: str | Path, parts: list[Path]) -> dict[str, int]:
                 counts["errors"] += 1
             lines.append(raw + b"\n")
     data = b"".join(lines)
-    atomic_write(output, lambda p: p.write_bytes(data))
+    atomic_write(output, lambda p: p.write_bytes(data), WHAT)
     for path in parts:
-        path.unlink(missing_ok=True)
+        _remove(path)
     return counts

@@ -79,7 +79,7 @@ DEPENDS = {
     "outputs": ("vocab",),  # Hypothesis: plain results and their rendering
     "data": ("errors", "files", "vocab"),  # corpora -> token ids -> BPTT batches
     "tasks": ("errors", "vocab"),  # formal languages and PCFGs (synthetic corpora)
-    "plotting": ("errors",),  # training curves (matplotlib, optional)
+    "plotting": ("errors", "files"),  # training curves (matplotlib, optional)
     "constraints": ("errors", "vocab"),  # regex -> token automaton, beside the models
     "models": ("errors", "checks", "files", "vocab"),  # the step protocol and the nets
     "checkpoint": ("errors", "files", "vocab", "models"),

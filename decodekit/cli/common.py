@@ -40,11 +40,28 @@ def run_main(group: click.Group, argv: list[str] | None) -> None:
             hint = f" (see '{ctx.command_path} --help')"
         click.echo(f"Error: {e.format_message()}{hint}", err=True)
         sys.exit(2 if e.exit_code == 1 else e.exit_code)
-    except (DecodekitError, ValueError, FileNotFoundError, IsADirectoryError, PermissionError) as e:
+    except (DecodekitError, ValueError) as e:
         click.echo(f"Error: {e}", err=True)
+        sys.exit(2)
+    except OSError as e:  # a full or read-only disk, a permission: what failed where, in one line
+        click.echo(f"Error: {os_error_message(e)}", err=True)
         sys.exit(2)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
+    except Exception as e:
+        if type(e).__name__ != "SafetensorError":  # safetensors' I/O errors (not imported here)
+            raise
+        reason = (str(e).strip().splitlines() or ["?"])[0][:300]
+        click.echo(f"Error: cannot read or write a safetensors file: {reason}", err=True)
+        sys.exit(2)
+
+
+def os_error_message(e: OSError) -> str:
+    """``PATH: reason`` (``No space left on device``, ``Read-only file system``, ...)."""
+    if not e.strerror:
+        return str(e)
+    where = " -> ".join(str(name) for name in (e.filename, e.filename2) if name is not None)
+    return f"{where}: {e.strerror}" if where else e.strerror
 
 
 def rerun_command(add: str, drop: tuple[str, ...] = ()) -> str:

@@ -6,6 +6,7 @@ import json
 import math
 import sys
 import warnings
+from pathlib import Path
 
 import click
 
@@ -181,6 +182,7 @@ def generate(
         raise UsageError("--input needs --output FILE")
     if input_path is not None and dot_path is not None:
         raise UsageError("--dot draws the search of one PROMPT; it cannot be used with --input")
+    _check_outputs(output_path, dot_path)
     if max_memory is not None:
         from decodekit import parse_size
 
@@ -226,13 +228,25 @@ def generate(
         )
         raise SystemExit(1)
     if tree is not None:
+        from decodekit import atomic_write
+
+        text = tree.to_dot(vocab)
         try:
-            with open(dot_path, "w", encoding="utf-8") as f:
-                f.write(tree.to_dot(vocab))
+            atomic_write(Path(dot_path), lambda p: p.write_text(text, encoding="utf-8"), "--dot")
         except OSError as e:
             raise UsageError(f"cannot write --dot {dot_path}: {e.strerror}") from None
     for h in hyps:
         click.echo(json.dumps(h.to_dict(vocab), ensure_ascii=False) if as_json else h.text(vocab))
+
+
+def _check_outputs(output_path: str | None, dot_path: str | None) -> None:
+    """Refuse an output that exists and is not a regular file (``/dev/null``, a FIFO) before the
+    model is loaded; a symlink is followed (its target is written)."""
+    from decodekit import writable_target
+
+    for path, what in ((output_path, "--output"), (dot_path, "--dot")):
+        if path is not None:
+            writable_target(path, what)
 
 
 def _finite(value: float) -> float:

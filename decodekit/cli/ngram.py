@@ -30,12 +30,13 @@ def ngram_command(data: str, order: int, out: str, min_count: int | None, chars:
     """Interpolated modified Kneser-Ney (Chen & Goodman's three discounts per order) trained on
     the training split, written as ARPA; prints validation and test perplexity. Progress bars are
     drawn on stderr when it is a terminal."""
-    from decodekit import load_data
+    from decodekit import load_data, writable_target
     from decodekit.models import train_kneser_ney, write_arpa
     from decodekit.training import evaluate
 
     if order < 1:
         raise UsageError(f"--order must be >= 1, got {order}")
+    writable_target(out, "--out")  # a device or FIFO is refused before the training, not after
     corpus = load_data(data, min_count=min_count, chars=chars)
     t0 = time.perf_counter()
     model = train_kneser_ney(corpus.train, order, len(corpus.vocab), corpus.vocab.eos_id, vocab=corpus.vocab)

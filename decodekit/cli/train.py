@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from decodekit.cli import cli
-from decodekit.cli.common import DEVICE_HELP, UsageError, resolve_device
+from decodekit.cli.common import DEVICE_HELP, UsageError, os_error_message, resolve_device
 
 _HELP_DATA = (
     "Corpus: a directory with ptb.{train,valid,test}.txt or {train,valid,test}.txt (one sentence per line, "
@@ -242,7 +242,7 @@ def train_command(data: str, kind: str, out: str, resume: bool, overwrite: bool,
 def _take_out(stack, out: str, resume: bool, overwrite: bool, parallel) -> bool:
     """Lock --out (rank 0; every rank learns whether that worked) and decide what to do with what
     it holds. Returns ``resume``, False when --resume finds nothing to resume."""
-    from decodekit import LockedError, exclusive
+    from decodekit import exclusive
     from decodekit.training import RESUME, reconcile, run_files
 
     error, is_main = None, parallel is None or parallel.is_main
@@ -262,8 +262,8 @@ def _take_out(stack, out: str, resume: bool, overwrite: bool, parallel) -> bool:
             elif resume and not existing:
                 click.echo(f"nothing to resume in {out}: starting a new run", err=True)
                 resume = False
-        except (LockedError, OSError) as e:
-            error = str(e)
+        except (ValueError, OSError) as e:  # LockedError, a FIFO among the run files, a read-only disk
+            error = os_error_message(e) if isinstance(e, OSError) else str(e)
     if parallel is not None:  # rank 0's outcome for all: -1 (error) or whether to resume
         outcome = parallel.broadcast(-1.0 if error is not None else float(resume))
         if outcome < 0:

@@ -31,7 +31,7 @@ import torch
 from tqdm import tqdm
 
 from decodekit.errors import DecodekitError
-from decodekit.files import read_bytes
+from decodekit.files import atomic_write, read_bytes
 from decodekit.models.ngram import NgramLM
 from decodekit.vocab import EOS as DK_EOS
 from decodekit.vocab import Vocab, WordVocab
@@ -55,7 +55,8 @@ def _fmt(x: float) -> str:
 def write_arpa(model: NgramLM, path: str | Path) -> None:
     """Write ``model`` (it needs a ``vocab``) as an ARPA file: counts header, one section per
     order in table order (context ids, then word id), log10 probabilities, and a log10 back-off
-    weight on every n-gram that is the context of a longer one."""
+    weight on every n-gram that is the context of a longer one. Written atomically
+    (:func:`decodekit.files.atomic_write`): a symlink's target is replaced, a device or FIFO refused."""
     vocab = model.vocab
     if vocab is None:
         raise DecodekitError("write_arpa needs a model with a vocabulary (model.vocab is None)")
@@ -71,33 +72,36 @@ def write_arpa(model: NgramLM, path: str | Path) -> None:
     counts = [V + (eos is not None)] + [len(k) for k in model.keys[1:]]
     from tqdm import tqdm
 
-    bar = tqdm(
-        total=sum(counts), desc=f"writing {Path(path).name}", unit="ngram", unit_scale=True, disable=None
-    )
-    with bar, open(path, "w", encoding="utf-8") as f:
-        f.write("\\data\\\n" + "".join(f"ngram {k}={c}\n" for k, c in enumerate(counts, 1)))
-        for k in range(1, n + 1):
-            f.write(f"\n\\{k}-grams:\n")
-            logp = (model.logp[k - 1].double() / LN10).tolist()
-            has_bo = (model.starts[k].diff() > 0).tolist() if k < n else [False] * len(logp)
-            logbo = (model.logbo[k - 1].double() / LN10).tolist()
-            if k == 1:
-                for i in range(V):
-                    bo = f"\t{_fmt(logbo[i])}" if has_bo[i] else ""
-                    if i == eos:
-                        f.write(f"-99\t{BOS}{bo}\n{_fmt(logp[i])}\t{EOS}\n")
-                    else:
-                        f.write(f"{_fmt(logp[i])}\t{vocab.tokens[i]}{bo}\n")
-                bar.update(counts[0])
-                continue
-            grams = model.ngram_ids(k).tolist()
-            for start in range(0, len(grams), 1 << 16):
-                part = slice(start, start + (1 << 16))
-                for g, p, b, h in zip(grams[part], logp[part], logbo[part], has_bo[part]):
-                    words = " ".join([first[g[0]], *(vocab.tokens[w] for w in g[1:-1]), last[g[-1]]])
-                    f.write(f"{_fmt(p)}\t{words}\t{_fmt(b)}\n" if h else f"{_fmt(p)}\t{words}\n")
-                bar.update(len(grams[part]))
-        f.write("\n\\end\\\n")
+    def write(tmp: Path) -> None:
+        bar = tqdm(
+            total=sum(counts), desc=f"writing {Path(path).name}", unit="ngram", unit_scale=True, disable=None
+        )
+        with bar, open(tmp, "w", encoding="utf-8") as f:
+            f.write("\\data\\\n" + "".join(f"ngram {k}={c}\n" for k, c in enumerate(counts, 1)))
+            for k in range(1, n + 1):
+                f.write(f"\n\\{k}-grams:\n")
+                logp = (model.logp[k - 1].double() / LN10).tolist()
+                has_bo = (model.starts[k].diff() > 0).tolist() if k < n else [False] * len(logp)
+                logbo = (model.logbo[k - 1].double() / LN10).tolist()
+                if k == 1:
+                    for i in range(V):
+                        bo = f"\t{_fmt(logbo[i])}" if has_bo[i] else ""
+                        if i == eos:
+                            f.write(f"-99\t{BOS}{bo}\n{_fmt(logp[i])}\t{EOS}\n")
+                        else:
+                            f.write(f"{_fmt(logp[i])}\t{vocab.tokens[i]}{bo}\n")
+                    bar.update(counts[0])
+                    continue
+                grams = model.ngram_ids(k).tolist()
+                for start in range(0, len(grams), 1 << 16):
+                    part = slice(start, start + (1 << 16))
+                    for g, p, b, h in zip(grams[part], logp[part], logbo[part], has_bo[part]):
+                        words = " ".join([first[g[0]], *(vocab.tokens[w] for w in g[1:-1]), last[g[-1]]])
+                        f.write(f"{_fmt(p)}\t{words}\t{_fmt(b)}\n" if h else f"{_fmt(p)}\t{words}\n")
+                    bar.update(len(grams[part]))
+            f.write("\n\\end\\\n")
+
+    atomic_write(Path(path), write, "the ARPA file")
 
 
 def _parse(path: Path) -> tuple[list[int], list[tuple[int, list[list[str]]]]]:

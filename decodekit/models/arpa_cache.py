@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from decodekit.errors import DecodekitError
 from decodekit.files import atomic_write
 from decodekit.models.arpa import read_arpa
 from decodekit.models.ngram import NgramLM
@@ -38,8 +39,9 @@ def load_arpa(path: str | Path, vocab: Vocab | None = None, *, cache: bool = Tru
     written atomically: nothing is ever unpickled); later loads read that (the PTB 5-gram model:
     see docs/benchmarks.md). The cache records the ARPA file's size, modification time and SHA-256;
     a cache that does not match them, or that is damaged, is ignored and rewritten. A directory
-    that cannot be written to means loading without a cache (one warning). With ``vocab`` given
-    (or ``cache=False``) this is :func:`read_arpa`.
+    that cannot be written to (read-only, full, no permission), or a cache path that is not a
+    regular file (a FIFO, a device: left alone), means loading without a cache (one warning).
+    With ``vocab`` given (or ``cache=False``) this is :func:`read_arpa`.
     """
     path = Path(path)
     if vocab is not None or not cache:
@@ -70,6 +72,7 @@ def _sha256(path: Path) -> str:
 
 
 def _write_cache(binary: Path, model: NgramLM, source: dict[str, str]) -> None:
+    from safetensors import SafetensorError
     from safetensors.torch import save_file
 
     vocab = model.vocab
@@ -90,11 +93,12 @@ def _write_cache(binary: Path, model: NgramLM, source: dict[str, str]) -> None:
         ),
     }
     tensors = {name: t.contiguous().cpu() for name, t in tensors.items()}
-    try:
-        atomic_write(binary, lambda tmp: save_file(tensors, str(tmp), metadata=meta))
-    except OSError as e:
+    try:  # a full or read-only disk fails inside safetensors: atomic_write raises it as the OSError
+        atomic_write(binary, lambda tmp: save_file(tensors, str(tmp), metadata=meta), "the ARPA cache")
+    except (OSError, SafetensorError, DecodekitError) as e:  # DecodekitError: the cache is a FIFO, ...
+        reason = (e.strerror if isinstance(e, OSError) else None) or str(e)
         warnings.warn(
-            f"cannot write the ARPA cache {binary} ({e.strerror or e}); the next load reads the text again",
+            f"cannot write the ARPA cache {binary} ({reason}); the next load reads the text again",
             stacklevel=3,
         )
 

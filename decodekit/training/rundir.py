@@ -5,13 +5,20 @@ putting things right after a kill.
 in the resume state, after that state is saved, and once more with the test line at the end. A
 kill at any moment therefore loses no line and leaves no line twice: on the next start the file
 is rewritten from the state again (:func:`reconcile`).
+
+A run file may be a symlink: its target is what gets written (the link stays a link). A run file
+that is not a regular file (a FIFO, a device, also as a link's target) is refused before anything
+is written (:func:`check_run_files`), never replaced; ``--overwrite`` removes only regular files
+and links (a link's target is left alone).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -27,7 +34,7 @@ from decodekit.checkpoint import (
     write_config,
 )
 from decodekit.errors import CheckpointError, LockedError
-from decodekit.files import read_bytes
+from decodekit.files import read_bytes, writable_target
 from decodekit.locking import exclusive
 from decodekit.training.resume import RESUME
 
@@ -40,10 +47,29 @@ def run_files(out: Path) -> list[str]:
     return [name for name in RUN_FILES if (Path(out) / name).exists()]
 
 
-def remove_run_files(out: Path) -> None:
-    """Delete a previous run's files (``--overwrite``); the caller holds the directory's lock."""
+def check_run_files(out: Path) -> None:
+    """Raise :class:`~decodekit.errors.DecodekitError` (one line) if a run file of ``out`` exists
+    and is not a regular file (nor a link to one): a FIFO or a device would be replaced by the
+    first write."""
     for name in RUN_FILES:
-        (Path(out) / name).unlink(missing_ok=True)
+        writable_target(Path(out) / name, f"the run file {name}")
+
+
+def _is_ours(path: Path) -> bool:
+    """A regular file or a symlink: what may be unlinked (a link's target is left alone)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return False
+    return stat.S_ISREG(mode) or stat.S_ISLNK(mode)
+
+
+def remove_run_files(out: Path) -> None:
+    """Delete a previous run's files (``--overwrite``); the caller holds the directory's lock and
+    has called :func:`check_run_files`. A symlink is removed as a link: its target is left alone."""
+    for name in RUN_FILES:
+        if _is_ours(Path(out) / name):
+            (Path(out) / name).unlink(missing_ok=True)
 
 
 def clean_temporaries(out: Path) -> list[str]:
@@ -52,7 +78,7 @@ def clean_temporaries(out: Path) -> list[str]:
     pattern = re.compile(r"^\.(" + "|".join(re.escape(n) for n in RUN_FILES) + r")\.tmp\d+$")
     removed = []
     for path in Path(out).iterdir():
-        if pattern.match(path.name):
+        if pattern.match(path.name) and stat.S_ISREG(os.lstat(path).st_mode):
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
                 removed.append(path.name)
@@ -68,8 +94,10 @@ def write_metrics(out: Path, history: Sequence[dict], test: dict | None = None) 
 
 def reconcile(out: Path) -> None:
     """After a kill: remove temporary files, and rewrite ``config.json`` from the copy in the
-    weights' header when the kill fell between the weights and the config write."""
+    weights' header when the kill fell between the weights and the config write. First of all,
+    :func:`check_run_files` (raises for a FIFO or device among them)."""
     out = Path(out)
+    check_run_files(out)
     clean_temporaries(out)
     if not (out / WEIGHTS).exists():
         return

@@ -1,10 +1,11 @@
 """The binary cache :func:`decodekit.models.arpa_cache.load_arpa` keeps beside an ARPA file (KenLM's
 ``build_binary``): used when it matches the file, rebuilt when stale or damaged, skipped when the
-directory is read-only."""
+directory is read-only or full."""
 
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 
 import pytest
@@ -14,6 +15,7 @@ from decodekit import load_model
 from decodekit.models.arpa import read_arpa, write_arpa
 from decodekit.models.arpa_cache import cache_path, load_arpa
 from decodekit.models.kneser_ney import train_kneser_ney_on_sentences
+from tests.disk import fill, in_child, public_dir, read_only, small_disk
 
 SENTENCES = ["the cat sat on the mat", "the dog sat on the log", "a cat saw a dog", "the cat ran"]
 
@@ -90,21 +92,52 @@ def test_a_cache_with_inconsistent_tables_is_rebuilt(arpa):
     assert torch.equal(logprobs(load_arpa(arpa)), logprobs(read_arpa(arpa)))
 
 
-def test_a_read_only_directory_loads_without_a_cache(arpa):
-    if os.geteuid() == 0:
-        pytest.skip("root writes into read-only directories")
-    os.chmod(arpa.parent, 0o555)
-    try:
-        with pytest.warns(UserWarning, match="cannot write the ARPA cache"):
-            got = load_arpa(arpa)
-    finally:
-        os.chmod(arpa.parent, 0o755)
-    assert not cache_path(arpa).exists()
-    assert torch.equal(logprobs(got), logprobs(read_arpa(arpa)))
+@pytest.mark.parametrize("failure", ["read-only", "full"])
+def test_a_cache_that_cannot_be_written_is_one_warning(failure, tmp_path):
+    """The write really fails: a read-only bind mount (or, without mount permission, a directory
+    this process may not write: as root, a child running as nobody), or a full tmpfs."""
+    with public_dir() as home, small_disk(tmp_path / "disk") as disk:
+        if failure == "read-only":
+            arpa = home / "kn3.arpa"
+            write_arpa(_kn3(), arpa)
+            with read_only(home) as uid:
+                code, err = in_child(lambda: _load_without_cache(arpa), uid)
+            reasons = ("Read-only file system", "Permission denied")
+        else:
+            if disk is None:
+                pytest.skip("mounting a small tmpfs is not permitted here")
+            arpa = disk / "kn3.arpa"
+            write_arpa(_kn3(), arpa)
+            fill(disk)
+            code, err = in_child(lambda: _load_without_cache(arpa))
+            reasons = ("No space left on device",)
+    assert code == 0, err
+    binary = cache_path(arpa)
+    assert any(
+        err.strip() == f"cannot write the ARPA cache {binary} ({r}); the next load reads the text again"
+        for r in reasons
+    ), err
+
+
+def _kn3():
+    return train_kneser_ney_on_sentences(
+        [s.split() for s in SENTENCES], order=3, discounts=[(0.5, 1.0, 1.5)] * 3
+    )
+
+
+def _load_without_cache(arpa) -> int:
+    """(In a child.) Load ``arpa`` through the cache, print the warnings on stderr; 0 when the model
+    is the text's and no cache was left."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = load_arpa(arpa)
+    print("\n".join(str(w.message) for w in caught), file=sys.stderr)
+    same = torch.equal(logprobs(got), logprobs(read_arpa(arpa)))
+    return 0 if same and not cache_path(arpa).exists() else 1
 
 
 def test_an_unwritable_cache_is_one_warning(arpa, monkeypatch):
-    def refuse(path, write):
+    def refuse(path, write, *what):
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr("decodekit.models.arpa_cache.atomic_write", refuse)
