@@ -57,3 +57,36 @@ def all_sum(value: int) -> int:
     t = _scalar(value)
     dist.all_reduce(t)
     return int(t.item())
+
+
+def launch(argv: list[str] | None = None) -> int:
+    """``torchrun`` (the same arguments) returning the workers' exit status, and printing nothing
+    of its own when a worker fails or Ctrl-C/SIGTERM stops the run: plain torchrun exits 1
+    after a worker's one-line error and follows it with a ``ChildFailedError`` traceback.
+
+    The status is that of the first worker to fail (2 for a mistake, 130 after Ctrl-C, 128 + N
+    for a worker killed by signal N). torchrun's own log lines are kept when ``LOGLEVEL`` is set."""
+    import logging
+
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import parse_args, run
+
+    if "LOGLEVEL" not in os.environ:  # "Sending process 123 closing signal SIGTERM", "failed (exitcode: 2)"
+        for name in list(logging.root.manager.loggerDict):
+            if name.startswith("torch.distributed.elastic"):
+                logging.getLogger(name).setLevel(logging.CRITICAL)
+    try:
+        run(parse_args(argv))
+    except ChildFailedError as e:
+        code = e.get_first_failure()[1].exitcode
+        return code if code > 0 else 128 - code  # -N: killed by signal N
+    except SignalException as e:  # after the workers were stopped with the same signal
+        return 128 + int(e.sigval)
+    return 0
+
+
+if __name__ == "__main__":  # python -m decodekit.distributed --nproc-per-node 2 -m decodekit train ...
+    import sys
+
+    sys.exit(launch())

@@ -137,6 +137,20 @@ class GenerationConfig:
         return dataclasses.replace(self, **changes)
 
 
+def check_positions(model: LanguageModel, prompts: list[list[int]], max_length: int) -> None:
+    """ConfigError when the longest prompt (with the model's ``bos_id``) plus ``max_length`` does not
+    fit in the model's position limit (``max_positions``: a transformers model's; None: no limit)."""
+    limit = getattr(model, "max_positions", None)
+    if limit is None:
+        return
+    longest = max((len(p) for p in prompts), default=0) + (model.bos_id is not None)
+    require(
+        longest + max_length <= limit,
+        f"prompt + max_length = {longest:,} + {max_length:,} = {longest + max_length:,} tokens, the model's "
+        f"limit is {limit:,}; lower max_length to {max(limit - longest, 0):,} or shorten the prompt",
+    )
+
+
 def generate(
     model: LanguageModel,
     prompts: list[list[int]],
@@ -158,6 +172,7 @@ def generate(
     if all(isinstance(x, int) for x in prompts):
         raise ValueError("generate() takes a batch of prompts (a list of lists of token ids)")
     check_memory(model, prompts, config, limit=max_memory)
+    check_positions(model, prompts, config.max_length)
     model = with_suppression(model, config)
     c, strategy = config, config.resolved_strategy
     constraint = combined_constraint(model, config)

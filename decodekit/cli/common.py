@@ -34,12 +34,15 @@ def run_main(group: click.Group, argv: list[str] | None) -> None:
         click.echo("Aborted.", err=True)
         sys.exit(130)
     except click.ClickException as e:
+        code = 2 if e.exit_code == 1 else e.exit_code
+        if _other_rank():  # a mistake in the command line: the same on every rank; rank 0 says it
+            sys.exit(code)
         hint = ""
         ctx = getattr(e, "ctx", None)
         if isinstance(e, click.UsageError) and ctx is not None:
             hint = f" (see '{ctx.command_path} --help')"
         click.echo(f"Error: {e.format_message()}{hint}", err=True)
-        sys.exit(2 if e.exit_code == 1 else e.exit_code)
+        sys.exit(code)
     except (DecodekitError, ValueError) as e:
         click.echo(f"Error: {e}", err=True)
         sys.exit(2)
@@ -62,6 +65,11 @@ def os_error_message(e: OSError) -> str:
         return str(e)
     where = " -> ".join(str(name) for name in (e.filename, e.filename2) if name is not None)
     return f"{where}: {e.strerror}" if where else e.strerror
+
+
+def _other_rank() -> bool:
+    """Under torchrun with several processes, a rank other than 0."""
+    return os.environ.get("RANK", "0") != "0" and os.environ.get("WORLD_SIZE", "1") != "1"
 
 
 def rerun_command(add: str, drop: tuple[str, ...] = ()) -> str:

@@ -309,7 +309,7 @@ def _train(stack, data: str, kind: str, out: str, resume: bool, overwrite: bool,
                 f"{e.path}; continue with: {rerun_command('--resume', drop=('--overwrite',))}",
                 err=True,
             )
-        raise SystemExit(130) from None
+        raise SystemExit(128 + e.signum) from None  # 130 for Ctrl-C, 143 for SIGTERM
     if parallel is not None:
         parallel.close()
         if not parallel.is_main:

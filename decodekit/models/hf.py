@@ -8,6 +8,11 @@ Needs the optional extra ``decodekit[hf]`` (transformers); nothing else in decod
 * ``reorder_state`` index-selects every layer's keys/values (out of place, like transformers'
   ``reorder_cache``); ``concat_states`` left-pads shorter caches and masks the padding, the same
   layout as ``generate`` with left padding (positions count real tokens only).
+* Position limit: ``max_positions`` is the model's ``n_positions`` / ``max_position_embeddings``
+  (None if its config names none). Running past it is a one-line :class:`DecodekitError` naming
+  the limit, never an ``IndexError``; perplexity of a longer stream is computed in windows of
+  ``max_positions`` tokens advancing by ``stride`` (default half the limit;
+  :func:`decodekit.models.scoring.stream_logprobs`).
 * Text: :class:`HFVocab` exposes the tokenizer's tokens. Regex constraints compile against each
   token's bytes (:meth:`HFVocab.surface_bytes`): for byte-level BPE (GPT-2, Llama-3, Qwen...) the
   bytes the token stands for, which may be part of a multi-byte character, so a character may be
@@ -114,7 +119,16 @@ class HFVocab(Vocab):
         return self.tokenizer.convert_ids_to_tokens(self.encode(text))
 
     def encode(self, text: str, *, warn_unknown: bool = True) -> list[int]:
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
+        ids = list(self.tokenizer.encode(text, add_special_tokens=False))
+        size = len(self)
+        beyond = next((i for i in ids if i >= size), None)
+        if beyond is not None:
+            raise DecodekitError(
+                f"the tokenizer gives token {self.tokenizer.convert_ids_to_tokens(beyond)!r} id {beyond}, "
+                f"beyond the model's vocabulary of {size:,} tokens (the tokenizer has "
+                f"{len(self.tokenizer):,}): the tokenizer does not belong to this model"
+            )
+        return ids
 
     def decode(self, ids) -> str:
         ids = [int(i) for i in ids if int(i) < len(self.tokenizer)]
@@ -202,6 +216,8 @@ class HuggingFaceLM:
         # only the last position's logits are needed (transformers >= 4.45 can skip the others)
         keep = next((k for k in ("logits_to_keep", "num_logits_to_keep") if k in params), None)
         self._extra = {keep: 1} if keep else {}
+        self.max_positions = _position_limit(model.config)
+        self.stride: int | None = None  # windowed perplexity: None = max_positions // 2
 
     @property
     def device(self) -> torch.device:
@@ -235,22 +251,41 @@ class HuggingFaceLM:
         zeros = torch.zeros(batch_size, 0, dtype=torch.long, device=self.device)
         return HFState(DynamicCache(), zeros, torch.zeros(batch_size, dtype=torch.long, device=self.device))
 
-    @torch.no_grad()
-    def prefill(self, state: HFState, tokens: torch.Tensor) -> tuple[torch.Tensor, HFState]:
-        """Encode tokens [N, T] in one forward call. Returns (logprobs [N, V] after the last, state)."""
+    def _forward(self, state: HFState, tokens: torch.Tensor, extra: dict) -> tuple[Any, HFState]:
         n, T = tokens.shape
         dev = self.device
+        length = state.mask.shape[1] + T  # the cache length: the largest position + 1 of any row
+        if self.max_positions is not None and length > self.max_positions:
+            raise DecodekitError(
+                f"{length:,} tokens in one sequence (context + new); the model's limit is "
+                f"{self.max_positions:,} positions"
+            )
         mask = torch.cat([state.mask, torch.ones(n, T, dtype=torch.long, device=dev)], 1)
         pos = state.position.view(-1, 1) + torch.arange(T, device=dev)  # [N, T]
         cache = _map_cache(state.cache, lambda t: t)
         out = self.model(
             input_ids=tokens.to(dev), attention_mask=mask, position_ids=pos, use_cache=True,
-            **{self._cache_arg: cache}, **self._extra,
+            **{self._cache_arg: cache}, **extra,
         )  # fmt: skip
         new_cache = getattr(out, "cache", None)
         new_cache = out.past_key_values if new_cache is None else new_cache
-        logprobs = torch.log_softmax(out.logits[:, -1].float(), -1)  # [N, V]
-        return logprobs, HFState(new_cache, mask, state.position + T)
+        return out, HFState(new_cache, mask, state.position + T)
+
+    @torch.no_grad()
+    def prefill(self, state: HFState, tokens: torch.Tensor) -> tuple[torch.Tensor, HFState]:
+        """Encode tokens [N, T] in one forward call. Returns (logprobs [N, V] after the last, state)."""
+        out, state = self._forward(state, tokens, self._extra)
+        return torch.log_softmax(out.logits[:, -1].float(), -1), state  # [N, V]
+
+    @torch.no_grad()
+    def target_logprobs(
+        self, state: HFState, inputs: torch.Tensor, targets: torch.Tensor
+    ) -> tuple[torch.Tensor, HFState]:
+        """Score a chunk in one forward call (perplexity): inputs, targets [N, T] -> (float32
+        log p(target_t | inputs_<=t) [N, T], state)."""
+        out, state = self._forward(state, inputs, {})
+        logprobs = torch.log_softmax(out.logits.float(), -1)  # [N, T, V]
+        return logprobs.gather(2, targets.to(logprobs.device).unsqueeze(2)).squeeze(2), state
 
     def step(self, state: HFState, tokens: torch.Tensor) -> tuple[torch.Tensor, HFState]:
         """Args: tokens [N]. Returns (logprobs [N, V], state)."""
@@ -282,6 +317,16 @@ class HuggingFaceLM:
                 layer.values = torch.cat([pad(c[j].values, 2) for c in caches], 0)
         mask = torch.cat([pad(s.mask, 1) for s in states], 0)
         return HFState(joined, mask, torch.cat([s.position for s in states], 0))
+
+
+def _position_limit(config) -> int | None:
+    """The number of positions the model's config allows (GPT-2's ``n_positions``, most others'
+    ``max_position_embeddings``), None if it names none."""
+    for name in ("n_positions", "max_position_embeddings", "n_ctx"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
 
 
 def _bos_of(tokenizer) -> int | None:

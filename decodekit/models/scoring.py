@@ -46,6 +46,13 @@ def stream_logprobs(
     """``log p(w_t | w_<t)`` of the stream ``ids`` [T], which starts after a sentence boundary:
     one row whose state is carried through the whole stream, ``chunk`` tokens per call.
 
+    A model with a position limit (``max_positions``, e.g. a transformers model) whose stream
+    does not fit in it is scored in windows (the usual perplexity of fixed-length models): windows
+    of ``max_positions`` inputs, each starting ``stride`` tokens after the previous one (the
+    model's ``stride``, default half the limit), each from a fresh state; a window scores only the
+    tokens no earlier window scored (the first all of its own), so every token is predicted once,
+    from at least ``max_positions - stride`` preceding tokens once past the first window.
+
     Which tokens are predicted: with a ``bos_id``, it is fed first and all T tokens are predicted;
     without one, the first token is context only (T-1 values), unless the model defines
     ``initial_logprobs(state)`` (an n-gram model without sentence markers predicts it from the
@@ -70,11 +77,37 @@ def stream_logprobs(
     was_training = getattr(model, "training", False)
     if was_training:
         model.train(False)
+    limit = getattr(model, "max_positions", None)
     try:
-        for i in range(0, inputs.numel(), chunk):
-            logprobs, state = score(state, inputs[None, i : i + chunk], targets[None, i : i + chunk])
-            out.append(logprobs[0].float().cpu())
+        if limit is not None and inputs.numel() > limit:
+            out += _windows(model, score, inputs, targets, limit, getattr(model, "stride", None))
+        else:
+            for i in range(0, inputs.numel(), chunk):
+                logprobs, state = score(state, inputs[None, i : i + chunk], targets[None, i : i + chunk])
+                out.append(logprobs[0].float().cpu())
     finally:
         if was_training:
             model.train(True)
     return torch.cat(out) if out else torch.zeros(0)
+
+
+def _windows(
+    model: LanguageModel,
+    score: ChunkScorer,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    limit: int,
+    stride: int | None,
+) -> list[torch.Tensor]:
+    """The log-probabilities of ``targets`` [T] in windows of ``limit`` inputs every ``stride``
+    (see :func:`stream_logprobs`)."""
+    stride = max(limit // 2, 1) if stride is None else stride
+    if not 1 <= stride <= limit:
+        raise ValueError(f"the stride must be in [1, {limit}] (the model's position limit), got {stride}")
+    out, done, begin, total = [], 0, 0, inputs.numel()
+    while done < total:
+        end = min(begin + limit, total)
+        logprobs, _ = score(model.initial_state(1), inputs[None, begin:end], targets[None, begin:end])
+        out.append(logprobs[0, done - begin :].float().cpu())
+        done, begin = end, begin + stride
+    return out

@@ -23,6 +23,11 @@ How a global batch of B parallel streams is split over W ranks:
   cannot be split without changing the number); rank 0's value is broadcast so that schedule and
   early-stopping decisions are identical on all ranks. Only rank 0 writes checkpoints, metrics
   and the progress bar.
+* Stopping (Ctrl-C or SIGTERM on any rank): the ranks act only on a stop they agreed on in a
+  collective every rank reaches, the training-loss sum after each update (:meth:`tally`) and one
+  flag after each epoch's save (:meth:`agree`); a signal that arrives between two such points
+  waits for the next, so no rank ever enters a collective (a save's gather, validation's
+  broadcast) that another rank skips.
 
 Dropout masks (and the noise of sampled losses) come from generators that are equal on all
 ranks: rank r's rows see the same masks as rank 0's rows, so a run with dropout is a valid
@@ -78,10 +83,16 @@ class SingleProcess:
         """All B rows of the carried state (collective), or None."""
         return state
 
-    def tally(self, nll: torch.Tensor, tokens: int, stop: bool) -> tuple[float, int, bool]:
-        """(sum of per-token losses, tokens, stop) of one update: the sums over ranks, and
-        whether any rank asked to stop (Ctrl-C seen by one process). One collective per update."""
+    def tally(self, nll: torch.Tensor, tokens: int, stop: int) -> tuple[float, int, int]:
+        """(sum of per-token losses, tokens, stop) of one update: the sums over ranks, and the
+        stop every rank agrees on: ``stop`` is the signal number a rank was stopped by (SIGINT,
+        SIGTERM) or 0; the result is the largest over ranks (0: go on). One collective per
+        update, a second only when stopping."""
         return nll.item(), tokens, stop
+
+    def agree(self, stop: int) -> int:
+        """The largest ``stop`` (a signal number or 0, as in :meth:`tally`) over ranks (collective)."""
+        return stop
 
     def broadcast(self, value: float) -> float:
         """Rank 0's ``value`` on every rank."""
@@ -162,12 +173,17 @@ class DataParallel(SingleProcess):
             per_rank.append(map_state(state, lambda t, it=leaves: next(it)))
         return concat(per_rank, model)
 
-    def tally(self, nll: torch.Tensor, tokens: int, stop: bool) -> tuple[float, int, bool]:
-        counts = nll.new_tensor([tokens, int(stop)], dtype=torch.float64)
+    def tally(self, nll: torch.Tensor, tokens: int, stop: int) -> tuple[float, int, int]:
+        counts = nll.new_tensor([tokens, stop], dtype=torch.float64)
         t = torch.cat([nll.double().reshape(1), counts])
         dist.all_reduce(t)  # a sum: "any rank stops" is a sum > 0
         nll_sum, n, stops = t.tolist()
-        return nll_sum, round(n), stops > 0
+        return nll_sum, round(n), self.agree(stop) if stops > 0 else 0
+
+    def agree(self, stop: int) -> int:
+        t = torch.tensor([stop], dtype=torch.int64, device=self.device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return int(t.item())
 
     def broadcast(self, value: float) -> float:
         t = torch.tensor([value], dtype=torch.float64, device=self.device)

@@ -45,20 +45,35 @@ from decodekit.training.schedules import schedule_for
 
 
 class _DeferInterrupt:
-    """Turn Ctrl-C into a flag that the loop checks between updates (main thread only)."""
+    """Turn Ctrl-C (SIGINT) and SIGTERM (what schedulers and torchrun send) into a flag that the
+    loop checks between updates (main thread only). ``signum``: the first signal seen."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self) -> None:
         self.requested = False
-        self._old: Any = None
+        self.signum = signal.SIGINT
+        self._old: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if not self.requested:
+            self.signum = signal.Signals(signum)
+        self.requested = True
+
+    @property
+    def sent(self) -> int:
+        """The signal number if a stop was requested, else 0."""
+        return int(self.signum) if self.requested else 0
 
     def __enter__(self) -> _DeferInterrupt:
         if threading.current_thread() is threading.main_thread():
-            self._old = signal.signal(signal.SIGINT, lambda *_: setattr(self, "requested", True))
+            self._old = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._old is not None:
-            signal.signal(signal.SIGINT, self._old)
+        for s, old in self._old.items():
+            signal.signal(s, old)
+        self._old = {}
 
 
 def make_optimizer(
@@ -86,12 +101,13 @@ def _check_sizes(model: NeuralLM, config: TrainConfig, corpus: Corpus) -> None:
 
 
 class TrainingInterrupted(KeyboardInterrupt):
-    """Ctrl-C stopped training after the state was saved: ``epoch``, ``update`` and ``path`` (the
-    resume state, None without an output directory) say where."""
+    """Ctrl-C or SIGTERM stopped training after the state was saved: ``epoch`` and ``update`` (the
+    epoch of the last update done), ``path`` (the resume state, None without an output directory)
+    and ``signum`` (the signal) say where and why."""
 
-    def __init__(self, epoch: int, update: int, path: Path | None) -> None:
+    def __init__(self, epoch: int, update: int, path: Path | None, signum: int = signal.SIGINT) -> None:
         super().__init__(f"interrupted in epoch {epoch} after update {update}")
-        self.epoch, self.update, self.path = epoch, update, path
+        self.epoch, self.update, self.path, self.signum = epoch, update, path, signum
 
 
 @dataclass
@@ -176,6 +192,7 @@ class _Run:
         self.main_out = out if self.par.is_main else None  # only rank 0 writes
         self.stop_after = stop_after
         self.interrupt = _DeferInterrupt()
+        self.stop = 0  # the signal of a stop every rank agreed on (0: none; see update)
 
     def restore(self) -> None:
         """Load ``out/resume.safetensors``; refuse other models or training options."""
@@ -243,12 +260,25 @@ class _Run:
                     sys.stderr.flush()  # before what comes next on stdout
                 if config.early_stop and self.loop.bad_epochs >= config.early_stop:
                     return "early_stop"
+                # a stop asked for after the epoch's last update (during validation, say): every
+                # rank is here, after the same save, so they agree now rather than one rank
+                # leaving for a save's collective while the others validate (one small all-reduce)
+                if self.loop.epoch <= config.epochs and (stop := self.par.agree(self.interrupt.sent)):
+                    self.interrupt.signum = signal.Signals(stop)
+                    self.interrupted(self.loop.epoch - 1)
         return "epochs"
+
+    def interrupted(self, epoch: int) -> None:
+        """Raise :class:`TrainingInterrupted` (the state is saved)."""
+        path = self.out / RESUME if self.out is not None else None
+        raise TrainingInterrupted(epoch, self.loop.update, path, self.interrupt.signum)
 
     def update(self, x: torch.Tensor, y: torch.Tensor, lr: float) -> None:
         """One truncated-BPTT update on the chunk x, y [B, t], the state carried and then detached.
-        Afterwards ``interrupt.requested`` is set on every rank if any rank was asked to stop (the
-        ranks agree in the same collective that sums the training loss)."""
+        Afterwards ``stop`` is the signal number on every rank if any rank had been asked to stop before the
+        collective that sums the training loss (where the ranks agree). A signal that arrives
+        later sets only this rank's ``interrupt.requested``: the ranks act on it at the next
+        agreement, never on a flag only some of them have seen."""
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         with autocast(self.model.device, self.config.amp):
@@ -262,11 +292,11 @@ class _Run:
         self.optimizer.step()
         self.hidden = detach(hidden)
         loop, interrupt = self.loop, self.interrupt
-        nll, tokens, any_stop = self.par.tally(
-            losses.detach().double().sum(), losses.numel(), interrupt.requested
+        nll, tokens, self.stop = self.par.tally(
+            losses.detach().double().sum(), losses.numel(), interrupt.sent
         )
-        if any_stop:  # never reset: a Ctrl-C arriving during the collective must not be lost
-            interrupt.requested = True
+        if self.stop:  # never reset
+            interrupt.requested, interrupt.signum = True, signal.Signals(self.stop)
         loop.run_nll += nll
         loop.run_tokens += tokens
         loop.position += 1
@@ -299,12 +329,11 @@ class _Run:
                     tok_s=f"{loop.run_tokens / loop.run_seconds:.0f}",
                     refresh=False,
                 )
-            if self.interrupt.requested or loop.update == self.stop_after:
+            if self.stop or loop.update == self.stop_after:  # both the same on every rank
                 bar.close()
                 self.save()
-                if self.interrupt.requested:
-                    path = self.out / RESUME if self.out is not None else None
-                    raise TrainingInterrupted(epoch, loop.update, path)
+                if self.stop:
+                    self.interrupted(epoch)
                 return False
             if self.config.save_every and loop.update % self.config.save_every == 0:
                 self.save()
@@ -382,7 +411,8 @@ def train(
 
     Returns: a :class:`TrainResult` (per-epoch records, best validation perplexity, why it stopped).
     Raises :class:`TrainingInterrupted` (a KeyboardInterrupt) after saving the resume state if
-    Ctrl-C arrives.
+    Ctrl-C (SIGINT) or SIGTERM arrives: after the current update, or after the epoch's end when
+    it arrives during validation (not in the last epoch: that run finishes).
     """
     _check_sizes(model, config, corpus)
     check_amp(model.device, config.amp)

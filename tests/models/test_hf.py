@@ -5,6 +5,7 @@ tests/models/test_conformance.py.)"""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -146,3 +147,106 @@ def test_mixture_of_transformers_models_reorders_each_cache(tiny):
         if h[0].finished:
             total += float(mixed[len(seq) - 1, lm.eos_id])
         assert h[0].logprob == pytest.approx(total, abs=1e-3)
+
+
+# Issue 23.6: a transformers model past its position limit (n_positions)
+
+
+def _short_context(tiny, positions: int) -> HuggingFaceLM:
+    model, tok = tiny
+    config = transformers.GPT2Config(**{**model.config.to_dict(), "n_positions": positions})
+    short = transformers.GPT2LMHeadModel(config).eval()
+    short.load_state_dict(
+        {k: v[:positions] if k.endswith("wpe.weight") else v for k, v in model.state_dict().items()}
+    )
+    return HuggingFaceLM(short, tok)
+
+
+def _sliding_window(lm: HuggingFaceLM, ids: list[int], window: int, stride: int) -> list[float]:
+    """By hand: plain forward passes (no cache, default positions) over windows of ``window``
+    inputs every ``stride``; each target scored once, by the first window that holds it last."""
+    inputs = ids[:-1] if lm.bos_id is None else [lm.bos_id, *ids[:-1]]
+    targets = ids[1:] if lm.bos_id is None else ids
+    out, done = [], 0
+    for begin in range(0, len(inputs), stride):
+        end = min(begin + window, len(inputs))
+        with torch.no_grad():
+            logits = lm.model(torch.tensor([inputs[begin:end]])).logits[0].double()
+        logprobs = torch.log_softmax(logits, -1)
+        out += [float(logprobs[t - begin, targets[t]]) for t in range(done, end)]
+        done = end
+        if end == len(inputs):
+            break
+    return out
+
+
+@pytest.mark.parametrize("stride", [None, 16, 5, 1])
+def test_perplexity_past_the_position_limit_in_windows(tiny, stride):
+    from decodekit.models.scoring import stream_logprobs
+    from decodekit.training import evaluate
+
+    lm = _short_context(tiny, 16)
+    ids = lm.encode(" ".join(TEXTS[:8]))
+    assert len(ids) > 3 * 16 and lm.max_positions == 16
+    lm.stride = stride
+    got = stream_logprobs(lm, ids)
+    want = _sliding_window(lm, ids, 16, 8 if stride is None else stride)
+    assert got.shape == (len(ids) - (lm.bos_id is None),) and len(want) == got.numel()
+    assert got.double().tolist() == pytest.approx(want, abs=1e-4)
+    assert evaluate(lm, ids).ppl == pytest.approx(math.exp(-sum(want) / len(want)), rel=1e-5)
+    fits = ids[:12]  # within the limit: one state carried through, as before
+    assert stream_logprobs(lm, fits).double().tolist() == pytest.approx(
+        _sliding_window(lm, fits, 16, 8), abs=1e-4
+    )
+    lm.stride = 17
+    with pytest.raises(ValueError, match=r"stride must be in \[1, 16\]"):
+        stream_logprobs(lm, ids)
+
+
+def test_generating_past_the_position_limit_names_it(tiny):
+    lm = _short_context(tiny, 16)
+    prompt = lm.encode("the cat sat on the mat")[:6]
+    with pytest.raises(
+        ValueError, match=r"^prompt \+ max_length = 6 \+ 20 = 26 tokens, the model's limit is 16; "
+    ):
+        decodekit.generate(lm, [prompt], decodekit.GenerationConfig(max_length=20))
+    with pytest.raises(ValueError, match=r"^17 tokens in one sequence .*the model's limit is 16 positions"):
+        decodekit.greedy(lm, prompt, 20)  # the decoders' own path: no IndexError either
+    assert len(decodekit.generate(lm, [prompt], decodekit.GenerationConfig(max_length=10))[0][0].tokens) <= 10
+
+
+def _cli(args, capsys):
+    from decodekit.cli import main
+
+    capsys.readouterr()
+    try:
+        main(args)
+    except SystemExit as e:
+        return e.code, capsys.readouterr()
+    return 0, capsys.readouterr()
+
+
+def test_cli_eval_and_generate_past_the_limit_and_a_tokenizer_larger_than_the_model(tmp_path, capsys):
+    from tests.fakes import byte_bpe, save_tiny_gpt2
+
+    save_tiny_gpt2(tmp_path / "m", TEXTS, 300)  # n_positions 64
+    data = tmp_path / "long.txt"
+    data.write_text("\n".join(TEXTS[:10]) + "\n")
+    code, out = _cli(["eval", "--model", str(tmp_path / "m"), "--data", str(data), "--json"], capsys)
+    assert code == 0 and "Traceback" not in out.err, out.err
+    assert json.loads(out.out)["tokens"] > 64
+    code, out = _cli(["generate", "--model", str(tmp_path / "m"), "the cat", "--max-length", "70"], capsys)
+    err = out.err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "tokens, the model's limit is 64" in err[0], out.err
+    tok = byte_bpe(TEXTS, 300, bos=False)
+    torch.manual_seed(0)
+    small = transformers.GPT2Config(vocab_size=260, n_positions=64, n_embd=16, n_layer=1, n_head=2)
+    transformers.GPT2LMHeadModel(small).save_pretrained(tmp_path / "small")
+    tok.save_pretrained(tmp_path / "small")
+    code, out = _cli(["eval", "--model", str(tmp_path / "small"), "--data", str(data)], capsys)
+    err = out.err.strip().splitlines()
+    assert code == 2 and len(err) == 1, out.err
+    assert (
+        err[0].startswith("Error: the tokenizer gives token ")
+        and "beyond the model's vocabulary of 260" in err[0]
+    )

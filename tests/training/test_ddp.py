@@ -9,10 +9,12 @@ ranks instead of one full-batch GEMM), so they agree to rounding, not bitwise.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 import signal
 import socket
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -24,7 +26,7 @@ import torch.multiprocessing as mp
 from decodekit.data import Corpus
 from decodekit.errors import DecodekitError
 from decodekit.models.registry import create_model, make_config
-from decodekit.training import TrainConfig, softmax_cross_entropy, train
+from decodekit.training import TrainConfig, TrainingInterrupted, softmax_cross_entropy, train
 from decodekit.training.ddp import DataParallel, SingleProcess, bf16_unsupported, local_rows
 from decodekit.vocab import WordVocab
 
@@ -70,9 +72,43 @@ def _interrupt_on(rank: int, call: int):
     return loss
 
 
+# a signal to one rank just after the collective of update n: (rank, n, signal). "boundary": the
+# epoch's last update, when the other rank goes on to validation and the epoch's save (issue 23.3:
+# the signalled rank used to leave for the save's all_gather while rank 0 was in validation's
+# broadcast: a deadlock); "sigterm": mid-epoch, what a scheduler sends
+STOPS = {"boundary": (1, 9, signal.SIGINT), "sigterm": (0, 4, signal.SIGTERM)}
+
+
+def _signal_after_tally(par, rank: int, update: int, sig: int):
+    real, calls = par.tally, itertools.count(1)
+
+    def tally(*args):
+        out = real(*args)
+        if next(calls) == update and par.rank == rank:
+            os.kill(os.getpid(), sig)
+        return out
+
+    return tally
+
+
+def _stopped(par, tmp: str, name: str) -> None:
+    """Train with one of STOPS; write how this rank ended to NAME.rankR.json."""
+    who, update, sig = STOPS[name]
+    par.tally = _signal_after_tally(par, who, update, sig)
+    t0, got = time.monotonic(), {}
+    try:
+        train(tiny_model(), CORPUS, CONFIG, out=Path(tmp, name), progress=False, parallel=par)
+    except TrainingInterrupted as e:
+        got = {"epoch": e.epoch, "update": e.update, "signum": int(e.signum)}
+    finally:
+        del par.tally
+    got["seconds"] = time.monotonic() - t0
+    Path(tmp, f"{name}.rank{par.rank}.json").write_text(json.dumps(got))
+
+
 def _worker(rank: int, size: int, port: int, tmp: str) -> None:
-    """One rank: a full run, a run stopped at STOP, the resume of a 1-process partial run, and a
-    run where only rank 1 gets Ctrl-C (at update 13)."""
+    """One rank: a full run, a run stopped at STOP, the resume of a 1-process partial run, a
+    run where only rank 1 gets Ctrl-C (at update 13), and the runs of STOPS."""
     env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "RANK": rank, "LOCAL_RANK": rank}
     env["WORLD_SIZE"] = size
     os.environ.update({k: str(v) for k, v in env.items()})
@@ -98,6 +134,8 @@ def _worker(rank: int, size: int, port: int, tmp: str) -> None:
                 parallel=par,
                 loss_fn=loss,
             )
+        for name in STOPS:
+            _stopped(par, tmp, name)
     finally:
         par.close()
 
@@ -165,6 +203,25 @@ def test_ctrl_c_on_one_rank_stops_all_and_resumes(runs):
     model = tiny_model()
     got = train(model, CORPUS, CONFIG, out=tmp / "ctrl_c", resume=True, progress=False)
     assert [r["updates"] for r in got.epochs] == [9, 18]
+    _close(_params(model), ref_params)
+
+
+@pytest.mark.parametrize("name", STOPS)
+def test_a_signal_to_one_rank_stops_all_at_the_same_point_and_resumes(runs, name):
+    """Both ranks stop promptly at one point, the state saved; resumed, the run is the reference.
+    At the epoch boundary: after that epoch's save (its metrics line written), never in between."""
+    tmp, ref, ref_params = runs
+    got = [json.loads((tmp / f"{name}.rank{r}.json").read_text()) for r in (0, 1)]
+    want = {"boundary": (1, 9, signal.SIGINT), "sigterm": (1, 5, signal.SIGTERM)}[name]
+    for g in got:
+        assert (g.get("epoch"), g.get("update"), g.get("signum")) == want, got
+        assert g["seconds"] < 20, got
+    metrics = tmp / name / "metrics.jsonl"
+    epochs = [json.loads(x)["epoch"] for x in metrics.read_text().splitlines()] if metrics.exists() else []
+    assert epochs == ([1] if name == "boundary" else [])
+    model = tiny_model()
+    result = train(model, CORPUS, CONFIG, out=tmp / name, resume=True, progress=False)
+    assert [r["updates"] for r in result.epochs] == [9, 18]
     _close(_params(model), ref_params)
 
 

@@ -56,7 +56,8 @@ def argv(corpus, out):
 def in_child(args, kill: tuple[int, str] | None = None, stderr=None) -> int:
     """Run ``decodekit`` with ``args`` in a forked child; ``kill = (n, phase)``: SIGKILL at the
     n-th file write (phase "before", "written", "after") or after update n (phase "update"; with
-    phase "sigint" a Ctrl-C instead). Returns the wait status (the exit code if it exited)."""
+    phase "sigint" or "sigterm" that signal instead; "valid": a Ctrl-C during the n-th
+    validation). Returns the wait status (the exit code if it exited)."""
     pid = os.fork()
     if pid:
         status = os.waitpid(pid, 0)[1]
@@ -80,12 +81,23 @@ def _arm(n: int, phase: str) -> None:
     def die():
         os.kill(os.getpid(), signal.SIGKILL)
 
-    if phase in ("update", "sigint"):
+    if phase == "valid":
+        real_evaluate, calls = loop.evaluate, itertools.count(1)
+
+        def evaluate(*a, **k):
+            if next(calls) == n:
+                os.kill(os.getpid(), signal.SIGINT)
+            return real_evaluate(*a, **k)
+
+        loop.evaluate = evaluate
+        return
+    if phase in ("update", "sigint", "sigterm"):
         real_update, updates = loop._Run.update, itertools.count(1)
+        sig = {"sigint": signal.SIGINT, "sigterm": signal.SIGTERM}.get(phase)
 
         def update(self, *a, **k):
             if next(updates) == n:  # during the update, as a real Ctrl-C would arrive
-                os.kill(os.getpid(), signal.SIGINT) if phase == "sigint" else die()
+                os.kill(os.getpid(), sig) if sig else die()
             real_update(self, *a, **k)
 
         loop._Run.update = update
@@ -172,6 +184,27 @@ def test_ctrl_c_says_what_was_saved_and_how_to_continue(corpus, reference, tmp_p
     command = err[0].split("; continue with: ")[1]
     assert command == shlex.join(["decodekit", *argv(corpus, out), "--resume"])
     assert in_child(shlex.split(command)[1:]) == 0
+    a, b = load_file(str(out / "model.safetensors")), load_file(str(reference / "model.safetensors"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize("phase", ["sigterm", "valid"])
+def test_sigterm_and_a_stop_during_validation(corpus, reference, tmp_path, phase):
+    """SIGTERM (a scheduler's stop) is Ctrl-C with exit status 143; a Ctrl-C during the first
+    epoch's validation stops after that epoch's save (its metrics line written)."""
+    out, log = tmp_path / "run", tmp_path / "stderr.txt"
+    assert in_child(argv(corpus, out), (3 if phase == "sigterm" else 1, phase), stderr=log) == (
+        143 if phase == "sigterm" else 130
+    )
+    err = log.read_text().strip().splitlines()
+    update = 3 if phase == "sigterm" else metrics(reference)[0]["updates"]
+    assert len(err) == (1 if phase == "sigterm" else 2), err  # "valid": epoch 1's line first
+    assert err[-1].startswith(f"Interrupted: the training state after update {update} (epoch 1) ")
+    assert (out / "metrics.jsonl").exists() == (phase == "valid")  # written after epoch 1's save
+    if phase == "valid":
+        assert [r["epoch"] for r in metrics(out)] == [1]
+    assert in_child([*argv(corpus, out), "--resume"]) == 0
+    assert [r.get("epoch") for r in metrics(out)] == [1, 2, None]
     a, b = load_file(str(out / "model.safetensors")), load_file(str(reference / "model.safetensors"))
     assert all(torch.equal(a[k], b[k]) for k in a)
 
