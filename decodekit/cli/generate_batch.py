@@ -9,7 +9,7 @@ import warnings
 
 import click
 
-from decodekit.cli.common import UsageError
+from decodekit.cli.common import UsageError, os_error_message
 
 
 def read_input(input_path: str) -> list[bytes]:
@@ -33,7 +33,7 @@ def run_batch(model, input_path, output_path, config, resume, batch_size, max_me
     some line got an error record."""
     from tqdm import tqdm
 
-    from decodekit import LockedError, distributed, exclusive, generate_jsonl, part_path, results
+    from decodekit import DecodekitError, distributed, exclusive, generate_jsonl, part_path, results
 
     lines = read_input(input_path)
     rank, size = distributed.init(getattr(model, "device", None))
@@ -46,8 +46,8 @@ def run_batch(model, input_path, output_path, config, resume, batch_size, max_me
                 try:
                     stack.enter_context(exclusive(output_path, "--output"))
                     results.prepare(output_path, resume=resume, parts=parts)
-                except (LockedError, OSError) as e:
-                    error = str(e)
+                except (DecodekitError, OSError) as e:  # LockedError, a refused path, a full disk
+                    error = os_error_message(e) if isinstance(e, OSError) else str(e)
             if distributed.broadcast_int(error is not None):
                 distributed.shutdown()
                 if error is None:
