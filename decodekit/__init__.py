@@ -45,6 +45,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "generate_jsonl": ("decodekit.batch", "generate_jsonl"),
     "greedy": ("decodekit.decoding", "greedy"),
     "json_schema": ("decodekit.constraints.schema", "json_schema"),
+    "jsonl_lines": ("decodekit.batch", "jsonl_lines"),
     "load_checkpoint": ("decodekit.checkpoint", "load_checkpoint"),
     "load_data": ("decodekit.data", "load_data"),
     "load_hf": ("decodekit.models.hf", "load_hf"),
@@ -85,6 +86,7 @@ __all__ = [
     "generate_jsonl",
     "greedy",
     "json_schema",
+    "jsonl_lines",
     "load_checkpoint",
     "load_data",
     "load_hf",
@@ -99,7 +101,7 @@ __all__ = [
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ imports on demand
     from decodekit import distributed, results
-    from decodekit.batch import generate_jsonl, part_path
+    from decodekit.batch import generate_jsonl, jsonl_lines, part_path
     from decodekit.checkpoint import load_checkpoint
     from decodekit.constraints import TokenAutomaton, compile_for_vocab, compile_regex
     from decodekit.constraints.schema import json_schema
