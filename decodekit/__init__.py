@@ -54,6 +54,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "parse_size": ("decodekit.memory", "parse_size"),
     "part_path": ("decodekit.batch", "part_path"),
     "plot_runs": ("decodekit.plotting", "plot_runs"),
+    "read_bytes": ("decodekit.files", "read_bytes"),
     "results": ("decodekit.results", None),
     "sample": ("decodekit.decoding", "sample"),
 }
@@ -95,6 +96,7 @@ __all__ = [
     "parse_size",
     "part_path",
     "plot_runs",
+    "read_bytes",
     "results",
     "sample",
 ]
@@ -115,6 +117,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
         ModelOutputError,
         ResourceError,
     )
+    from decodekit.files import read_bytes
     from decodekit.generation import GenerationConfig, generate
     from decodekit.loading import load_model
     from decodekit.locking import exclusive
