@@ -47,6 +47,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "generate_jsonl": ("decodekit.batch", "generate_jsonl"),
     "greedy": ("decodekit.decoding", "greedy"),
     "json_schema": ("decodekit.constraints.schema", "json_schema"),
+    "jsonl_lines": ("decodekit.batch", "jsonl_lines"),
     "load_checkpoint": ("decodekit.checkpoint", "load_checkpoint"),
     "load_data": ("decodekit.data", "load_data"),
     "load_hf": ("decodekit.models.hf", "load_hf"),
@@ -55,6 +56,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "parse_size": ("decodekit.memory", "parse_size"),
     "part_path": ("decodekit.batch", "part_path"),
     "plot_runs": ("decodekit.plotting", "plot_runs"),
+    "read_bytes": ("decodekit.files", "read_bytes"),
     "results": ("decodekit.results", None),
     "sample": ("decodekit.decoding", "sample"),
     "writable_target": ("decodekit.files", "writable_target"),
@@ -89,6 +91,7 @@ __all__ = [
     "generate_jsonl",
     "greedy",
     "json_schema",
+    "jsonl_lines",
     "load_checkpoint",
     "load_data",
     "load_hf",
@@ -97,6 +100,7 @@ __all__ = [
     "parse_size",
     "part_path",
     "plot_runs",
+    "read_bytes",
     "results",
     "sample",
     "writable_target",
@@ -104,7 +108,7 @@ __all__ = [
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ imports on demand
     from decodekit import distributed, results
-    from decodekit.batch import generate_jsonl, part_path
+    from decodekit.batch import generate_jsonl, jsonl_lines, part_path
     from decodekit.checkpoint import load_checkpoint
     from decodekit.constraints import TokenAutomaton, compile_for_vocab, compile_regex
     from decodekit.constraints.schema import json_schema
@@ -118,7 +122,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
         ModelOutputError,
         ResourceError,
     )
-    from decodekit.files import atomic_write, writable_target
+    from decodekit.files import atomic_write, read_bytes, writable_target
     from decodekit.generation import GenerationConfig, generate
     from decodekit.loading import load_model
     from decodekit.locking import exclusive

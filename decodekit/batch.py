@@ -25,13 +25,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from decodekit import results
 from decodekit.errors import DecodekitError
+from decodekit.files import MiB, bounded_lines
 from decodekit.generation import GenerationConfig, generate
 from decodekit.locking import exclusive
 from decodekit.memory import check as check_memory
@@ -131,6 +135,37 @@ def _peek_id(text: str | bytes) -> object:
     return obj.get("id") if isinstance(obj, dict) else None
 
 
+MAX_LINE_BYTES = 64 * MiB  # one input line; a longer one gets an error record without being held
+_BOM = "\ufeff"
+
+
+def jsonl_lines(path: str | Path, what: str = "input") -> Iterator[bytes | LineError]:
+    """The lines of a JSON-lines file for :func:`generate_jsonl`, read one at a time (never the
+    whole file), as bytes: each is decoded on its own, so one bad byte fails one line. A line
+    longer than :data:`MAX_LINE_BYTES` comes as a :class:`LineError` (its error record).
+
+    ``path`` may be a regular file or a pipe (``<(...)``); it is opened here, so that a directory,
+    a device, a missing or unreadable file fails (DecodekitError, naming ``what``) before
+    anything is written. A read error later raises DecodekitError too."""
+    try:
+        st = os.stat(path)
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
+            raise DecodekitError(f"{what} {path} is not a regular file or a pipe")
+        f = open(path, "rb")  # noqa: SIM115 (closed by the generator)
+    except OSError as e:
+        raise DecodekitError(f"cannot read {what} {path}: {e.strerror or e}") from None
+    return _lines(f, path, what)
+
+
+def _lines(f: BinaryIO, path: str | Path, what: str) -> Iterator[bytes | LineError]:
+    with f:
+        try:
+            for line in bounded_lines(f, MAX_LINE_BYTES):
+                yield line if line is not None else LineError(f"line longer than {MAX_LINE_BYTES:,} bytes")
+        except OSError as e:
+            raise DecodekitError(f"cannot read {what} {path}: {e.strerror or e}") from None
+
+
 def generate_jsonl(
     model: LanguageModel,
     lines: Iterable[str | bytes],
@@ -145,6 +180,8 @@ def generate_jsonl(
     max_memory: int | str | None = None,
 ) -> dict:
     """Decode every JSON line of ``lines`` (str or bytes) into ``output`` (see the module docstring).
+    ``lines`` is read once, a line at a time (:func:`jsonl_lines` reads a file so); a UTF-8 byte
+    order mark before the first line is ignored; a :class:`LineError` item is that line's error.
 
     Args:
         keep: ``keep(line_number)`` selects this process's share of the lines (distributed runs).
@@ -190,7 +227,14 @@ class _Run:
     def read(self, lines, defaults: GenerationConfig, done: set[str], keep) -> None:
         seen: dict[str, int] = {}  # id -> the line that used it first
         for number, text in enumerate(lines, start=1):
-            if not text.strip() or (keep is not None and not keep(number)):
+            if keep is not None and not keep(number):
+                continue
+            if isinstance(text, LineError):
+                self.error(number, None, str(text))
+                continue
+            if number == 1:  # utf-8-sig: a byte order mark is no part of the first line
+                text = text.removeprefix(_BOM) if isinstance(text, str) else text.removeprefix(_BOM.encode())
+            if not text.strip():
                 continue
             try:
                 record = parse_line(self.model, number, text, defaults)

@@ -21,25 +21,33 @@ a link to ``/dev/zero`` is refused), and the config and the vocabulary are check
 tensor shapes in the weights' header before a model is built, so a crafted ``config.json``
 (``hidden=12000``, ``layers=10**6``, a vocabulary of millions of tokens) fails in milliseconds
 without allocating anything.
+
+The safetensors header is parsed here (:func:`read_weights`), bounded, and every tensor in it
+checked against the file and the model before any data is read; the checksum is verified reading
+the file in pieces before the tensors are allocated, and NaN or infinite weights are refused,
+naming the tensor.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from decodekit.errors import CheckpointError
 from decodekit.files import (
     MiB,
     atomic_write,
-    check_regular,
+    open_regular,
     read_bytes,
     temporary_name,  # noqa: F401 (where tests and older code look for it)
 )
@@ -50,6 +58,9 @@ from decodekit.vocab import Vocab
 FORMAT, VERSION = "decodekit-checkpoint", 1
 CONFIG, WEIGHTS, VOCAB = "config.json", "model.safetensors", "vocab.txt"
 MAX_CONFIG_BYTES, MAX_VOCAB_BYTES = 1 * MiB, 512 * MiB  # beyond these, a file is not what it claims
+# A decodekit header is a few KiB (the config twice, a digest) and lists tens of tensors
+# (safetensors itself allows 100 MB: 1M empty tensors took a minute to list).
+MAX_HEADER_BYTES, MAX_TENSORS = 16 * MiB, 100_000
 
 
 def tensors_digest(tensors: dict[str, torch.Tensor]) -> str:
@@ -158,36 +169,65 @@ def read_config(directory: str | Path) -> dict:
 
 
 def read_header(path: Path) -> tuple[dict[str, tuple[int, ...]], dict[str, str]]:
-    """Tensor shapes and metadata from a safetensors header, without reading the tensors."""
-    from safetensors import safe_open
-
-    try:
-        check_regular(path, path.name, error=CheckpointError)
-    except FileNotFoundError:
-        raise CheckpointError(f"{path} is missing") from None
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            meta = f.metadata() or {}
-            shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}  # noqa: SIM118
-    except FileNotFoundError:
-        raise CheckpointError(f"{path} is missing") from None
-    except (SafetensorError, OSError, ValueError, RuntimeError) as e:
-        raise CheckpointError(f"{path}: truncated or corrupt safetensors file ({e})") from None
-    return shapes, meta
+    """Tensor shapes and metadata from a safetensors header, without reading the tensors
+    (the header checked as :func:`read_weights` checks it)."""
+    with _open_weights(path) as f:
+        entries, meta = _parse_header(f, path)
+    return {name: e.shape for name, e in entries.items()}, meta
 
 
-def read_weights(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-    """Tensors and header metadata of a safetensors file, its digest verified."""
-    _, meta = read_header(path)
-    if meta.get("format") != FORMAT or "sha256" not in meta:
-        raise CheckpointError(f"{path}: not written by decodekit (no checksum in the header)")
-    try:
-        tensors = load_file(str(path))
-    except (SafetensorError, OSError, ValueError, RuntimeError) as e:
-        raise CheckpointError(f"{path}: truncated or corrupt safetensors file ({e})") from None
-    if tensors_digest(tensors) != meta["sha256"]:
-        raise CheckpointError(f"{path}: checksum mismatch, the weights were modified or damaged")
+def read_weights(
+    path: Path, expected: Callable[[str, tuple[int, ...]], str | None] | None = None
+) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """Tensors and header metadata of a safetensors file written by decodekit.
+
+    Nothing is allocated before it is checked: the header is parsed here (at most
+    :data:`MAX_HEADER_BYTES`, :data:`MAX_TENSORS` tensors, each one's dtype, shape and byte range
+    consistent and inside the file), every tensor is checked by ``expected(name, shape)`` (None
+    when it belongs to the model, else what was expected), and the checksum is verified reading
+    the file in 1 MiB pieces. Only then are the tensors read, the checksum computed once more over
+    what was read, and every floating tensor checked to be finite.
+
+    Raises:
+        CheckpointError: a missing, unreadable, truncated, oversized or modified file, a tensor
+            the model has no place for, NaN or infinite weights (the tensor named).
+    """
+    with _open_weights(path) as f:
+        entries, meta = _parse_header(f, path)
+        if meta.get("format") != FORMAT or "sha256" not in meta:
+            raise CheckpointError(f"{path}: not written by decodekit (no checksum in the header)")
+        if expected is not None:
+            for name in sorted(entries):
+                if (want := expected(name, entries[name].shape)) is not None:
+                    raise CheckpointError(
+                        f"{path}: the weights do not fit this model: tensor {name!r} "
+                        f"{entries[name].shape} ({want}); refusing to read it"
+                    )
+        try:
+            if _file_digest(f, entries) != meta["sha256"]:
+                raise CheckpointError(f"{path}: checksum mismatch, the weights were modified or damaged")
+            tensors, digest = _read_tensors(f, entries, path)
+        except OSError as e:
+            raise CheckpointError(f"{path}: cannot read ({e.strerror or e})") from None
+    if digest != meta["sha256"]:
+        raise CheckpointError(f"{path}: checksum mismatch, the file changed while it was read")
+    check_finite(tensors, path)
     return tensors, meta
+
+
+def check_finite(tensors: dict[str, torch.Tensor], path: Path | str) -> None:
+    """CheckpointError naming the first floating tensor (in name order) holding NaN or infinity."""
+    for name in sorted(tensors):
+        t = tensors[name]
+        if not t.is_floating_point() or bool(torch.isfinite(t).all()):
+            continue
+        nan = int(torch.isnan(t).sum())
+        inf = int(torch.isinf(t).sum())
+        counts = [f"{nan} NaN" if nan else "", f"{inf} infinite" if inf else ""]
+        raise CheckpointError(
+            f"{path}: tensor {name!r} has {' and '.join(c for c in counts if c)} values; "
+            "the checkpoint is damaged (retrain or restore it)"
+        )
 
 
 def load_checkpoint(
@@ -222,8 +262,8 @@ def load_checkpoint(
         raise CheckpointError(
             f"{directory}: {VOCAB} ({len(vocab)} tokens) is not the vocabulary the model was trained with"
         )
-    _check_shapes(config, vocab, shapes, directory)  # before anything is allocated
-    tensors, meta = read_weights(directory / WEIGHTS)
+    expected = _check_shapes(config, vocab, shapes, directory)  # before anything is allocated
+    tensors, meta = read_weights(directory / WEIGHTS, expected)  # the header checked again as read
     try:
         model = create_model(config, vocab)
         missing, unexpected = model.load_state_dict(
@@ -278,9 +318,12 @@ class _SkipRandomInit(torch.overrides.TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-def _check_shapes(config: Any, vocab: Vocab, shapes: dict[str, tuple[int, ...]], directory: Path) -> None:
+def _check_shapes(
+    config: Any, vocab: Vocab, shapes: dict[str, tuple[int, ...]], directory: Path
+) -> Callable[[str, tuple[int, ...]], str | None]:
     """The tensors ``config`` and ``vocab`` describe (built on the meta device: no memory, no
-    initialisation) must be exactly those in the weights' header, tied aliases aside."""
+    initialisation) must be exactly those in the weights' header, tied aliases aside. Returns
+    the check :func:`read_weights` makes of each tensor (None: it belongs, else what was expected)."""
     kind = getattr(config, "kind", "?")
     try:
         with torch.device("meta"), _SkipRandomInit():
@@ -306,6 +349,14 @@ def _check_shapes(config: Any, vocab: Vocab, shapes: dict[str, tuple[int, ...]],
             f"{directory}: the weights do not fit the {kind} config in {CONFIG} ({'; '.join(parts)}; "
             f"that config would need {need / 2**20:,.1f} MiB of float32 weights)"
         )
+    want = {name: tuple(t.shape) for name, t in expected.items()}
+
+    def check(name: str, shape: tuple[int, ...]) -> str | None:
+        if name not in want:
+            return "the model has no such tensor"
+        return None if shape == want[name] else f"expected {want[name]}"
+
+    return check
 
 
 def _with_recorded_defaults(model: dict) -> dict:
@@ -315,3 +366,150 @@ def _with_recorded_defaults(model: dict) -> dict:
     if model.get("kind") == "stack-lstm" and model.get("stack") in ("ns", "rns") and "bottom" not in model:
         return {**model, "bottom": "replaceable"}
     return model
+
+
+# Reading safetensors files: decodekit parses the header itself (bounded), so that nothing a
+# header claims is allocated or read before it is checked against the file and the model.
+
+_DTYPES = {
+    "F64": torch.float64,
+    "F32": torch.float32,
+    "F16": torch.float16,
+    "BF16": torch.bfloat16,
+    "I64": torch.int64,
+    "I32": torch.int32,
+    "I16": torch.int16,
+    "I8": torch.int8,
+    "U8": torch.uint8,
+    "BOOL": torch.bool,
+}
+_CHUNK = 1 * MiB
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """One tensor of a safetensors header; ``begin``/``end``: absolute offsets in the file."""
+
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+    begin: int
+    end: int
+
+
+@contextlib.contextmanager
+def _open_weights(path: Path) -> Iterator[BinaryIO]:
+    """``path`` opened for reading once known to be a regular file; one-line CheckpointErrors."""
+    try:
+        f = open_regular(path, path.name, error=CheckpointError)
+    except FileNotFoundError:
+        raise CheckpointError(f"{path} is missing") from None
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot read ({e.strerror or e})") from None
+    with f:
+        yield f
+
+
+def _parse_header(f: BinaryIO, path: Path) -> tuple[dict[str, _Entry], dict[str, str]]:
+    """The tensors and metadata of a safetensors header, each entry checked (known dtype,
+    non-negative shape, a byte range of exactly its size; the ranges tile the data region)."""
+    corrupt = f"{path}: truncated or corrupt safetensors file"
+    try:
+        size = os.fstat(f.fileno()).st_size
+        head = f.read(8)
+        n = int.from_bytes(head, "little")
+        if len(head) < 8 or 8 + n > size:
+            raise CheckpointError(f"{corrupt} (a header of {n} bytes in a file of {size} bytes)")
+        if n > MAX_HEADER_BYTES:
+            raise CheckpointError(
+                f"{path}: the safetensors header is {n / MiB:.1f} MiB, more than the "
+                f"{MAX_HEADER_BYTES // MiB} MiB a decodekit file needs; refusing to read it"
+            )
+        raw = f.read(n)
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot read ({e.strerror or e})") from None
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise CheckpointError(f"{corrupt} (header: {str(e)[:100]})") from None
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{corrupt} (the header is not a JSON object)")
+    meta = header.pop("__metadata__", None) or {}
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        raise CheckpointError(f"{corrupt} (__metadata__ must map names to strings)")
+    if len(header) > MAX_TENSORS:
+        raise CheckpointError(
+            f"{path}: the header lists {len(header):,} tensors, more than the {MAX_TENSORS:,} a decodekit "
+            "file holds; refusing to read it"
+        )
+    entries = {name: _entry(name, e, 8 + n, corrupt) for name, e in header.items()}
+    at = 8 + n
+    for name, e in sorted(entries.items(), key=lambda item: (item[1].begin, item[1].end)):
+        if e.begin != at:
+            raise CheckpointError(f"{corrupt} (tensor {name!r} starts at byte {e.begin - 8 - n} of the data)")
+        at = e.end
+    if at != size:
+        raise CheckpointError(
+            f"{corrupt} (the header describes {at - 8 - n:,} bytes of tensors, "
+            f"the file holds {size - 8 - n:,})"
+        )
+    return entries, meta
+
+
+def _entry(name: str, e: Any, start: int, corrupt: str) -> _Entry:
+    ok = isinstance(e, dict) and isinstance(e.get("shape"), list) and isinstance(e.get("data_offsets"), list)
+    shape, offsets = (e["shape"], e["data_offsets"]) if ok else ([], [])
+    ints = all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in [*shape, *offsets])
+    if not ok or not ints or len(offsets) != 2 or e.get("dtype") not in _DTYPES:
+        raise CheckpointError(f"{corrupt} (tensor {name!r}: {str(e)[:100]})")
+    dtype = _DTYPES[e["dtype"]]
+    begin, end = offsets
+    if end - begin != math.prod(shape) * dtype.itemsize:
+        raise CheckpointError(
+            f"{corrupt} (tensor {name!r} {tuple(shape)} {e['dtype']} needs "
+            f"{math.prod(shape) * dtype.itemsize:,} bytes, its range holds {end - begin:,})"
+        )
+    return _Entry(dtype, tuple(shape), start + begin, start + end)
+
+
+def _entry_prefix(name: str, e: _Entry) -> bytes:
+    return f"{name}\0{e.dtype}\0{e.shape}\0".encode()  # as tensors_digest hashes it
+
+
+def _file_digest(f: BinaryIO, entries: dict[str, _Entry]) -> str:
+    """:func:`tensors_digest` of the tensors, computed from the file in pieces (nothing allocated)."""
+    h, fd = hashlib.sha256(), f.fileno()
+    for name in sorted(entries):
+        e = entries[name]
+        h.update(_entry_prefix(name, e))
+        for at in range(e.begin, e.end, _CHUNK):
+            piece = os.pread(fd, min(_CHUNK, e.end - at), at)
+            if not piece:
+                break  # shorter than its header says: the digest differs
+            h.update(piece)
+    return h.hexdigest()
+
+
+def _read_tensors(f: BinaryIO, entries: dict[str, _Entry], path: Path) -> tuple[dict[str, torch.Tensor], str]:
+    """The tensors (fresh, aligned CPU tensors) and the digest of what was read."""
+    total = sum(e.end - e.begin for e in entries.values())
+    h, fd, tensors = hashlib.sha256(), f.fileno(), {}
+    for name in sorted(entries):
+        e = entries[name]
+        try:
+            t = torch.empty(e.shape, dtype=e.dtype)
+        except (RuntimeError, MemoryError) as err:
+            reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+            raise CheckpointError(
+                f"{path}: cannot allocate memory for its {total / MiB:,.1f} MiB of weights ({reason})"
+            ) from None
+        view = memoryview(t.reshape(-1).view(torch.uint8).numpy()) if t.numel() else memoryview(b"")
+        done = 0
+        while done < len(view):
+            got = os.preadv(fd, [view[done : done + _CHUNK]], e.begin + done)
+            if got <= 0:
+                raise CheckpointError(f"{path}: truncated while it was read")
+            done += got
+        h.update(_entry_prefix(name, e))
+        h.update(view)
+        tensors[name] = t
+    return tensors, h.hexdigest()

@@ -19,8 +19,9 @@ import contextlib
 import os
 import re
 import stat
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from decodekit.errors import DecodekitError
 
@@ -200,3 +201,53 @@ def atomic_write(path: Path, write: Any, what: str = "output") -> None:
         with contextlib.suppress(OSError):
             if stat.S_ISREG(os.lstat(tmp).st_mode):
                 os.unlink(tmp)
+
+
+def open_regular(
+    path: str | Path, what: str, *, max_bytes: int | None = None, error: type = DecodekitError
+) -> BinaryIO:
+    """``path`` opened for binary reading once it is known to be a regular file of at most
+    ``max_bytes``: the check is made on the opened descriptor (opened ``O_NONBLOCK``, so a FIFO
+    does not wait for a writer). For files read in pieces (headers, lines) rather than whole.
+    A missing file raises ``FileNotFoundError``."""
+    path = Path(path)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        _check(os.fstat(fd), path, what, max_bytes, error)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def bounded_lines(f: BinaryIO, max_line: int) -> Iterator[bytes | None]:
+    """The lines of ``f``, one at a time, without their line end (``\\n`` or ``\\r\\n``). A line
+    of more than ``max_line`` bytes is read through in pieces, never held whole, and yields None
+    (the caller names it: it still counts as a line)."""
+    while True:
+        line = f.readline(max_line + 1)
+        if not line:
+            return
+        if len(line) > max_line and not line.endswith(b"\n"):
+            _skip_line(f)
+            yield None
+            continue
+        yield line[:-2] if line.endswith(b"\r\n") else line[:-1] if line.endswith(b"\n") else line
+
+
+def _skip_line(f: BinaryIO) -> None:
+    """Read up to and including the next ``\n`` (or to the end), holding one buffer at a time."""
+    peek = getattr(f, "peek", None)
+    while True:
+        if peek is None:  # not buffered: readline in pieces
+            piece = f.readline(MiB)
+            if not piece or piece.endswith(b"\n"):
+                return
+            continue
+        piece = peek(MiB)
+        if not piece:
+            return
+        end = piece.find(b"\n")
+        f.read(len(piece) if end < 0 else end + 1)
+        if end >= 0:
+            return

@@ -98,7 +98,7 @@ DEPENDS = {
         "models.suppress",
     ),
     "results": ("errors", "files"),
-    "batch": ("errors", "generation", "memory", "locking", "results", "models.base"),
+    "batch": ("errors", "files", "generation", "memory", "locking", "results", "models.base"),
     # beside decoding: never imports the decoders, generation or the CLI
     "training": ("errors", "checks", "files", "locking", "distributed", "data", "models", "checkpoint"),
     "cli": ("",),  # the public API only: test_cli_uses_the_public_api

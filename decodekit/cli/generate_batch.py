@@ -12,19 +12,24 @@ import click
 from decodekit.cli.common import UsageError, os_error_message
 
 
-def read_input(input_path: str) -> list[bytes]:
-    """The lines of --input as bytes (each is decoded on its own: one bad byte fails one line).
-    A regular file or a pipe (``<(...)``); devices and directories are refused."""
+def read_input(input_path: str):
+    """The lines of --input, streamed as bytes (:func:`decodekit.jsonl_lines`: each is decoded
+    on its own, so one bad byte fails one line). A regular file or a pipe (``<(...)``); devices,
+    directories and unreadable files are refused here, before anything is written."""
+    from decodekit import jsonl_lines
+
+    return jsonl_lines(input_path, "--input")
+
+
+def _total(input_path: str, keep) -> int | None:
+    """How many lines this rank will decode: a first pass over a regular file, None for a pipe
+    (which can be read only once)."""
     import stat
 
-    try:
-        st = os.stat(input_path)
-        if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
-            raise UsageError(f"--input {input_path} is not a regular file or a pipe")
-        with open(input_path, "rb") as f:
-            return f.read().split(b"\n")
-    except OSError as e:
-        raise UsageError(f"cannot read --input {input_path}: {e.strerror}") from None
+    if not stat.S_ISREG(os.stat(input_path).st_mode):
+        return None
+    mine = (x for n, x in enumerate(read_input(input_path), 1) if keep is None or keep(n))
+    return sum(1 for x in mine if not isinstance(x, bytes) or x.removeprefix(b"\xef\xbb\xbf").strip())
 
 
 def run_batch(model, input_path, output_path, config, resume, batch_size, max_memory) -> None:
@@ -58,7 +63,7 @@ def run_batch(model, input_path, output_path, config, resume, batch_size, max_me
             def keep(n: int) -> bool:
                 return (n - 1) % size == rank
 
-        total = sum(1 for n, x in enumerate(lines, 1) if x.strip() and (keep is None or keep(n)))
+        total = _total(input_path, keep)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             with tqdm(

@@ -85,17 +85,18 @@ def warn_ignored(options: dict, given: set[str]) -> None:
 
 def schema_regex(path: str) -> str:
     """The regex of the JSON Schema in ``path`` (one-line errors for unreadable or bad files)."""
-    from decodekit import json_schema
+    from decodekit import json_schema, read_bytes
 
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read(16 * 2**20)
+    try:  # a regular file only (a FIFO would block, a device never end), of at most 16 MiB
+        text = read_bytes(path, "--json-schema", max_bytes=16 * 2**20).decode("utf-8-sig")
     except (OSError, UnicodeDecodeError) as e:
         raise UsageError(f"cannot read --json-schema {path}: {getattr(e, 'strerror', None) or e}") from None
     try:
         schema = json.loads(text)
     except json.JSONDecodeError as e:
         raise UsageError(f"--json-schema {path} is not JSON: {e.msg} at line {e.lineno}") from None
+    except RecursionError:
+        raise UsageError(f"--json-schema {path} is nested too deeply to parse") from None
     return json_schema(schema)
 
 

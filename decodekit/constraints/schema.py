@@ -31,6 +31,11 @@ _KNOWN = ANNOTATIONS | {k for ks in _TYPE_KEYWORDS.values() for k in ks}
 _KNOWN |= {"type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref"}
 TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
 ANY_DEPTH = 2  # nesting of arrays/objects in a value the schema leaves free ({} or true)
+# Bounds checked while compiling, so that a hostile schema fails in one line, at once: subschemas
+# nested deeper than MAX_DEPTH (the regex engine refuses 100 nested groups anyway), and a regex
+# longer than MAX_PATTERN_CHARS (each level of nested arrays doubles it: 18 levels of
+# {"items": {...}} made 1.3 GB; no pattern this long fits the engine's 1,000,000 NFA states).
+MAX_DEPTH, MAX_PATTERN_CHARS = 64, 16_000_000
 
 # A character of a JSON string: raw (no quote, backslash, control character or lone surrogate),
 # or an escape; a \u escape never names a surrogate, so each one decodes to exactly one character.
@@ -87,24 +92,46 @@ def json_schema(schema: dict | bool | str, *, whitespace: str = "compact") -> st
             schema = json.loads(schema)
         except json.JSONDecodeError as e:
             raise ConstraintError(f"the JSON Schema is not valid JSON: {e}") from None
+        except RecursionError:
+            raise ConstraintError("the JSON Schema is nested too deeply to parse") from None
     if whitespace not in ("compact", "flexible"):
         raise ConstraintError(f"whitespace must be 'compact' or 'flexible', got {whitespace!r}")
     compiler = _Compiler(schema, whitespace == "flexible")
-    body = compiler.value(schema, "")[0]
+    try:
+        body = compiler.value(schema, "")[0]
+    except RecursionError:  # an enum or const value nested hundreds of levels deep
+        raise ConstraintError("a value in the JSON Schema is nested too deeply to compile") from None
     return "(?a)" + body if compiler.ascii else body  # (?a): ASCII \d \w in embedded patterns
 
 
 class _Compiler:
     def __init__(self, root, flexible: bool):
-        self.root, self.refs, self.ascii = root, [], False
+        self.root, self.refs, self.ascii, self.depth = root, [], False, 0
         self.colon, self.comma = (": ?", ", ?") if flexible else (":", ",")
 
     def value(self, s, ptr: str) -> tuple[str, frozenset]:
-        """(regex, JSON types it can produce) for the subschema ``s`` at pointer ``ptr``."""
+        """(regex, JSON types it can produce) for the subschema ``s`` at pointer ``ptr``, within
+        :data:`MAX_DEPTH` and :data:`MAX_PATTERN_CHARS`."""
+        at = ptr if len(ptr) <= 80 else ptr[:80] + "..."
+        if self.depth >= MAX_DEPTH:
+            raise ConstraintError(f"{at}: the JSON Schema nests subschemas more than {MAX_DEPTH} levels deep")
+        self.depth += 1
+        try:
+            body, types = self._value(s, ptr)
+        finally:
+            self.depth -= 1
+        if len(body) > MAX_PATTERN_CHARS:
+            raise ConstraintError(
+                f"{at or '/'}: the JSON Schema's regex would exceed {MAX_PATTERN_CHARS:,} characters "
+                "(each level of nested arrays doubles it); simplify the schema"
+            )
+        return body, types
+
+    def _value(self, s, ptr: str) -> tuple[str, frozenset]:
         if s is True or s == {}:
             return self.any(ANY_DEPTH), frozenset(TYPES)
         if not isinstance(s, dict):
-            raise ConstraintError(f"{ptr or '/'}: a schema must be an object or true, got {s!r}")
+            raise ConstraintError(f"{ptr or '/'}: a schema must be an object or true, got {s!r:.60}")
         for key in s:
             if key not in _KNOWN or (key == "$id" and ptr):
                 raise ConstraintError(f"{ptr}/{key} is not supported")
@@ -191,14 +218,15 @@ class _Compiler:
             raise ConstraintError(f"{ptr}/enum must be a non-empty array")
         others = {k: v for k, v in s.items() if k != key}
         check = regex.compile("(?a)" + self.value(others, ptr)[0]) if others else None
-        texts, types = [], set()
+        texts: dict[str, None] = {}  # in order, each once (a list's `in` made 200,000 values quadratic)
+        types = set()
         for v in values:
             try:
                 text = json.dumps(v, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
             except ValueError as e:
-                raise ConstraintError(f"{ptr}/{key}: {v!r} has no JSON form ({e})") from None
+                raise ConstraintError(f"{ptr}/{key}: {str(v)[:60]!r} has no JSON form ({e})") from None
             if (check is None or check.fullmatch(text)) and text not in texts:
-                texts.append(text)
+                texts[text] = None
                 types.add(_type_of(v))
         if not texts:
             raise ConstraintError(f"{ptr}/{key}: no value satisfies the rest of the schema")

@@ -9,11 +9,15 @@ absent from the file keep their random initialisation.
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import torch
 from torch import nn
+
+from decodekit.files import bounded_lines, open_regular
 
 
 @dataclass(frozen=True)
@@ -28,7 +32,11 @@ class EmbeddingStats:
     missing_examples: tuple[str, ...]
 
 
-def _header(line: str, path: Path) -> tuple[int, int]:
+MAX_DIM = 65_536  # word2vec vectors have hundreds of components; a header beyond this is not one
+_NUMBER_BYTES, _WORD_BYTES = 64, 64 * 1024  # the longest line read: a word and dim numbers
+
+
+def _header(line: str, path: Path, expected_dim: int | None) -> tuple[int, int]:
     parts = line.split()
     try:
         count, dim = (int(p) for p in parts)
@@ -38,30 +46,68 @@ def _header(line: str, path: Path) -> tuple[int, int]:
         ) from None
     if count < 0 or dim < 1:
         raise ValueError(f"{path}: header gives count={count}, dim={dim}; need count >= 0, dim >= 1")
+    if expected_dim is not None and dim != expected_dim:
+        raise ValueError(
+            f"{path}: vectors have dimension {dim}, but the model's embedding has {expected_dim}"
+        )
+    if dim > MAX_DIM:
+        raise ValueError(f"{path}: header gives dim={dim:,}, more than the {MAX_DIM:,} this reader accepts")
     return count, dim
 
 
-def read_word2vec_text(path: str | Path, keep: set[str] | None = None) -> tuple[list[str], torch.Tensor, int]:
-    """Read a word2vec text file. Returns (words, vectors [M, dim] float32, lines in the file),
-    keeping only words in ``keep`` (all when None). Raises ValueError on a missing, binary or
-    malformed file (with its line number), a line count that differs from the header, or a
-    repeated word."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"embedding file not found: {path}")
+def _text(line: bytes | None, n: int, path: Path, limit: int) -> str:
+    if line is None:
+        raise ValueError(f"{path}: line {n} is longer than {limit:,} bytes (a word and its numbers)")
     try:
-        text = path.read_text(encoding="utf-8")
+        return line.decode("utf-8-sig" if n == 1 else "utf-8")
     except UnicodeDecodeError:
-        raise ValueError(f"{path}: not UTF-8 text (binary word2vec files are not supported)") from None
-    lines = text.splitlines()
-    if not lines:
+        raise ValueError(
+            f"{path}: line {n} is not UTF-8 text (binary word2vec files are not supported)"
+        ) from None
+
+
+def read_word2vec_text(
+    path: str | Path, keep: set[str] | None = None, *, dim: int | None = None
+) -> tuple[list[str], torch.Tensor, int]:
+    """Read a word2vec text file. Returns (words, vectors [M, dim] float32, lines in the file),
+    keeping only words in ``keep`` (all when None).
+
+    The file is read a line at a time (a regular file only: a FIFO or a device is refused), the
+    header first: a ``dim`` other than the one given (the model's), or above :data:`MAX_DIM`, is
+    refused before any vector is read; only the kept vectors are held (4 bytes a number).
+
+    Raises ValueError on a missing, binary or malformed file (with its line number), a line count
+    that differs from the header, a repeated word, or a NaN or infinite value."""
+    path = Path(path)
+    try:
+        f = open_regular(path, "embedding file")
+    except FileNotFoundError:
+        raise ValueError(f"embedding file not found: {path}") from None
+    except OSError as e:
+        raise ValueError(f"cannot read embedding file {path}: {e.strerror or e}") from None
+    try:
+        with f:
+            return _read(f, path, keep, dim)
+    except OSError as e:
+        raise ValueError(f"cannot read embedding file {path}: {e.strerror or e}") from None
+
+
+def _read(f: BinaryIO, path: Path, keep: set[str] | None, expected_dim: int | None):
+    first = next(bounded_lines(f, _WORD_BYTES), False)  # the header line only
+    if first is False:
         raise ValueError(f"{path}: empty embedding file")
-    count, dim = _header(lines[0], path)
+    count, dim = _header(_text(first, 1, path, _WORD_BYTES), path, expected_dim)
+    limit = _WORD_BYTES + _NUMBER_BYTES * dim
+    lines = bounded_lines(f, limit)
     words: list[str] = []
-    rows: list[list[float]] = []
+    values, numbers = array("f"), []  # the kept vectors, and their line numbers
     seen: set[str] = set()
-    body = [(n, line) for n, line in enumerate(lines[1:], start=2) if line.strip()]
-    for n, line in body:
+    body = 0
+    for n, raw in enumerate(lines, start=2):
+        line = _text(raw, n, path, limit)
+        if not line.strip():
+            continue
+        body += 1
         parts = line.rstrip().split(" ")
         word = parts[0]
         if len(parts) != dim + 1:
@@ -74,15 +120,22 @@ def read_word2vec_text(path: str | Path, keep: set[str] | None = None) -> tuple[
         if keep is not None and word not in keep:
             continue
         try:
-            rows.append([float(x) for x in parts[1:]])
+            values.extend(float(x) for x in parts[1:])
         except ValueError:
             raise ValueError(f"{path}: line {n}: non-numeric value in the vector of {word!r}") from None
         words.append(word)
-    if len(body) != count:
-        raise ValueError(f"{path}: header says {count} vectors but the file has {len(body)}")
-    vectors = torch.tensor(rows, dtype=torch.float32).view(len(rows), dim)
-    if not torch.isfinite(vectors).all():
-        raise ValueError(f"{path}: vectors contain NaN or infinity")
+        numbers.append(n)
+    if body != count:
+        raise ValueError(f"{path}: header says {count} vectors but the file has {body}")
+    vectors = torch.frombuffer(values, dtype=torch.float32).clone() if words else torch.empty(0)
+    vectors = vectors.view(len(words), dim)
+    bad = (~torch.isfinite(vectors).all(dim=1)).nonzero()
+    if len(bad):
+        row = int(bad[0])
+        raise ValueError(
+            f"{path}: line {numbers[row]}: the vector of {words[row]!r} contains NaN or infinity"
+            " (or a number too large for float32)"
+        )
     return words, vectors, count
 
 
@@ -100,12 +153,7 @@ def load_embeddings(model: nn.Module, path: str | Path, *, freeze: bool = False)
     head = getattr(model, "head", None)
     if freeze and head is not None and head.weight is emb.weight:
         raise ValueError("cannot freeze embeddings tied to the output layer (--tie); untie or do not freeze")
-    words, vectors, total = read_word2vec_text(path, keep=set(vocab.tokens))
-    if vectors.shape[1] != emb.embedding_dim:
-        raise ValueError(
-            f"{path}: vectors have dimension {vectors.shape[1]}, "
-            f"but the model's embedding has {emb.embedding_dim}"
-        )
+    words, vectors, total = read_word2vec_text(path, keep=set(vocab.tokens), dim=emb.embedding_dim)
     if not words:
         raise ValueError(
             f"{path}: none of the {total} words is in the model's vocabulary ({len(vocab)} words)"

@@ -10,6 +10,7 @@ file is replaced atomically, so a crash leaves the previous state intact.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,36 @@ def save_training_state(
     atomic_write(path, lambda p: save_file(tensors, str(p), metadata=header))
 
 
+def _expected(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, hidden_template: Any
+) -> Callable[[str, tuple[int, ...]], str | None]:
+    """What each tensor of a resume file may be (None: it belongs, else what was expected), so that
+    a header claiming more than this model and optimiser hold is refused before anything is read:
+    ``model.*`` the model's shapes, ``optim.<i>.*`` parameter i's shape or a scalar, ``rng.*`` a
+    generator state (1-D, at most 64 KiB), ``hidden.<k>`` the carried state's k-th tensor (any batch size)."""
+    weights = {f"model.{k}": tuple(v.shape) for k, v in model_tensors(model).items()}
+    params = [tuple(p.shape) for group in optimizer.param_groups for p in group["params"]]
+    hidden = [tuple(t.shape) for t in _leaves(hidden_template)] if hidden_template is not None else []
+
+    def check(name: str, shape: tuple[int, ...]) -> str | None:
+        kind, _, rest = name.partition(".")
+        index, _, key = rest.partition(".")
+        if name in weights:
+            allowed = {weights[name]}
+        elif kind == "optim" and index.isdigit() and int(index) < len(params) and key:
+            allowed = {params[int(index)], ()}
+        elif kind == "rng" and len(shape) == 1 and shape[0] <= 64 * 1024:
+            return None
+        elif kind == "hidden" and rest.isdigit() and int(rest) < len(hidden):
+            want = hidden[int(rest)]  # another batch size is refused later, naming the options
+            allowed = {shape if len(shape) == len(want) and shape[1:] == want[1:] else want}
+        else:
+            return "no model, optimiser, generator or carried state has such a tensor"
+        return None if shape in allowed else f"expected {' or '.join(map(str, sorted(allowed)))}"
+
+    return check
+
+
 def load_training_state(
     path: Path, *, model: torch.nn.Module, optimizer: torch.optim.Optimizer, hidden_template: Any
 ) -> tuple[dict[str, Any], Any]:
@@ -68,7 +99,7 @@ def load_training_state(
     ``hidden_template``: an initial state of the right structure (for rebuilding ``hidden``)."""
     if not path.exists():
         raise CheckpointError(f"cannot resume: {path} not found")
-    tensors, header = read_weights(path)
+    tensors, header = read_weights(path, _expected(model, optimizer, hidden_template))
     try:
         meta = {k: json.loads(v) for k, v in header.items() if k not in ("format", "sha256")}
     except json.JSONDecodeError as e:
