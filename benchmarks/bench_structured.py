@@ -964,10 +964,9 @@ def _ratio(a, b) -> str:
 
 def print_compile_table(rows: list[dict], names: list[str]) -> None:
     print("\n### Compile: regex -> first mask, ms (wall median / CPU min)\n")
-    head = " | ".join(names)
-    ratios = " | ".join(f"dk/{n} (CPU)" for n in names if n != "decodekit")
-    print(f"| pattern | {head} | {ratios} |")
-    print("|---" * (1 + len(names) + len(names) - 1) + "|")
+    columns = ["pattern", *names, *(f"dk/{n} (CPU)" for n in names if n != "decodekit")]
+    print(f"| {' | '.join(columns)} |")
+    print("|---" * len(columns) + "|")
     for row in rows:
         cells, ours = [], row["compile"].get("decodekit", {}).get("cpu")
         for n in names:
@@ -980,7 +979,7 @@ def print_compile_table(rows: list[dict], names: list[str]) -> None:
             else:
                 cells.append("-")
         rs = [_ratio(ours, row["compile"].get(n, {}).get("cpu")) for n in names if n != "decodekit"]
-        print(f"| {_md(row['name'])} | {' | '.join(cells)} | {' | '.join(rs)} |")
+        print(f"| {' | '.join([_md(row['name']), *cells, *rs])} |")
     alts = [r for r in rows if "alt_pattern" in r]
     for r in alts:
         who = [n for n, c in r["compile"].items() if "refused" in c]
@@ -1000,9 +999,10 @@ def print_token_table(rows: list[dict], names: list[str]) -> None:
     ):
         print(f"\n### Per token, {title}: µs per call (CPU median over the walk and repeats)\n")
         extra = " | decodekit without length check" if kind == "mask" else ""
-        ratios = " | ".join(f"dk/{n}" for n in names if n != "decodekit")
-        print(f"| pattern | walk tokens | {' | '.join(names)}{extra} | {ratios} |")
-        print("|---" * (2 + len(names) + bool(extra) + len(names) - 1) + "|")
+        ratios = [f"dk/{n}" for n in names if n != "decodekit"]
+        columns = ["pattern", "walk tokens", *names, *([extra[3:]] if extra else []), *ratios]
+        print(f"| {' | '.join(columns)} |")
+        print("|---" * len(columns) + "|")
         for row in rows:
             t = row["tokens"]
             ours = t.get("decodekit", {}).get(kind, {}).get("cpu_us")
@@ -1017,7 +1017,7 @@ def print_token_table(rows: list[dict], names: list[str]) -> None:
                 v = t.get("decodekit", {}).get("mask_no_length", {}).get("cpu_us")
                 cells.append(f"{v:.1f}" if v is not None else "-")
             rs = [_ratio(ours, t.get(n, {}).get(kind, {}).get("cpu_us")) for n in names if n != "decodekit"]
-            print(f"| {_md(row['name'])} | {len(row['walk'])} | {' | '.join(cells)} | {' | '.join(rs)} |")
+            print(f"| {' | '.join([_md(row['name']), str(len(row['walk'])), *cells, *rs])} |")
     print("\nAllowed sets equal to decodekit's (EOS included) at each walk position (agree / positions):")
     for row in rows:
         if "decodekit" not in row["check"]:
