@@ -169,14 +169,15 @@ def _nbytes(obj: Any, seen: set[int], depth: int = 0) -> int:
     return sum(_nbytes(x, seen, depth + 1) for x in items)
 
 
-def state_profile(model: Any) -> tuple[int, int]:
-    """(bytes per row, bytes per row and token) of the model's state, measured on one row."""
+def state_profile(model: Any, *, measure: bool = True) -> tuple[int, int]:
+    """(bytes per row, bytes per row and token) of the model's state, measured on one row
+    (``measure=False``: the measurement if made before, else (0, 0))."""
     try:
         cached = _PROFILES.get(model)
     except TypeError:
         cached = _IDS.get(id(model))
-    if cached is not None:
-        return cached
+    if cached is not None or not measure:
+        return cached or (0, 0)
     profile = _measure(model)
     try:
         _PROFILES[model] = profile
@@ -220,14 +221,15 @@ def _rows(model: Any, config: Any, prompts: int) -> tuple[int, str, int]:
     return prompts * states * config.beam_size, f"constrained beam search ({states} automaton states)", states
 
 
-def estimate(model: Any, prompt_lengths: list[int], config: Any) -> Estimate:
-    """The memory a search of ``config`` over prompts of these lengths needs (see the module doc)."""
+def estimate(model: Any, prompt_lengths: list[int], config: Any, *, measure: bool = True) -> Estimate:
+    """The memory a search of ``config`` over prompts of these lengths needs (see the module doc;
+    ``measure=False``: without probing the model's state unless that was done before)."""
     vocab, prompts = int(model.vocab_size), len(prompt_lengths)
     longest = max(prompt_lengths, default=0) + (model.bos_id is not None)
     rows, _, states = _rows(model, config, prompts)
     rows, steps = min(rows, 2**80), min(config.max_length, 2**80)  # absurd sizes: no float overflow
     strategy = config.resolved_strategy
-    per_row, per_token = state_profile(model)
+    per_row, per_token = state_profile(model, measure=measure)
     # [N, V] float32 tensors alive at the peak of a step (measured on the PTB LSTM: beam search
     # 4.6 at K = 2000, sampling 3.3, with top-k and top-p 4.6): the model's logits and
     # log-probabilities, the normalisation check's temporaries, the rows copied for the beams.
@@ -269,15 +271,23 @@ def estimate(model: Any, prompt_lengths: list[int], config: Any) -> Estimate:
     return Estimate(device, int(on_host), {**parts, "results": int(host)}, rows)
 
 
-def check(model: Any, prompts: list[list[int]], config: Any, *, limit: int | str | None = None) -> Estimate:
+def check(
+    model: Any, prompts: list[list[int]], config: Any, *, limit: int | str | None = None, small: float = 0.0
+) -> Estimate:
     """Raise :class:`ResourceError` if the search would not fit (see the module docstring).
 
     The message says how much it needs, how much may be used, and the largest setting of what
     dominates the need that fits: ``beam_size``, ``num_samples``, the number of prompts decoded
-    together, the prompt length or ``max_length``."""
+    together, the prompt length or ``max_length``. ``small``: a search whose estimate without
+    the model's state is under this share of the budget passes without probing the model (the
+    decoders called directly use 1 %, so that a small search makes no model call of its own)."""
     lengths = [len(p) for p in prompts]
     device = model_device(model)
     budget = (memory_limit(device, limit), memory_limit("cpu", limit))
+    if small:
+        quick = estimate(model, lengths, config, measure=False)
+        if quick.device <= small * budget[0] and quick.host <= small * budget[1]:
+            return quick
     est = estimate(model, lengths, config)
     if _fits(est, budget, device):
         return est

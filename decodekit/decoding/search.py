@@ -47,7 +47,7 @@ class Selection:
 def check_memory(model: LanguageModel, prompt, spec: memory.SearchSpec, max_memory) -> None:
     """Refuse a search that would not fit in memory before it allocates anything
     (:func:`decodekit.memory.check`: ResourceError naming the largest setting that fits)."""
-    memory.check(model, as_batch(prompt)[0], spec, limit=max_memory)
+    memory.check(model, as_batch(prompt)[0], spec, limit=max_memory, small=0.01)
 
 
 def decode(
