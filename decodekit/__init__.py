@@ -27,6 +27,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "Hypothesis": ("decodekit.outputs", "Hypothesis"),
     "LanguageModel": ("decodekit.models.base", "LanguageModel"),
     "LockedError": ("decodekit.errors", "LockedError"),
+    "ConstraintLogitsProcessor": ("decodekit.logits_processor", "ConstraintLogitsProcessor"),
     "ModelOutputError": ("decodekit.errors", "ModelOutputError"),
     "ResourceError": ("decodekit.errors", "ResourceError"),
     "SearchTree": ("decodekit.outputs", "SearchTree"),
@@ -66,6 +67,7 @@ __all__ = [
     "CharVocab",
     "CheckpointError",
     "ConstraintError",
+    "ConstraintLogitsProcessor",
     "DecodekitError",
     "GenerationConfig",
     "Hypothesis",
@@ -126,6 +128,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from decodekit.generation import GenerationConfig, generate
     from decodekit.loading import load_model
     from decodekit.locking import exclusive
+    from decodekit.logits_processor import ConstraintLogitsProcessor
     from decodekit.memory import parse_size
     from decodekit.models.base import LanguageModel
     from decodekit.models.hf import load_hf

@@ -97,6 +97,7 @@ DEPENDS = {
         "models.base",
         "models.suppress",
     ),
+    "logits_processor": ("errors", "constraints", "models.hf"),  # constraints in transformers' generate
     "results": ("errors", "files"),
     "batch": ("errors", "files", "generation", "memory", "locking", "results", "models.base"),
     # beside decoding: never imports the decoders, generation or the CLI

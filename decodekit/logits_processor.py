@@ -1,0 +1,136 @@
+"""decodekit's exact constraints inside transformers' ``model.generate`` (or any loop of yours).
+
+:class:`ConstraintLogitsProcessor` carries a regex, several regexes (all must fully match),
+excludes (none may match anywhere) or a JSON Schema, compiled by decodekit over the tokenizer's
+token bytes, as a transformers ``LogitsProcessor``::
+
+    processor = ConstraintLogitsProcessor(r"\\d{4}-\\d{2}-\\d{2}", tokenizer, max_new_tokens=12)
+    out = model.generate(**inputs, logits_processor=[processor], max_new_tokens=12)
+
+**Beam-aware.** transformers' beam search reorders, drops and duplicates rows between calls, so
+a processor that keeps one automaton state per row index masks the wrong rows. This one keeps no
+row state: a row's automaton state is a function of the tokens it generated, looked up in a
+table keyed by those tokens (each prefix's state computed once, from its parent prefix's), so
+any reordering is right by construction. One processor serves one ``generate`` call; a call
+whose ``input_ids`` are not longer than the prompt it first saw starts afresh.
+
+**Exact lengths.** With ``max_new_tokens`` (the same as ``generate``'s), a token is allowed only
+if acceptance stays reachable in the tokens left, so the text matches when generation stops at
+the limit as well as at EOS. Without it the masks do not look at the length (the output matches
+whenever it ends with EOS).
+
+Rows whose automaton is dead (after EOS, when transformers pads finished rows) allow EOS only,
+so sampling never sees an all ``-inf`` row. The same masks from a loop of your own:
+:meth:`ConstraintLogitsProcessor.mask` takes ``(logits [N, V], generated token lists)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from decodekit.constraints import compile_regex, json_schema
+from decodekit.errors import ConstraintError
+from decodekit.models.hf import HFVocab
+
+NEG_INF = float("-inf")
+
+
+class ConstraintLogitsProcessor:
+    """A transformers ``LogitsProcessor`` masking every token that cannot lead to a text that
+    fully matches ``constraint`` (a regex, or a list of regexes that must all match) and
+    contains no match of ``exclude``; or, with ``json_schema=``, JSON that validates.
+
+    Args:
+        constraint: a regex (Python ``regex`` syntax, read exactly), a list of them, or None
+            (with ``exclude`` or ``json_schema``).
+        tokenizer: the model's transformers tokenizer (its tokens' bytes are read as
+            :class:`decodekit.models.hf.HFVocab` does; byte-level BPEs split characters exactly).
+        vocab_size: the width V of the model's logits (default: the first call's), which may
+            exceed ``len(tokenizer)``.
+        exclude: regexes that must match nowhere in the generated text.
+        json_schema: a JSON Schema (dict or JSON text), instead of ``constraint``.
+        max_new_tokens: ``generate``'s limit, for exact masks near it (see the module doc).
+    """
+
+    def __init__(
+        self,
+        constraint: str | Sequence[str] | None,
+        tokenizer,
+        *,
+        vocab_size: int | None = None,
+        exclude: str | Sequence[str] = (),
+        json_schema: dict | str | None = None,
+        max_new_tokens: int | None = None,
+    ) -> None:
+        if (constraint is None) == (json_schema is None) and not exclude:
+            raise ConstraintError("give a constraint or a json_schema (one of them), or excludes")
+        if constraint is not None and json_schema is not None:
+            raise ConstraintError("give either a constraint or a json_schema, not both")
+        self.patterns = constraint if json_schema is None else _schema_regex(json_schema)
+        self.exclude = (exclude,) if isinstance(exclude, str) else tuple(exclude)
+        self.tokenizer, self.max_new_tokens = tokenizer, max_new_tokens
+        self.automaton = None if vocab_size is None else self._compile(vocab_size)
+        self._start: int | None = None
+        self._states: dict[tuple[int, ...], int] = {}
+
+    def _compile(self, vocab_size: int):
+        vocab = HFVocab(self.tokenizer, vocab_size)
+        patterns = () if self.patterns is None else self.patterns
+        if isinstance(patterns, (list, tuple)) and not patterns:
+            patterns = r"(?s:.*)"  # excludes only: any text but
+        return compile_regex(
+            patterns, vocab.surface_bytes(), vocab.eos_id, "", exclude=self.exclude, lazy="masked"
+        )
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        """transformers' call: ``input_ids`` [N, prompt + generated], ``scores`` [N, V]; returns
+        the masked scores (a new tensor)."""
+        if self._start is None or input_ids.shape[1] <= self._start:
+            self._start, self._states = input_ids.shape[1], {}
+        return self.mask(scores, input_ids[:, self._start :].tolist())
+
+    def mask(self, logits: torch.Tensor, generated: Sequence[Sequence[int]]) -> torch.Tensor:
+        """``logits`` [N, V] with -inf for every token row i may not emit next, given the tokens
+        ``generated[i]`` it has emitted so far (not the prompt)."""
+        if self.automaton is None:
+            self.automaton = self._compile(logits.shape[-1])
+        a = self.automaton.to(logits.device)
+        if logits.shape[-1] != a.vocab_size:
+            raise ConstraintError(
+                f"the logits have {logits.shape[-1]:,} columns but the constraint was compiled for "
+                f"{a.vocab_size:,} tokens: pass the model's vocab_size"
+            )
+        states = torch.tensor(self._lookup([tuple(g) for g in generated]), dtype=torch.long)
+        remaining = None
+        if self.max_new_tokens is not None:
+            remaining = torch.tensor([max(self.max_new_tokens - len(g), 0) for g in generated])
+        out = a.mask(logits.float() if logits.dtype != torch.float32 else logits, states, remaining)
+        dead = states < 0
+        if a.eos_id is not None and bool(dead.any()):  # a finished row: EOS only, never all -inf
+            out[dead] = NEG_INF
+            out[dead, a.eos_id] = 0.0
+        return out.to(logits.dtype)
+
+    def _lookup(self, keys: list[tuple[int, ...]]) -> list[int]:
+        """The automaton state of each generated prefix: cached, each new one stepped from its
+        parent's (a prefix whose parent was never seen is walked from the start)."""
+        a, table = self.automaton, self._states
+        table.setdefault((), a.initial)
+        new = [k for k in dict.fromkeys(keys) if k not in table]
+        ready = [k for k in new if k[:-1] in table]
+        if ready:
+            parents = torch.tensor([table[k[:-1]] for k in ready])
+            steps = a.step(parents, torch.tensor([k[-1] for k in ready])).tolist()
+            table.update(zip(ready, steps))
+        for k in new:
+            if k not in table:
+                table[k] = a.walk(k)
+        return [table[k] for k in keys]
+
+
+def _schema_regex(schema: dict | str) -> str:
+    import json
+
+    return json_schema(json.loads(schema) if isinstance(schema, str) else schema)
