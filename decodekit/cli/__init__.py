@@ -33,5 +33,6 @@ def _register() -> None:
         generate,  # noqa: F401
         ngram,  # noqa: F401
         plot,  # noqa: F401
+        score,  # noqa: F401
         train,  # noqa: F401
     )
