@@ -8,7 +8,7 @@ import warnings
 import click
 
 from decodekit.cli import cli
-from decodekit.cli.common import UsageError, load_model_option, model_options
+from decodekit.cli.common import UsageError, load_model_option, model_options, set_threads, threads_option
 
 
 @cli.command("eval")
@@ -20,7 +20,7 @@ from decodekit.cli.common import UsageError, load_model_option, model_options
     help="Text file, one sentence per line (<eos> appended per line); a corpus directory: its test "
     "file; NLTK's brown.zip (or its directory): the test part of Bengio et al.'s split.",
 )
-@click.option("--threads", type=int, help="torch CPU threads (default: torch's choice).")
+@threads_option
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
 def eval_command(
     model_spec: str | None, hf_model: str | None, data: str, device: str, threads: int | None, as_json: bool
@@ -28,14 +28,12 @@ def eval_command(
     """Perplexity exp(-(1/L) sum_t log p(x_t | x_<t)) of --data under the model, every token
     (each line's <eos> included) predicted from the whole preceding stream. A progress bar is
     drawn on stderr when it is a terminal."""
-    import torch
 
     from decodekit import encode_tokens, eval_tokens
     from decodekit.training import evaluate
 
-    if threads:
-        torch.set_num_threads(threads)
     model = load_model_option(model_spec, hf_model, device)
+    set_threads(threads, model)
     if getattr(model, "vocab", None) is None:
         raise UsageError("eval needs a model with a vocabulary (this transformers model has no tokenizer)")
     tokens, path = eval_tokens(data, chars=model.vocab.kind == "char")

@@ -9,13 +9,13 @@ import sys
 import click
 
 from decodekit.cli import cli
-from decodekit.cli.common import UsageError, load_model_option, model_options
+from decodekit.cli.common import UsageError, load_model_option, model_options, set_threads, threads_option
 
 
 @cli.command("score")
 @click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
 @model_options
-@click.option("--threads", type=int, help="torch CPU threads (default: torch's choice).")
+@threads_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line, then a summary object.")
 def score_command(
     file: str, model_spec: str | None, hf_model: str | None, device: str, threads: int | None, as_json: bool
@@ -27,14 +27,12 @@ def score_command(
     Prints per line: log10 probability, perplexity, tokens (EOS counted), unknown tokens, the
     text; then the total on stderr. With --json: {"line", "text", "logprob" (natural log),
     "log10prob", "tokens", "unknown", "perplexity"} per line and a final {"total": ...} object."""
-    import torch
 
     from decodekit.models import stream_logprobs
 
-    if threads:
-        torch.set_num_threads(threads)
     lines = _lines(file)
     model = load_model_option(model_spec, hf_model, device)
+    set_threads(threads, model)
     vocab = getattr(model, "vocab", None)
     if vocab is None:
         raise UsageError("score needs a model with a vocabulary (this transformers model has no tokenizer)")
