@@ -173,3 +173,13 @@ def set_threads(threads: int | None, model: Any) -> None:
         threads = 1 if count < SMALL_MODEL else None
     if threads:
         torch.set_num_threads(threads)
+
+
+def need_vocab(model: Any, command: str) -> Any:
+    """``model.vocab``, or a UsageError saying why ``command`` cannot work with text without one
+    (a transformers directory without tokenizer files names them)."""
+    vocab = getattr(model, "vocab", None)
+    if vocab is None:
+        why = getattr(model, "missing_tokenizer", None) or "this model has no vocabulary"
+        raise UsageError(f"{command} needs text in and out, but {why}")
+    return vocab

@@ -8,7 +8,13 @@ import warnings
 import click
 
 from decodekit.cli import cli
-from decodekit.cli.common import UsageError, load_model_option, model_options, set_threads, threads_option
+from decodekit.cli.common import (
+    load_model_option,
+    model_options,
+    need_vocab,
+    set_threads,
+    threads_option,
+)
 
 
 @cli.command("eval")
@@ -34,8 +40,7 @@ def eval_command(
 
     model = load_model_option(model_spec, hf_model, device)
     set_threads(threads, model)
-    if getattr(model, "vocab", None) is None:
-        raise UsageError("eval needs a model with a vocabulary (this transformers model has no tokenizer)")
+    need_vocab(model, "eval")
     tokens, path = eval_tokens(data, chars=model.vocab.kind == "char")
     if model.vocab.kind == "hf":  # the model's own subword tokens, each line followed by its eos
         ids, unknown = _subword_ids(model, tokens), 0

@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from decodekit.cli import cli
-from decodekit.cli.common import UsageError, load_model_option, model_options
+from decodekit.cli.common import UsageError, load_model_option, model_options, need_vocab
 from decodekit.cli.generate_batch import run_batch
 from decodekit.cli.generate_options import (
     described_constraints,
@@ -200,9 +200,7 @@ def generate(
     if input_path is not None:
         run_batch(model, input_path, output_path, config, resume, batch_size, max_memory)
         return
-    vocab = getattr(model, "vocab", None)
-    if vocab is None:
-        raise UsageError("this model has no vocabulary, so text prompts cannot be encoded")
+    vocab = need_vocab(model, "generate")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         ids = vocab.encode(prompt)

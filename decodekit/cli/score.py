@@ -9,7 +9,14 @@ import sys
 import click
 
 from decodekit.cli import cli
-from decodekit.cli.common import UsageError, load_model_option, model_options, set_threads, threads_option
+from decodekit.cli.common import (
+    UsageError,
+    load_model_option,
+    model_options,
+    need_vocab,
+    set_threads,
+    threads_option,
+)
 
 
 @cli.command("score")
@@ -33,9 +40,7 @@ def score_command(
     lines = _lines(file)
     model = load_model_option(model_spec, hf_model, device)
     set_threads(threads, model)
-    vocab = getattr(model, "vocab", None)
-    if vocab is None:
-        raise UsageError("score needs a model with a vocabulary (this transformers model has no tokenizer)")
+    vocab = need_vocab(model, "score")
     if model.bos_id is None and model.eos_id is None:
         raise UsageError("score needs a model with a BOS or an EOS token to start a sentence from")
     total_lp, total_tokens, total_unknown = 0.0, 0, 0

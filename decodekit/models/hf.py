@@ -218,6 +218,7 @@ class HuggingFaceLM:
         self._extra = {keep: 1} if keep else {}
         self.max_positions = _position_limit(model.config)
         self.stride: int | None = None  # windowed perplexity: None = max_positions // 2
+        self.missing_tokenizer: str | None = None  # why there is none (load_hf), for the errors
 
     @property
     def device(self) -> torch.device:
@@ -242,7 +243,8 @@ class HuggingFaceLM:
 
     def _need_vocab(self) -> HFVocab:
         if self.vocab is None:
-            raise DecodekitError("this HuggingFaceLM has no tokenizer: pass tokenizer= to work with text")
+            default = "this HuggingFaceLM has no tokenizer: pass tokenizer= to work with text"
+            raise DecodekitError(self.missing_tokenizer or default)
         return self.vocab
 
     def initial_state(self, batch_size: int) -> HFState:
@@ -390,10 +392,22 @@ def load_hf(path_or_name: str | Path, device: str | torch.device | None = None) 
     finally:
         if quiet:
             hf_logging.enable_progress_bar()
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-    except (OSError, ValueError, TypeError):
-        tokenizer = None
+    tokenizer, missing = None, None
+    if any((path / name).is_file() for name in TOKENIZER_FILES):
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        except (OSError, ValueError, TypeError) as e:
+            missing = f"{path}: its tokenizer files could not be loaded ({str(e).strip()[:200]})"
+    else:  # AutoTokenizer would build an empty tokenizer from config.json alone
+        missing = (
+            f"{path} holds no tokenizer ({', '.join(TOKENIZER_FILES[:-1])} or {TOKENIZER_FILES[-1]}): "
+            "save the tokenizer there with tokenizer.save_pretrained"
+        )
     if device is not None:
         model = model.to(device)
-    return HuggingFaceLM(model, tokenizer)
+    lm = HuggingFaceLM(model, tokenizer)
+    lm.missing_tokenizer = missing
+    return lm
+
+
+TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "tokenizer.model", "vocab.txt", "spiece.model")

@@ -250,3 +250,29 @@ def test_cli_eval_and_generate_past_the_limit_and_a_tokenizer_larger_than_the_mo
         err[0].startswith("Error: the tokenizer gives token ")
         and "beyond the model's vocabulary of 260" in err[0]
     )
+
+
+def test_a_directory_without_tokenizer_files_is_one_line_naming_them(tmp_path, capfd):
+    """AutoTokenizer builds an empty tokenizer from config.json alone: eval used to score garbage
+    (or print a traceback) and generate said "prompt 0 is empty"."""
+    import transformers
+
+    from decodekit.cli import main
+    from decodekit.models.hf import load_hf
+
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=50, n_positions=16, n_embd=8, n_layer=1, n_head=2)
+    transformers.GPT2LMHeadModel(config).save_pretrained(tmp_path / "m")
+    (tmp_path / "t.txt").write_text("a b\n", encoding="utf-8")
+    capfd.readouterr()  # save_pretrained's own bar
+    lm = load_hf(tmp_path / "m")
+    assert lm.vocab is None and "holds no tokenizer" in lm.missing_tokenizer
+    with pytest.raises(ValueError, match="holds no tokenizer .*tokenizer.json"):
+        lm.encode("a")
+    text = str(tmp_path / "t.txt")
+    for args in (["eval", "--data", text], ["score", text], ["generate", "a"]):
+        with pytest.raises(SystemExit) as e:
+            main([*args, "--model", str(tmp_path / "m")])
+        err = [x for x in capfd.readouterr().err.splitlines() if not x.startswith("[transformers]")]
+        assert e.value.code == 2 and len(err) == 1, err
+        assert f"{args[0]} needs text in and out, but {tmp_path / 'm'} holds no tokenizer" in err[0]
