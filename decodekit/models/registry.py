@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import torch
+
 from decodekit.checks import require
 from decodekit.errors import ConfigError
 from decodekit.models.lstm import LSTMLM, LSTMConfig
@@ -35,14 +37,20 @@ def register(kind: str, config_cls: type, model_cls: type) -> None:
     MODELS[kind] = (config_cls, model_cls)
 
 
-def create_model(config: Any, vocab: Vocab) -> NeuralLM:
-    """Build the model a config describes, with freshly initialised weights."""
+def create_model(config: Any, vocab: Vocab, *, seed: int | None = None) -> NeuralLM:
+    """Build the model a config describes, with freshly initialised weights: drawn from torch's
+    global generator, or, with ``seed``, from a generator seeded with it (the same weights on
+    every run; the global generator is left as it was)."""
     kind = getattr(config, "kind", None)
     require(
         kind in MODELS and isinstance(config, MODELS[kind][0]),
         f"unknown model config {type(config).__name__} (kind {kind!r}); known: {sorted(MODELS)}",
     )
-    return MODELS[kind][1](config, vocab)
+    if seed is None:
+        return MODELS[kind][1](config, vocab)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return MODELS[kind][1](config, vocab)
 
 
 def config_to_dict(config: Any) -> dict:

@@ -75,3 +75,20 @@ def test_init_range_and_dropout_only_in_training(kind):
     assert torch.equal(model(x)[0], model(x)[0])
     model.train()
     assert not torch.equal(model(x)[0], model(x)[0])
+
+
+def test_create_model_with_a_seed_is_reproducible_and_leaves_the_global_generator():
+    from decodekit import model_config
+
+    vocab = WordVocab(["<unk>", "<eos>", "a", "b"])
+    config = model_config("lstm", layers=1, hidden=8, embed=8)
+    torch.manual_seed(5)
+    expected_next = torch.rand(3)
+    torch.manual_seed(5)
+    one = create_model(config, vocab, seed=0)
+    assert torch.equal(torch.rand(3), expected_next)  # the global generator was not consumed
+    two = create_model(config, vocab, seed=0)
+    other = create_model(config, vocab, seed=1)
+    for a, b in zip(one.state_dict().values(), two.state_dict().values()):
+        assert torch.equal(a, b)
+    assert any(not torch.equal(a, c) for a, c in zip(one.state_dict().values(), other.state_dict().values()))
