@@ -47,7 +47,8 @@ def evaluate(
     if logprobs.numel() == 0:
         raise ValueError("cannot evaluate an empty stream")
     nll = -float(logprobs.double().sum())
-    return EvalResult(nll, logprobs.numel(), math.exp(nll / logprobs.numel()))
+    mean = nll / logprobs.numel()
+    return EvalResult(nll, logprobs.numel(), math.exp(mean) if mean < 709 else math.inf)  # a diverged model
 
 
 class _Counted:

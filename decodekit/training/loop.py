@@ -19,6 +19,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +43,8 @@ from decodekit.training.resume import RESUME, load_training_state, save_training
 from decodekit.training.rundir import take_directory, write_metrics
 from decodekit.training.sampled import loss_for
 from decodekit.training.schedules import schedule_for
+
+PROGRESS_SECONDS = 60.0  # without a bar (stderr not a terminal): one progress line this often
 
 
 class _DeferInterrupt:
@@ -193,6 +196,7 @@ class _Run:
         self.stop_after = stop_after
         self.interrupt = _DeferInterrupt()
         self.stop = 0  # the signal of a stop every rank agreed on (0: none; see update)
+        self.warned = False  # check_divergence warns once
 
     def restore(self) -> None:
         """Load ``out/resume.safetensors``; refuse other models or training options."""
@@ -251,6 +255,7 @@ class _Run:
                 if not self.epoch():
                     return "updates"
                 record = self.end_epoch(lr)
+                self.check_divergence(record.get("train_ppl"), record["train_loss"])
                 self.hidden = None
                 self.save()
                 if self.main_out is not None:
@@ -317,10 +322,15 @@ class _Run:
             leave=False,
         )
         t0 = time.perf_counter() - loop.run_seconds
+        lines = self.progress and bar.disable  # no bar (not a terminal): a line now and then instead
+        next_line = time.perf_counter() + PROGRESS_SECONDS
         for x, y in bptt_batches(self.data, self.config.bptt, start=loop.position):
             lr = self.schedule.lr(epoch, loop.update)
             self.update(x, y, lr)
             loop.run_seconds = time.perf_counter() - t0
+            if lines and time.perf_counter() >= next_line:
+                next_line = time.perf_counter() + PROGRESS_SECONDS
+                self.progress_line(epoch, bar.total, lr)
             if not bar.disable:
                 bar.update(1)
                 bar.set_postfix(
@@ -340,6 +350,37 @@ class _Run:
         bar.close()
         return True
 
+    def progress_line(self, epoch: int, batches: int, lr: float) -> None:
+        """One line on stderr during an epoch (when no bar is drawn), and the divergence check."""
+        loop = self.loop
+        loss = loop.run_nll / max(loop.run_tokens, 1)
+        ppl = math.exp(min(loss, 700))
+        fit = f"train ppl {ppl:.6g}" if self.loss.nll else f"train loss {loss:.4f}"
+        done = f"batch {loop.position:,}/{batches:,} ({100 * loop.position / max(batches, 1):.0f} %)"
+        print(
+            f"epoch {epoch}: {done}, {fit}, lr {lr:.4g}, "
+            f"{loop.run_tokens / max(loop.run_seconds, 1e-9):,.0f} tok/s",
+            file=sys.stderr,
+            flush=True,
+        )
+        self.check_divergence(ppl if self.loss.nll else None, loss)
+
+    def check_divergence(self, ppl: float | None, loss: float) -> None:
+        """Warn once when training has diverged: a loss that is not finite, or a perplexity worse
+        than the uniform distribution's (the vocabulary size V), which any sane model beats."""
+        if self.warned or not self.par.is_main:
+            return
+        v = self.model.vocab_size
+        if not math.isfinite(loss) or (ppl is not None and ppl > v):
+            self.warned = True
+            what = "is not finite" if not math.isfinite(loss) else f"gives perplexity {ppl:,.0f}"
+            warnings.warn(
+                f"training diverges: the training loss {what}, worse than guessing uniformly among the "
+                f"{v:,} tokens; lower the learning rate (lr {self.config.lr:g}; e.g. --lr "
+                f"{self.config.lr / 10:g}) or clip harder (clip {self.config.clip:g})",
+                stacklevel=2,
+            )
+
     def end_epoch(self, lr: float) -> dict[str, Any]:
         """Validate, update the schedule and the best checkpoint; returns the epoch's record and
         moves ``loop`` to the next epoch."""
@@ -353,7 +394,7 @@ class _Run:
             "lr": lr,
             "updates": loop.update,
             "train_loss": train_loss,
-            "train_ppl": math.exp(train_loss) if self.loss.nll else None,
+            "train_ppl": (math.exp(train_loss) if train_loss < 709 else math.inf) if self.loss.nll else None,
             "valid_ppl": valid_ppl,
             "train_seconds": round(loop.run_seconds, 2),
             "train_tokens_per_s": round(loop.run_tokens / max(loop.run_seconds, 1e-9), 1),
