@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 # public name -> module that defines it
 _LAZY: dict[str, str] = {
     "ArpaError": "decodekit.models.arpa",
+    "Controlled": "decodekit.models.controls",
     "read_arpa": "decodekit.models.arpa",
     "write_arpa": "decodekit.models.arpa",
     "LanguageModel": "decodekit.models.base",
@@ -41,6 +42,7 @@ _LAZY: dict[str, str] = {
 
 __all__ = [
     "ArpaError",
+    "Controlled",
     "HuggingFaceLM",
     "LanguageModel",
     "MODELS",
@@ -84,6 +86,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from decodekit.models.arpa import ArpaError, read_arpa, write_arpa
     from decodekit.models.base import LanguageModel, State, model_device
+    from decodekit.models.controls import Controlled
     from decodekit.models.hf import HuggingFaceLM, load_hf
     from decodekit.models.kneser_ney import kn_discounts, train_kneser_ney, train_kneser_ney_on_sentences
     from decodekit.models.mixture import MixtureLM, fit_weights
