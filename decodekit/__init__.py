@@ -29,6 +29,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "LockedError": ("decodekit.errors", "LockedError"),
     "ModelOutputError": ("decodekit.errors", "ModelOutputError"),
     "ResourceError": ("decodekit.errors", "ResourceError"),
+    "STRATEGIES": ("decodekit.decoding.strategies", "STRATEGIES"),
     "SearchTree": ("decodekit.outputs", "SearchTree"),
     "TokenAutomaton": ("decodekit.constraints", "TokenAutomaton"),
     "Vocab": ("decodekit.vocab", "Vocab"),
@@ -73,6 +74,7 @@ __all__ = [
     "LockedError",
     "ModelOutputError",
     "ResourceError",
+    "STRATEGIES",
     "SearchTree",
     "TokenAutomaton",
     "Vocab",
@@ -114,6 +116,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from decodekit.constraints.schema import json_schema
     from decodekit.data import encode_tokens, eval_tokens, load_data
     from decodekit.decoding import beam_search, constrained_beam_search, greedy, sample
+    from decodekit.decoding.strategies import STRATEGIES
     from decodekit.errors import (
         CheckpointError,
         ConstraintError,
