@@ -30,6 +30,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "ConstraintLogitsProcessor": ("decodekit.logits_processor", "ConstraintLogitsProcessor"),
     "ModelOutputError": ("decodekit.errors", "ModelOutputError"),
     "ResourceError": ("decodekit.errors", "ResourceError"),
+    "STRATEGIES": ("decodekit.decoding.strategies", "STRATEGIES"),
     "SearchTree": ("decodekit.outputs", "SearchTree"),
     "TokenAutomaton": ("decodekit.constraints", "TokenAutomaton"),
     "Vocab": ("decodekit.vocab", "Vocab"),
@@ -75,6 +76,7 @@ __all__ = [
     "LockedError",
     "ModelOutputError",
     "ResourceError",
+    "STRATEGIES",
     "SearchTree",
     "TokenAutomaton",
     "Vocab",
@@ -116,6 +118,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from decodekit.constraints.schema import json_schema
     from decodekit.data import encode_tokens, eval_tokens, load_data
     from decodekit.decoding import beam_search, constrained_beam_search, greedy, sample
+    from decodekit.decoding.strategies import STRATEGIES
     from decodekit.errors import (
         CheckpointError,
         ConstraintError,

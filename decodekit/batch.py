@@ -285,7 +285,7 @@ class _Run:
 
     def flush(self, config: GenerationConfig) -> None:
         batch = self.pending.pop(config)
-        if config.resolved_strategy == "sample" and config.seed is not None:
+        if "seed" in config.search.reads and config.seed is not None:
             for r in batch:  # one generator per record: results independent of batching
                 self.decode([r], config.replace(seed=record_seed(config.seed, r.key)))
             return

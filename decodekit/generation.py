@@ -1,7 +1,7 @@
 """One entry point over every strategy: ``generate(model, prompts, GenerationConfig(...))``.
 
-The CLI and batch generation use it; it picks the strategy the config names and passes the
-options that strategy takes.
+The CLI and batch generation use it; the config names a strategy of
+:data:`~decodekit.decoding.strategies.STRATEGIES`, which reads the fields it declares.
 """
 
 from __future__ import annotations
@@ -11,24 +11,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from decodekit.checks import at_least, one_of, real, require, shown
-from decodekit.decoding import beam_search, constrained_beam_search, greedy, sample
+from decodekit.decoding.search import run
+from decodekit.decoding.strategies import STRATEGIES, Settings
 from decodekit.memory import check as check_memory
-from decodekit.models.base import LanguageModel, model_device
+from decodekit.models.base import LanguageModel
 from decodekit.outputs import Hypothesis, SearchTree
 
-STRATEGIES = ("greedy", "sample", "beam", "masked-beam")
-TRANSFORMERS_NAMES = {  # transformers' generate() option -> ours (docs/decoding.md has the table)
-    "max_new_tokens": "max_length",
-    "num_beams": "beam_size with strategy='beam'",
-    "do_sample": "strategy='sample'",
-    "num_return_sequences": "n_best (beam) or num_samples (sample)",
-    "suppress_tokens": "suppress",
-}
 SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed accepts
 
 
 @dataclass(frozen=True)
-class GenerationConfig:
+class GenerationConfig(Settings):
     """What to generate. ``strategy=None`` means beam with a constraint (Anderson-style
     search), greedy without. ``constraint`` with beam selects :func:`constrained_beam_search`;
     with ``masked-beam`` (beam search whose every step is masked by the constraint: one beam,
@@ -45,28 +38,18 @@ class GenerationConfig:
     transformers' ``suppress_tokens``: the model's distribution renormalised without them
     (:class:`decodekit.models.suppress.Suppressed`). ``allow_unk=False`` also suppresses the
     vocabulary's ``<unk>``, so that generated text never holds an unknown word (the CLI's
-    default; here the default is True, so that ``generate`` is exactly the strategy it picks)."""
+    default; here the default is True, so that ``generate`` is exactly the strategy it picks).
 
-    strategy: str | None = None
-    max_length: int = 30
-    constraint: str | tuple[str, ...] | None = None
-    exclude: tuple[str, ...] = ()
-    beam_size: int = 5
-    length_penalty: float = 1.0
-    n_best: int = 1
-    temperature: float = 1.0
-    top_k: int | None = None
-    top_p: float | None = None
-    min_p: float | None = None
-    num_samples: int = 1
-    seed: int | None = None
+    The fields before ``suppress`` are :class:`~decodekit.decoding.strategies.Settings`', what the
+    strategies read (``search``: the strategy that runs), declared once there."""
+
     suppress: tuple[int | str, ...] = ()
     allow_unk: bool = True
 
     def __post_init__(self) -> None:
         """Every field is checked here (a JSON line may hold anything): ConfigError, one line."""
         if self.strategy is not None:
-            one_of("strategy", self.strategy, STRATEGIES)
+            one_of("strategy", self.strategy, tuple(STRATEGIES))
         self._check_constraint()
         at_least("max_length", self.max_length, 0)
         for name in ("beam_size", "n_best", "num_samples"):
@@ -117,24 +100,29 @@ class GenerationConfig:
                 "exclude cannot be added to a compiled TokenAutomaton constraint: compile them together",
             )
 
-    @property
-    def constrained(self) -> bool:
-        """Whether the output is constrained (a ``constraint`` or an ``exclude``)."""
-        return self.constraint is not None or bool(self.exclude)
-
-    @property
-    def resolved_strategy(self) -> str:
-        return self.strategy or ("beam" if self.constrained else "greedy")
-
     def replace(self, **changes: Any) -> GenerationConfig:
         """A copy with ``changes``; unknown option names raise ValueError naming them."""
         names = {f.name for f in dataclasses.fields(self)}
         unknown = sorted(set(changes) - names)
-        hints = "".join(
-            f"; transformers' {k} is {TRANSFORMERS_NAMES[k]} here" for k in unknown if k in TRANSFORMERS_NAMES
-        )
+        names = transformers_names()
+        hints = "".join(f"; transformers' {k} is {names[k]} here" for k in unknown if k in names)
         require(not unknown, f"unknown generation option(s) {unknown}{hints}; known: {sorted(names)}")
         return dataclasses.replace(self, **changes)
+
+
+def transformers_names() -> dict[str, str]:
+    """transformers' ``generate()`` options -> ours, from the strategies' declarations
+    (docs/decoding.md has the table)."""
+    names = {"max_new_tokens": "max_length", "suppress_tokens": "suppress"}
+    returns: dict[str, str] = {}  # the setting -> the first strategy counting its results with it
+    for s in STRATEGIES.values():
+        if s.transformers is not None:
+            option, setting = s.transformers
+            names[option] = f"{setting} with strategy='{s.name}'" if setting else f"strategy='{s.name}'"
+        if s.returns is not None:
+            returns.setdefault(s.returns, s.name)
+    names["num_return_sequences"] = " or ".join(f"{k} ({v})" for k, v in sorted(returns.items()))
+    return names
 
 
 def check_positions(model: LanguageModel, prompts: list[list[int]], max_length: int) -> None:
@@ -174,64 +162,7 @@ def generate(
     check_memory(model, prompts, config, limit=max_memory)
     check_positions(model, prompts, config.max_length)
     model = with_suppression(model, config)
-    c, strategy = config, config.resolved_strategy
-    constraint = combined_constraint(model, config)
-    if strategy == "greedy":
-        return greedy(
-            model, prompts, c.max_length, constraint=constraint, record=record, max_memory=max_memory
-        )
-    if strategy == "sample":
-        return sample(
-            model,
-            prompts,
-            c.max_length,
-            temperature=c.temperature,
-            top_k=c.top_k,
-            top_p=c.top_p,
-            min_p=c.min_p,
-            generator=c.seed,
-            num_samples=c.num_samples,
-            constraint=constraint,
-            record=record,
-            max_memory=max_memory,
-        )
-    if constraint is not None and strategy == "beam":
-        return constrained_beam_search(
-            model,
-            prompts,
-            constraint,
-            c.beam_size,
-            c.max_length,
-            length_penalty=c.length_penalty,
-            n_best=c.n_best,
-            record=record,
-            max_memory=max_memory,
-        )
-    return beam_search(
-        model,
-        prompts,
-        c.beam_size,
-        c.max_length,
-        length_penalty=c.length_penalty,
-        n_best=c.n_best,
-        constraint=constraint,
-        record=record,
-        max_memory=max_memory,
-    )
-
-
-def combined_constraint(model: LanguageModel, config: GenerationConfig):
-    """What the decoders get as ``constraint=``: the config's own (None, a regex, a
-    TokenAutomaton), or, for several regexes or excludes, their product automaton compiled here
-    for ``model`` (:func:`decodekit.constraints.as_automaton`)."""
-    if isinstance(config.constraint, tuple) or config.exclude:
-        from decodekit.constraints import as_automaton
-
-        lazy = False if config.resolved_strategy == "beam" else None  # Anderson-style: built whole
-        if lazy is None and model_device(model).type == "cpu":  # masked search on CPU: lazily, exact
-            lazy = "masked"
-        return as_automaton(config.constraint, model, exclude=config.exclude, lazy=lazy)
-    return config.constraint
+    return run(model, prompts, config, record=record, max_memory=max_memory)
 
 
 def suppressed_ids(model: LanguageModel, config: GenerationConfig) -> list[int]:

@@ -9,6 +9,11 @@ limit on the host, free memory on a CUDA device; 90 % of it, or ``DECODEKIT_MAX_
 ``limit`` given) and raises :class:`ResourceError` naming the largest setting that would fit, so
 ``--beam-size 100000`` is a one-line error instead of 40 GB and a traceback.
 
+What the sum reads of the search comes from its strategy, ``config.search``
+(:class:`decodekit.decoding.strategies.Strategy`: its rows per prompt and working set, whether it
+ranks, the automaton states it needs); ``config`` is a ``GenerationConfig`` or, from the decoders
+called directly, their :class:`~decodekit.decoding.strategies.Settings`.
+
 The model's state is measured, not guessed: one row is encoded (1 and then 2 tokens) and the
 bytes of every tensor in the state are counted, giving a per-row size and a per-token growth (a
 transformers KV cache grows; an LSTM state does not). This is done once per model.
@@ -45,31 +50,6 @@ class Estimate:
     host: int
     parts: dict[str, int]
     rows: int
-
-
-@dataclass(frozen=True)
-class SearchSpec:
-    """What :func:`estimate` reads of a search, for the decoders called directly
-    (:class:`decodekit.GenerationConfig` has the same fields). ``strategy``: ``greedy``,
-    ``sample``, ``beam`` (with a ``constraint``: Anderson-style search) or ``masked-beam``."""
-
-    strategy: str
-    max_length: int
-    beam_size: int = 1
-    num_samples: int = 1
-    constraint: Any = None
-    exclude: tuple = ()
-    temperature: float = 1.0
-    top_k: int | None = None
-    top_p: float | None = None
-    min_p: float | None = None
-
-    @property
-    def resolved_strategy(self) -> str:
-        return self.strategy
-
-    def replace(self, **changes: Any) -> SearchSpec:
-        return dataclasses.replace(self, **changes)
 
 
 _PROFILES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -206,19 +186,14 @@ def _measure(model: Any) -> tuple[int, int]:
 
 
 def _rows(model: Any, config: Any, prompts: int) -> tuple[int, str, int]:
-    """(rows N, the strategy in words, automaton states S or 0)."""
-    strategy = config.resolved_strategy
-    if strategy == "sample":
-        return prompts * config.num_samples, "sampling", 0
-    if strategy == "greedy":
-        return prompts, "greedy search", 0
-    exclude = getattr(config, "exclude", ())
-    if strategy == "masked-beam" or (config.constraint is None and not exclude):
-        return prompts * config.beam_size, strategy.replace("-", " ") + " search", 0
-    from decodekit.constraints import anderson_automaton
+    """(rows N, the search in words, automaton states S or 0) of ``config.search``."""
+    strategy, states = config.search, 0
+    if strategy.needs == "states":  # one beam per automaton state: count them
+        from decodekit.constraints import anderson_automaton
 
-    states = anderson_automaton(config.constraint, model, exclude=exclude).num_states
-    return prompts * states * config.beam_size, f"constrained beam search ({states} automaton states)", states
+        exclude = getattr(config, "exclude", ())
+        states = anderson_automaton(config.constraint, model, exclude=exclude).num_states
+    return prompts * strategy.rows(config, states), strategy.describe(states), states
 
 
 def estimate(model: Any, prompt_lengths: list[int], config: Any, *, measure: bool = True) -> Estimate:
@@ -228,29 +203,15 @@ def estimate(model: Any, prompt_lengths: list[int], config: Any, *, measure: boo
     longest = max(prompt_lengths, default=0) + (model.bos_id is not None)
     rows, _, states = _rows(model, config, prompts)
     rows, steps = min(rows, 2**80), min(config.max_length, 2**80)  # absurd sizes: no float overflow
-    strategy = config.resolved_strategy
+    strategy = config.search
     per_row, per_token = state_profile(model, measure=measure)
-    # [N, V] float32 tensors alive at the peak of a step (measured on the PTB LSTM: beam search
-    # 4.6 at K = 2000, sampling 3.3, with top-k and top-p 4.6): the model's logits and
-    # log-probabilities, the normalisation check's temporaries, the rows copied for the beams.
-    beam = strategy in ("beam", "masked-beam")
-    # Wide beams peak higher than narrow ones (the flattened [B, K*V] candidate sums and the
-    # gathers from them): beam search over V = 1,000 at K = 10^6 was killed past 21 GB where
-    # 3.5 units said 14 GB, so a beam counts 2 more units from K = 1,000 on.
-    units = 2.5 + beam + 2 * (beam and config.beam_size >= 1000)
-    if strategy == "sample":
-        units += 1 + 0.5 * (config.temperature != 1) + 0.5 * (config.top_k is not None)
-        units += 1 * (config.top_p is not None) + 0.5 * (config.min_p is not None)
-    if config.constraint is not None or getattr(config, "exclude", ()):
+    units = strategy.working_set(config)  # [N, V] float32 tensors alive at the peak of a step
+    if strategy.needs == "masks" and (config.constraint is not None or getattr(config, "exclude", ())):
         # masking (measured: sampling 5000 rows, 7.5 units in all): the allowed mask, a masked
-        # copy, the check for rows that cannot go on; Anderson-style search (4.6 units at 600
-        # rows, 3 at 50,000): a masked copy per group of tokens, the candidates and their sums
-        units += 4 if states == 0 else 2.5
-        # Anderson-style search at K = 10,000 (2 states, the PTB LSTM) peaked at 11.2 GB where 6
-        # units said 7.7 GB (0.76 of the estimate at K = 2,000): 3 more units from K = 1,000 on
-        units += 3 * (states > 0 and config.beam_size >= 1000)
+        # copy, the check for rows that cannot go on
+        units += 4
     scores = rows * vocab * FLOAT * units
-    if beam:  # each row's best min(K+1, V) tokens: values, indices, and their sums
+    if strategy.ranked:  # each row's best min(K+1, V) tokens: values, indices, and their sums
         scores += rows * min(config.beam_size + 1, vocab) * (FLOAT + 8 + FLOAT)
     if states:
         scores += states * vocab * 8 * 3  # the automaton and the search plan, [S, V] each
@@ -259,7 +220,7 @@ def estimate(model: Any, prompt_lengths: list[int], config: Any, *, measure: boo
     encoded = min(longest, getattr(model, "prefill_chunk", None) or longest)  # tokens per model call
     prefill = prompts * encoded * (2 * per_row + 4 * per_token + FLOAT * head)  # PTB LSTM: 6 KB/token
     prefill += prompts * longest * PROMPT_TOKEN
-    if beam:
+    if strategy.ranked:  # back-pointers: parents and tokens of every row at every step
         history = steps * (16 * rows + TRACE_STEP)
         host = steps * rows * (PY_TOKEN + 16) + steps * TRACE_STEP
     else:
@@ -334,8 +295,7 @@ def _advice(model, lengths: list[int], config: Any, budget, device, est: Estimat
         return _fits(estimate(model, lengths_, config.replace(**changes)), budget, device)
 
     parts = est.parts
-    strategy = config.resolved_strategy
-    knob = {"sample": "num_samples", "beam": "beam_size", "masked-beam": "beam_size"}.get(strategy)
+    knob = config.search.knob
     # what the user made large comes first: the beams or samples (they scale the history too), then
     # the prompts decoded together, then the length; the prompt length first when encoding dominates
     tried = ["prompt"] if parts["prefill"] > sum(parts.values()) / 2 else []

@@ -84,9 +84,13 @@ DEPENDS = {
     "models": ("errors", "checks", "files", "vocab"),  # the step protocol and the nets
     "checkpoint": ("errors", "files", "vocab", "models"),
     "loading": ("errors", "checkpoint", "models"),
-    # the decoders see models only through the protocol and the state operations
+    # a search's memory estimate: it sums what the strategy it is handed (config.search)
+    # declares, so it never imports the decoders
+    "memory": ("errors", "constraints", "models.base"),
+    # the strategies (decoding.strategies: the one table of them), their selections and the
+    # loop; the decoders see models only through the protocol and the state operations
     "decoding": ("errors", "checks", "outputs", "constraints", "memory", "models.base", "models.state"),
-    "memory": ("errors", "constraints", "models.base"),  # a search's memory estimate
+    # GenerationConfig names a strategy of decoding.strategies.STRATEGIES; generate runs it
     "generation": (
         "errors",
         "checks",

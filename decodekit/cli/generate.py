@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from decodekit import STRATEGIES
 from decodekit.cli import cli
 from decodekit.cli.common import UsageError, load_model_option, model_options, need_vocab
 from decodekit.cli.generate_batch import run_batch
@@ -22,7 +23,6 @@ from decodekit.cli.generate_options import (
     warn_ignored,
 )
 
-STRATEGIES = ("greedy", "sample", "beam", "masked-beam")
 STRATEGY_HELP = (
     "Search strategy. beam with --constraint: Anderson-style (one beam per automaton state); "
     "masked-beam: one beam, each step masked (huge patterns). Default: beam with a constraint, else greedy."
@@ -32,7 +32,7 @@ STRATEGY_HELP = (
 @cli.command()
 @click.argument("prompt", required=False)
 @model_options
-@click.option("--strategy", type=click.Choice(STRATEGIES), help=STRATEGY_HELP)
+@click.option("--strategy", type=click.Choice(list(STRATEGIES)), help=STRATEGY_HELP)
 @click.option(
     "--constraint",
     metavar="REGEX",
@@ -126,7 +126,7 @@ STRATEGY_HELP = (
     help="Prompts decoded together (--input).",
 )
 @click.option("--max-new-tokens", type=click.IntRange(min=0), hidden=True)  # transformers' names:
-@click.option("--num-beams", type=click.IntRange(min=1), hidden=True)  # see TRANSFORMERS_NAMES
+@click.option("--num-beams", type=click.IntRange(min=1), hidden=True)  # see from_transformers
 @click.option("--num-return-sequences", type=click.IntRange(min=1), hidden=True)
 @click.option("--do-sample", is_flag=True, default=None, hidden=True)
 @click.option(

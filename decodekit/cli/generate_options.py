@@ -8,25 +8,13 @@ import sys
 
 import click
 
+from decodekit import STRATEGIES
 from decodekit.cli.common import UsageError
 
 
-def resolved_strategy(options: dict) -> str:
+def strategy_name(options: dict) -> str:
     """The strategy a run uses: --strategy, else beam (Anderson-style) under a constraint, else greedy."""
-    return options["strategy"] or ("beam" if options["constraint"] or options["exclude"] else "greedy")
-
-
-# transformers' generate() options -> decodekit's (docs/decoding.md has the table)
-TRANSFORMERS_NAMES = {
-    "max_new_tokens": "--max-length",
-    "num_beams": "--strategy beam --beam-size",
-    "num_return_sequences": "--n-best (beam) or --num-samples (sample)",
-    "do_sample": "--strategy sample",
-}
-ONLY_FOR = {  # options that only one strategy reads
-    "sample": ("temperature", "top_k", "top_p", "min_p", "num_samples", "seed"),
-    "beam": ("beam_size", "length_penalty", "n_best"),
-}
+    return STRATEGIES.resolve(options["strategy"], bool(options["constraint"] or options["exclude"]))
 
 
 def described_constraints(config) -> str:
@@ -54,33 +42,40 @@ def from_transformers(options: dict, given: set[str]) -> None:
         if "max_length" in given:
             raise UsageError("give --max-length or --max-new-tokens (the same option), not both")
         options["max_length"] = new_tokens
-    wanted = "sample" if do_sample else ("beam" if beams is not None and beams > 1 else None)
-    if wanted is not None and options["strategy"] not in (None, wanted):
+    by_option = {s.transformers[0]: s for s in STRATEGIES.values() if s.transformers is not None}
+    chosen = by_option["do_sample"] if do_sample else None
+    if chosen is None and beams is not None and beams > 1:
+        chosen = by_option["num_beams"]
+    if chosen is not None and options["strategy"] not in (None, chosen.name):
         raise UsageError(
             f"--strategy {options['strategy']} contradicts {'--do-sample' if do_sample else '--num-beams'}"
         )
-    if wanted is not None:
-        options["strategy"] = wanted
+    if chosen is not None:
+        options["strategy"] = chosen.name
     if beams is not None:
-        options["beam_size"] = beams
+        options[by_option["num_beams"].transformers[1]] = beams
     if returned is not None:
-        strategy = resolved_strategy(options)
-        if strategy == "greedy" and returned > 1:
-            raise UsageError("greedy search returns one sequence: add --num-beams N or --do-sample")
-        options["num_samples" if strategy == "sample" else "n_best"] = returned
+        strategy = STRATEGIES[strategy_name(options)]
+        if strategy.returns is None and returned > 1:
+            raise UsageError(f"{strategy.what} returns one sequence: add --num-beams N or --do-sample")
+        if strategy.returns is not None:
+            options[strategy.returns] = returned
 
 
 def warn_ignored(options: dict, given: set[str]) -> None:
     """Warn (as transformers does) about options the chosen strategy does not read."""
-    strategy = resolved_strategy(options)
-    for owner, names in ONLY_FOR.items():
-        for name in names:
-            if owner != strategy.removeprefix("masked-") and name in given:
-                flag = "--" + name.replace("_", "-")
-                click.echo(
-                    f"Warning: {flag} is ignored: it applies to --strategy {owner}; this run uses {strategy}",
-                    err=True,
-                )
+    name = strategy_name(options)
+    reads = STRATEGIES[name].reads
+    owners: dict[str, str] = {}  # an option -> the first strategy that reads it
+    for strategy in STRATEGIES.values():
+        owners.update({option: strategy.name for option in strategy.reads if option not in owners})
+    for option, owner in owners.items():
+        if option not in reads and option in given:
+            flag = "--" + option.replace("_", "-")
+            click.echo(
+                f"Warning: {flag} is ignored: it applies to --strategy {owner}; this run uses {name}",
+                err=True,
+            )
 
 
 def schema_regex(path: str) -> str:

@@ -1,6 +1,8 @@
 """Decoding strategies over the step protocol: one loop (:mod:`~decodekit.decoding.search`),
-strategies as selection functions (:mod:`~.rowwise`: greedy, sampling; :mod:`~.beam`: beam
-search, Anderson-style constrained beam search).
+strategies as registered values (:data:`~.strategies.STRATEGIES`) whose selections live in
+:mod:`~.rowwise` (greedy, sampling) and :mod:`~.beam` (beam search, Anderson-style constrained
+beam search). Names are imported on first use, so that the registry's names (the CLI's
+``--strategy`` choices) are read without importing torch.
 
 Arguments every strategy takes: ``model``, any step-protocol model (with ``vocab`` when the
 constraint is a pattern string); ``prompt``, one prompt (token ids) or a batch (a list of
@@ -16,8 +18,29 @@ returns a list of :class:`~decodekit.outputs.Hypothesis` for one prompt, a list 
 for a batch; invalid arguments raise :class:`~decodekit.errors.ConfigError` naming them.
 """
 
-from decodekit.decoding.beam import beam_search, constrained_beam_search
-from decodekit.decoding.rowwise import greedy, sample
-from decodekit.outputs import SearchTree
+from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_LAZY = {
+    "SearchTree": "decodekit.outputs",
+    "beam_search": "decodekit.decoding.beam",
+    "constrained_beam_search": "decodekit.decoding.beam",
+    "greedy": "decodekit.decoding.rowwise",
+    "sample": "decodekit.decoding.rowwise",
+}
 __all__ = ["SearchTree", "beam_search", "constrained_beam_search", "greedy", "sample"]
+
+if TYPE_CHECKING:
+    from decodekit.decoding.beam import beam_search, constrained_beam_search
+    from decodekit.decoding.rowwise import greedy, sample
+    from decodekit.outputs import SearchTree
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'decodekit.decoding' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value

@@ -8,16 +8,17 @@ constraint without EOS, an accepting hypothesis that cannot go on ends unfinishe
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Sequence
 
 import torch
 
 from decodekit.checks import at_least, real
-from decodekit.decoding.prompts import Constraint, Prompt, anderson_constraint
-from decodekit.decoding.search import NEG_INF, Selection, check_memory, decode
+from decodekit.decoding.prompts import Constraint, Prompt
+from decodekit.decoding.search import NEG_INF, Search, Select, Selection, run
+from decodekit.decoding.strategies import Settings, Strategy
 from decodekit.decoding.topk import GroupedTopK
-from decodekit.memory import SearchSpec
 from decodekit.models.base import LanguageModel, model_device
 from decodekit.outputs import Hypothesis, SearchTree
 
@@ -45,30 +46,33 @@ def beam_search(
     result: see :mod:`decodekit.decoding`; the ``n_best`` best hypotheses, best first.
     ``max_memory``: what the search may use (:func:`decodekit.memory.check`, ResourceError).
     """
-    _check_beam(beam_size, length_penalty, n_best)
-    strategy = "beam" if constraint is None else "masked-beam"
-    spec = SearchSpec(strategy, max_length, beam_size, constraint=constraint)
-    check_memory(model, prompt, spec, max_memory)
-
-    def start(automaton, batch: int):
-        cum = torch.full((batch, beam_size), NEG_INF, device=model_device(model))
-        cum[:, 0] = 0.0  # only the first beam is live at step 0
-        states = None if automaton is None else torch.full_like(cum, automaton.initial, dtype=torch.long)
-        select = beam_selection(beam_size, model.vocab_size, model.eos_id, automaton, max_length)
-        return select, Selection(cum.view(-1), None if states is None else states.view(-1))
-
-    out = decode(model, prompt, max_length, constraint, start, n_best, length_penalty, record)
-    return _warn_if_short(out, n_best, beam_size)
+    strategy = BEAM if constraint is None else MASKED_BEAM
+    settings = Settings(
+        strategy, max_length, constraint, beam_size=beam_size, length_penalty=length_penalty, n_best=n_best
+    )
+    return run(model, prompt, settings, record=record, max_memory=max_memory)
 
 
-def _check_beam(beam_size: int, length_penalty: float, n_best: int) -> None:
-    at_least("beam_size", beam_size), at_least("n_best", n_best), real("length_penalty", length_penalty)
+def _start_beam(search: Search, batch: int) -> tuple[Select, Selection]:
+    """K rows per prompt, only the first live at step 0."""
+    model, automaton, beam = search.model, search.automaton, search.settings.beam_size
+    cum = torch.full((batch, beam), NEG_INF, device=model_device(model))
+    cum[:, 0] = 0.0
+    states = None if automaton is None else torch.full_like(cum, automaton.initial, dtype=torch.long)
+    select = beam_selection(beam, model.vocab_size, model.eos_id, automaton)
+    return select, Selection(cum.view(-1), None if states is None else states.view(-1))
 
 
-def _warn_if_short(out, n_best: int, beam_size: int):
+def _check_beam(settings) -> None:
+    s = settings
+    at_least("beam_size", s.beam_size), at_least("n_best", s.n_best), real("length_penalty", s.length_penalty)
+
+
+def _warn_if_short(out, settings):
     """``out`` unchanged; a warning when ``n_best > beam_size`` and some prompt got fewer than
     ``n_best`` hypotheses: the pool keeps every hypothesis that ended while in a beam, but the
     beam holds only ``beam_size`` live ones, so more may not have been found (not a failure)."""
+    n_best, beam_size = settings.n_best, settings.beam_size
     if n_best > beam_size:
         batch = out if out and isinstance(out[0], list) else [out]
         short = [(b, len(h)) for b, h in enumerate(batch) if len(h) < n_best]
@@ -79,12 +83,12 @@ def _warn_if_short(out, n_best: int, beam_size: int):
                 + (f" (and fewer for {len(short) - 1} more prompts)" if len(short) > 1 else "")
                 + f": a beam of {beam_size} keeps at most {beam_size} live hypotheses at each step, so "
                 "there may be more; a beam_size of at least n_best looks for them",
-                stacklevel=4,  # the caller of beam_search (past the inference_mode wrapper)
+                stacklevel=5,  # the caller of beam_search (past run and the inference_mode wrapper)
             )
     return out
 
 
-def beam_selection(beam: int, vocab: int, eos: int | None, automaton, max_length: int):
+def beam_selection(beam: int, vocab: int, eos: int | None, automaton) -> Select:
     """The K best extensions of each prompt's K rows, EOS candidates ranked within the K best
     ending as finished (see :func:`beam_search`)."""
     # A row contributes at most K survivors and one EOS, so its K+1 best tokens suffice (K
@@ -92,11 +96,11 @@ def beam_selection(beam: int, vocab: int, eos: int | None, automaton, max_length
     per_row = min(beam + (eos is not None), vocab)
     n_cand = min(2 * beam if eos is not None else beam, beam * per_row)
 
-    def select(t: int, logprobs: torch.Tensor, rows: Selection) -> Selection:
+    def select(logprobs: torch.Tensor, rows: Selection, remaining: int) -> Selection:
         batch, ended, ended_logprob = logprobs.shape[0] // beam, None, None
         row_base = torch.arange(batch, device=logprobs.device)[:, None] * beam  # [B, 1]
         if automaton is not None:
-            logprobs = automaton.mask(logprobs, rows.states, max_length - t)  # [N, V]
+            logprobs = automaton.mask(logprobs, rows.states, remaining)  # [N, V]
             if eos is None:  # an accepting row that cannot go on (no allowed token of p > 0) ends here
                 stuck = (logprobs.amax(-1) == NEG_INF) & automaton.is_accepting(rows.states)  # [N]
                 ended, ended_logprob = stuck.nonzero()[:, 0], rows.logprob[stuck]
@@ -146,37 +150,36 @@ def constrained_beam_search(
     was found (always when every match has probability 0; possibly when each beam kept only
     hypotheses whose every way on has probability 0).
     """
-    _check_beam(beam_size, length_penalty, n_best)
-    constraint = anderson_constraint(constraint, model)  # built whole, never lazily
-    check_memory(model, prompt, SearchSpec("beam", max_length, beam_size, constraint=constraint), max_memory)
-
-    def start(automaton, batch: int):
-        states, width = automaton.num_states, automaton.num_states * beam_size
-        cum = torch.full((batch, width), NEG_INF, device=model_device(model))  # [B, S*K]
-        cum[:, automaton.initial * beam_size] = 0.0
-        slot_state = torch.arange(states, device=cum.device).repeat_interleave(beam_size).repeat(batch)
-        return anderson_selection(automaton, beam_size, model.eos_id, max_length), Selection(
-            cum.view(-1), slot_state
-        )
-
-    out = decode(model, prompt, max_length, constraint, start, n_best, length_penalty, record)
-    return _warn_if_short(out, n_best, beam_size)
+    settings = Settings(
+        ANDERSON, max_length, constraint, beam_size=beam_size, length_penalty=length_penalty, n_best=n_best
+    )
+    return run(model, prompt, settings, record=record, max_memory=max_memory)
 
 
-def anderson_selection(automaton, beam: int, eos: int | None, max_length: int):
+def _start_anderson(search: Search, batch: int) -> tuple[Select, Selection]:
+    """S*K rows per prompt (K per automaton state), only the first of the initial state's live."""
+    automaton, beam = search.automaton, search.settings.beam_size
+    states, width = automaton.num_states, automaton.num_states * beam
+    cum = torch.full((batch, width), NEG_INF, device=model_device(search.model))  # [B, S*K]
+    cum[:, automaton.initial * beam] = 0.0
+    slot_state = torch.arange(states, device=cum.device).repeat_interleave(beam).repeat(batch)
+    return anderson_selection(automaton, beam, search.model.eos_id), Selection(cum.view(-1), slot_state)
+
+
+def anderson_selection(automaton, beam: int, eos: int | None) -> Select:
     """One beam of K per automaton state: rows ``(b * S + q) * K + k`` are in state q."""
     states = automaton.num_states
     best_per_state = GroupedTopK(automaton.next_state, states, beam, beam)
     need = automaton.min_tokens_to_accept  # [S]
     accepting = automaton.accepting.repeat_interleave(beam)  # [S*K] rows in an accepting state
 
-    def select(t: int, logprobs: torch.Tensor, rows: Selection) -> Selection:
+    def select(logprobs: torch.Tensor, rows: Selection, remaining: int) -> Selection:
         batch, vocab = logprobs.shape[0] // (states * beam), logprobs.shape[1]
         lp, cum = logprobs.view(batch, states, beam, vocab), rows.logprob.view(batch, states * beam)
         base = torch.arange(batch, device=cum.device)[:, None] * (states * beam)  # [B, 1]
         # Each state keeps the K best candidates leading to it, from every state's rows and tokens;
         # a state that cannot reach acceptance in the tokens left after this one gets none.
-        closed = need > max_length - t - 1  # [S]
+        closed = need > remaining - 1  # [S]
         value, row, token, alive = best_per_state(lp, cum.view(batch, states, beam, 1), closed)  # [B, S, K]
         if eos is not None:  # EOS ends a hypothesis in an accepting state: the K best per prompt
             done = (cum + lp[..., eos].view(batch, -1)).masked_fill(~accepting, NEG_INF)
@@ -189,3 +192,48 @@ def anderson_selection(automaton, beam: int, eos: int | None, max_length: int):
         return Selection(value.view(-1), rows.states, parents, token.view(-1), ended, ended_logprob)
 
     return select
+
+
+def _beam_units(settings) -> float:
+    """[N, V] float32 tensors at a step's peak (measured on the PTB LSTM: 4.6 at K = 2000): the
+    model's logits and log-probabilities, the normalisation check's temporaries, the rows copied
+    for the beams. Wide beams peak higher (the flattened [B, K*V] candidate sums and the gathers
+    from them): over V = 1,000 at K = 10^6 it was killed past 21 GB where 3.5 units said 14 GB,
+    so a beam counts 2 more units from K = 1,000 on."""
+    return 3.5 + 2 * (settings.beam_size >= 1000)
+
+
+def _anderson_units(settings) -> float:
+    """A beam's units, plus a masked copy per group of tokens, the candidates and their sums (4.6
+    units at 600 rows, 3 at 50,000); at K = 10,000 (2 states, the PTB LSTM) it peaked at 11.2 GB
+    where 6 units said 7.7 GB (0.76 of the estimate at K = 2,000): 3 more from K = 1,000 on."""
+    return _beam_units(settings) + 2.5 + 3 * (settings.beam_size >= 1000)
+
+
+ANDERSON = Strategy(
+    "beam",
+    "constrained beam search ({states} automaton states)",
+    start=_start_anderson,
+    rows=lambda settings, states: states * settings.beam_size,
+    working_set=_anderson_units,
+    reads=("beam_size", "length_penalty", "n_best"),
+    needs="states",
+    ranked=True,
+    knob="beam_size",
+    returns="n_best",
+    check=_check_beam,
+    finish=_warn_if_short,
+)
+BEAM = dataclasses.replace(
+    ANDERSON,
+    what="beam search",
+    start=_start_beam,
+    rows=lambda settings, states: settings.beam_size,
+    working_set=_beam_units,
+    needs="masks",
+    transformers=("num_beams", "beam_size"),
+    constrained=ANDERSON,
+)
+MASKED_BEAM = dataclasses.replace(
+    BEAM, name="masked-beam", what="masked beam search", transformers=None, constrained=None
+)

@@ -103,25 +103,26 @@ def check_logprobs(logprobs: torch.Tensor, rows: int, vocab_size: int, step: int
         )
 
 
-def anderson_constraint(constraint: Constraint, model: LanguageModel):
-    """The automaton of Anderson-style search (one beam per state), built whole: a size refusal
-    says that one beam per state is impractical and names the masked searches
-    (:func:`decodekit.constraints.anderson_automaton`)."""
-    from decodekit.constraints import anderson_automaton
-
-    return anderson_automaton(constraint, model)
-
-
-def resolve_constraint(constraint: Constraint | None, model: LanguageModel, max_length: int):
-    """Compile (or check) the constraint for ``model`` and move it to the model's device.
+def compile_constraint(settings: Any, needs: str, model: LanguageModel):
+    """The planning step above the loop: ``settings.constraint`` (a regex, a list of them, an
+    automaton, or None) and ``settings.exclude`` compiled once for ``model`` as the strategy
+    ``needs`` (``"states"``: built whole for one beam per state, a size refusal naming the masked
+    searches; ``"masks"``: lazily on the CPU where huge), on the model's device; None without a
+    constraint.
 
     Raises :class:`ConstraintError` when no accepted sequence fits in ``max_length`` tokens."""
-    if constraint is None:
+    constraint, exclude, max_length = settings.constraint, settings.exclude, settings.max_length
+    if constraint is None and not exclude:
         return None
-    from decodekit.constraints import as_automaton
+    from decodekit.constraints import anderson_automaton, as_automaton
 
     device = model_device(model)  # lazily only on CPU: the lazy automaton decides on the host
-    automaton = as_automaton(constraint, model, lazy="masked" if device.type == "cpu" else None)
+    if needs == "states":
+        automaton = anderson_automaton(constraint, model, exclude=exclude)
+    else:
+        automaton = as_automaton(
+            constraint, model, exclude=exclude, lazy="masked" if device.type == "cpu" else None
+        )
     if getattr(automaton, "lazy", False) and automaton.fits(max_length):
         return automaton.to(device)
     shortest = automaton.shortest

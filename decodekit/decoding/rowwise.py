@@ -18,8 +18,8 @@ import torch
 from decodekit.checks import at_least
 from decodekit.decoding import processors
 from decodekit.decoding.prompts import Constraint, Prompt
-from decodekit.decoding.search import NEG_INF, Selection, check_memory, decode
-from decodekit.memory import SearchSpec
+from decodekit.decoding.search import NEG_INF, Search, Select, Selection, run
+from decodekit.decoding.strategies import Settings, Strategy
 from decodekit.models.base import LanguageModel, model_device
 from decodekit.outputs import Hypothesis, SearchTree
 
@@ -39,8 +39,8 @@ def greedy(
     """Greedy decoding: the argmax token at every step, until EOS or ``max_length`` tokens
     (EOS included). Arguments and the result: see :mod:`decodekit.decoding`; one hypothesis
     per prompt, none when it ended unmatched."""
-    check_memory(model, prompt, SearchSpec("greedy", max_length, constraint=constraint), max_memory)
-    return _decode(model, prompt, max_length, lambda lp: lp.argmax(-1), 1, constraint, record)
+    settings = Settings(GREEDY, max_length, constraint)
+    return run(model, prompt, settings, record=record, max_memory=max_memory)
 
 
 @torch.inference_mode()
@@ -66,49 +66,92 @@ def sample(
     same samples. Returns ``num_samples`` hypotheses per prompt in draw order, less those that
     ended unmatched under a constraint.
     """
-    processors.validate(temperature, top_k, top_p, min_p)
-    at_least("num_samples", num_samples)
-    spec = SearchSpec("sample", max_length, num_samples=num_samples, constraint=constraint)
-    spec = spec.replace(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p)
-    check_memory(model, prompt, spec, max_memory)
+    settings = Settings(SAMPLE, max_length, constraint, num_samples=num_samples, seed=generator)
+    settings = settings.replace(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p)
+    return run(model, prompt, settings, record=record, max_memory=max_memory)
+
+
+def _check_sampling(settings) -> None:
+    s = settings
+    processors.validate(s.temperature, s.top_k, s.top_p, s.min_p), at_least("num_samples", s.num_samples)
+
+
+def _sampler(settings, model: LanguageModel) -> Chooser:
+    """Draws from the processed distribution with the settings' ``seed`` (see :func:`sample`)."""
+    s, generator = settings, settings.seed
     if isinstance(generator, int):
         generator = torch.Generator(device=model_device(model)).manual_seed(generator)
 
     def choose(logprobs: torch.Tensor) -> torch.Tensor:
-        weights = processors.process(logprobs, t=temperature, k=top_k, p=top_p, minp=min_p)
+        weights = processors.process(logprobs, t=s.temperature, k=s.top_k, p=s.top_p, minp=s.min_p)
         return torch.multinomial(torch.softmax(weights.float(), dim=-1), 1, generator=generator)[:, 0]
 
-    return _decode(model, prompt, max_length, choose, num_samples, constraint, record)
+    return choose
 
 
-def _decode(model, prompt, max_length, choose: Chooser, copies: int, constraint, record):
+def rowwise_selection(choose: Chooser, automaton, eos: int | None) -> Select:
     """Each row ends alone (EOS, cannot go on, ``max_length``); the others are the selection."""
-    eos = model.eos_id
 
-    def start(automaton, batch: int):
-        def select(t: int, logprobs: torch.Tensor, rows: Selection) -> Selection:
-            keep = ended = ended_logprob = None
-            cum, states, masked = rows.logprob, rows.states, logprobs
-            if automaton is not None:
-                masked = automaton.mask(logprobs, states, max_length - t)  # [N, V]
-                stuck = masked.amax(-1) == NEG_INF  # [N] no allowed token of non-zero probability
-                if bool(stuck.any()):  # without EOS an accepting row ends as a match; others fail
-                    if eos is None:
-                        ended = (stuck & automaton.is_accepting(states)).nonzero()[:, 0]
-                        ended_logprob = cum[ended]
-                    keep = (~stuck).nonzero()[:, 0]
-                    masked, logprobs, cum, states = masked[keep], logprobs[keep], cum[keep], states[keep]
-            tokens = choose(masked) if masked.shape[0] else masked.new_zeros(0, dtype=torch.long)  # [N']
-            cum = cum + logprobs.gather(1, tokens[:, None])[:, 0]
-            states = None if automaton is None else automaton.step(states, tokens)
-            if eos is not None and bool((is_eos := tokens == eos).any()):
-                go_on = (~is_eos).nonzero()[:, 0]
-                ended, ended_logprob = is_eos.nonzero()[:, 0] if keep is None else keep[is_eos], cum[is_eos]
-                keep = go_on if keep is None else keep[go_on]
-                tokens, cum, states = tokens[go_on], cum[go_on], None if states is None else states[go_on]
-            return Selection(cum, states, keep, tokens, ended, ended_logprob)
+    def select(logprobs: torch.Tensor, rows: Selection, remaining: int) -> Selection:
+        keep = ended = ended_logprob = None
+        cum, states, masked = rows.logprob, rows.states, logprobs
+        if automaton is not None:
+            masked = automaton.mask(logprobs, states, remaining)  # [N, V]
+            stuck = masked.amax(-1) == NEG_INF  # [N] no allowed token of non-zero probability
+            if bool(stuck.any()):  # without EOS an accepting row ends as a match; others fail
+                if eos is None:
+                    ended = (stuck & automaton.is_accepting(states)).nonzero()[:, 0]
+                    ended_logprob = cum[ended]
+                keep = (~stuck).nonzero()[:, 0]
+                masked, logprobs, cum, states = masked[keep], logprobs[keep], cum[keep], states[keep]
+        tokens = choose(masked) if masked.shape[0] else masked.new_zeros(0, dtype=torch.long)  # [N']
+        cum = cum + logprobs.gather(1, tokens[:, None])[:, 0]
+        states = None if automaton is None else automaton.step(states, tokens)
+        if eos is not None and bool((is_eos := tokens == eos).any()):
+            go_on = (~is_eos).nonzero()[:, 0]
+            ended, ended_logprob = is_eos.nonzero()[:, 0] if keep is None else keep[is_eos], cum[is_eos]
+            keep = go_on if keep is None else keep[go_on]
+            tokens, cum, states = tokens[go_on], cum[go_on], None if states is None else states[go_on]
+        return Selection(cum, states, keep, tokens, ended, ended_logprob)
 
+    return select
+
+
+def _start(choose: Callable[[Search], Chooser]):
+    def start(search: Search, batch: int) -> tuple[Select, Selection]:
+        model, automaton, copies = search.model, search.automaton, search.strategy.rows(search.settings, 0)
         zeros = torch.zeros(batch * copies, dtype=torch.long, device=model_device(model))
-        return select, Selection(zeros.double(), None if automaton is None else zeros + automaton.initial)
+        rows = Selection(zeros.double(), None if automaton is None else zeros + automaton.initial)
+        return rowwise_selection(choose(search), automaton, model.eos_id), rows
 
-    return decode(model, prompt, max_length, constraint, start, 1, 0.0, record, ranked=False)
+    return start
+
+
+GREEDY = Strategy(
+    "greedy",
+    "greedy search",
+    start=_start(lambda search: lambda logprobs: logprobs.argmax(-1)),
+    rows=lambda settings, states: 1,
+    # [N, V] float32 tensors at a step's peak: the model's logits and log-probabilities, the
+    # normalisation check's temporaries
+    working_set=lambda settings: 2.5,
+)
+SAMPLE = Strategy(
+    "sample",
+    "sampling",
+    start=_start(lambda search: _sampler(search.settings, search.model)),
+    rows=lambda settings, states: settings.num_samples,
+    # measured on the PTB LSTM: sampling 3.3 units, with top-k and top-p 4.6 (the processors' copies)
+    working_set=lambda s: (
+        3.5
+        + 0.5 * (s.temperature != 1)
+        + 0.5 * (s.top_k is not None)
+        + 1 * (s.top_p is not None)
+        + 0.5 * (s.min_p is not None)
+    ),
+    reads=("temperature", "top_k", "top_p", "min_p", "num_samples", "seed"),
+    knob="num_samples",
+    returns="num_samples",
+    transformers=("do_sample", None),
+    check=_check_sampling,
+)

@@ -9,16 +9,27 @@ is called only here and in :func:`~decodekit.decoding.prompts.prefill`.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from decodekit import memory
 from decodekit.checks import at_least
-from decodekit.decoding.prompts import as_batch, check_logprobs, is_check_step, prefill, resolve_constraint
+from decodekit.decoding.prompts import (
+    Prompt,
+    as_batch,
+    check_logprobs,
+    compile_constraint,
+    is_check_step,
+    prefill,
+)
+from decodekit.decoding.strategies import Strategy
 from decodekit.decoding.trace import Pool, Trace
 from decodekit.models import state as st
 from decodekit.models.base import LanguageModel
+from decodekit.outputs import Hypothesis, SearchTree
 
 NEG_INF = float("-inf")
 
@@ -44,35 +55,64 @@ class Selection:
     ended_logprob: torch.Tensor | None = None
 
 
-def check_memory(model: LanguageModel, prompt, spec: memory.SearchSpec, max_memory) -> None:
-    """Refuse a search that would not fit in memory before it allocates anything
-    (:func:`decodekit.memory.check`: ResourceError naming the largest setting that fits)."""
-    memory.check(model, as_batch(prompt)[0], spec, limit=max_memory, small=0.01)
+Select = Callable[[torch.Tensor, Selection, int], Selection]  # (logprobs [N, V], rows, remaining)
 
 
-def decode(
-    model: LanguageModel, prompt, max_length: int, constraint, start, n_best, alpha, record, ranked=True
-):
-    """Check ``max_length``, batch the prompt(s), compile the constraint, ``start(automaton, B) ->
-    (select, rows of step -1)`` (W rows per prompt, rows ``b * W + j``), prefill, and run
-    ``select`` for at most ``max_length`` tokens. ``ranked`` (beam searches): the layout stays
-    [B, W], a row's pool item is its prompt, done when no live row can beat its ``n_best`` by
-    ``logprob / len ** alpha`` (``Pool.update``); else (greedy, sampling) each row is its own
-    item, done when the row ends. At the end the live rows (under a constraint: the accepting
-    ones) join the pool unfinished; ``record`` is filled with the search. Returns a list of
-    hypotheses for one prompt, a list of lists for a batch (a prompt's rows' together)."""
-    at_least("max_length", max_length, 0)
+@dataclass(frozen=True)
+class Search:
+    """One planned search, what a strategy's ``start`` reads: the model, the strategy (as it
+    runs), its settings (a ``GenerationConfig`` or :class:`~.strategies.Settings`) and the
+    constraint compiled for the model (None: unconstrained)."""
+
+    model: LanguageModel
+    strategy: Strategy
+    settings: Any
+    automaton: Any
+
+
+def run(
+    model: LanguageModel,
+    prompt: Prompt | Sequence[Prompt],
+    settings: Any,
+    *,
+    record: SearchTree | None = None,
+    max_memory: int | str | None = None,
+) -> list[Hypothesis] | list[list[Hypothesis]]:
+    """Run the strategy ``settings.search`` names: check its settings, refuse a search that would
+    not fit in memory before allocating anything (:func:`decodekit.memory.check`), compile the
+    constraint once (:func:`~.prompts.compile_constraint`), then the loop (:func:`decode`)."""
+    strategy = settings.search
+    strategy.check(settings)
+    at_least("max_length", settings.max_length, 0)
     prompts, single = as_batch(prompt)
-    automaton = resolve_constraint(constraint, model, max_length)
-    select, rows = start(automaton, len(prompts))
+    memory.check(model, prompts, settings, limit=max_memory, small=0.01)  # small: no model probe
+    with torch.inference_mode():
+        search = Search(model, strategy, settings, compile_constraint(settings, strategy.needs, model))
+        out = decode(search, prompts, record)
+    return strategy.finish(out[0] if single else out, settings)
+
+
+def decode(search: Search, prompts: list[list[int]], record: SearchTree | None) -> list[list[Hypothesis]]:
+    """``strategy.start(search, B) -> (select, rows of step -1)`` (W rows per prompt, rows
+    ``b * W + j``), prefill, and run ``select(logprobs, rows, remaining)`` for at most
+    ``max_length`` tokens (``remaining``: the tokens left, this one included). A ranked strategy
+    (beam searches) keeps the layout [B, W]; a row's pool item is its prompt, done when no live
+    row can beat its ``n_best`` by ``logprob / len ** length_penalty`` (``Pool.update``); else
+    (greedy, sampling) each row is its own item, done when the row ends. At the end the live rows
+    (under a constraint: the accepting ones) join the pool unfinished; ``record`` is filled with
+    the search. Returns the hypotheses of each prompt (a prompt's rows' together)."""
+    model, automaton, settings = search.model, search.automaton, search.settings
+    ranked, max_length = search.strategy.ranked, settings.max_length
+    select, rows = search.strategy.start(search, len(prompts))
     width = rows.logprob.shape[0] // len(prompts)
+    n_best, alpha = (settings.n_best, settings.length_penalty) if ranked else (1, 0.0)
     pool = Pool(len(prompts) if ranked else rows.logprob.shape[0], n_best, alpha)
     logprobs, state = prefill(model, prompts, width)
     eos, vocab = model.eos_id, logprobs.shape[1]
     items = torch.arange(rows.logprob.shape[0], device=logprobs.device) // (width if ranked else 1)
     trace, steps = Trace(), 0
     for t in range(max_length):
-        sel = select(t, logprobs, rows)
+        sel = select(logprobs, rows, max_length - t)
         if sel.ended is not None:
             pool.add_many(items[sel.ended], sel.ended, sel.ended_logprob, t, eos is not None)
         rows, steps = sel, t + 1
@@ -97,7 +137,7 @@ def decode(
     out = pool.results(trace)
     if not ranked:
         out = [sum(out[b * width : (b + 1) * width], []) for b in range(len(prompts))]
-    return out[0] if single else out
+    return out
 
 
 def _shortest(automaton, states, length: int, max_length: int, eos: int | None, shape):
