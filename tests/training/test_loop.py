@@ -192,7 +192,7 @@ def test_resume_header_keeps_the_loop_keys_and_train_ppl_only_for_the_exact_nll(
     assert plain.epochs[0]["train_loss"] == marked.epochs[0]["train_loss"] == got.epochs[0]["train_loss"]
 
 
-def test_progress_lines_without_a_terminal_and_a_warning_when_training_diverges(tmp_path, capsys, monkeypatch):
+def test_progress_lines_without_a_terminal_and_a_divergence_warning(tmp_path, capsys, monkeypatch):
     """stderr not a terminal (here: captured): no bar, so a progress line every PROGRESS_SECONDS
     (0 here: after every update); a learning rate that blows the loss up is said once."""
     from decodekit.training import loop as loop_module
@@ -205,5 +205,6 @@ def test_progress_lines_without_a_terminal_and_a_warning_when_training_diverges(
     assert len(during) >= 5 and all("train ppl" in x and "tok/s" in x for x in during), err
     assert any("(100 %)" in x for x in during) and not any("diverges" in x for x in err)
     wild = TrainConfig(epochs=2, batch_size=4, bptt=5, lr=1e4, clip=1e9, schedule="constant")
-    with pytest.warns(UserWarning, match=r"training diverges: .*worse than guessing uniformly among the 9 tokens"):
+    diverges = r"training diverges: .*worse than guessing uniformly among the 9 tokens"
+    with pytest.warns(UserWarning, match=diverges):
         train(tiny_model("rnn"), CORPUS, wild, out=tmp_path / "wild", progress=True)
