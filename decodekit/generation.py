@@ -13,6 +13,7 @@ from typing import Any
 from decodekit.checks import at_least, one_of, real, require, shown
 from decodekit.decoding.search import run
 from decodekit.decoding.strategies import STRATEGIES, Settings
+from decodekit.errors import ConfigError
 from decodekit.memory import check as check_memory
 from decodekit.models.base import LanguageModel
 from decodekit.outputs import Hypothesis, SearchTree
@@ -45,6 +46,10 @@ class GenerationConfig(Settings):
 
     suppress: tuple[int | str, ...] = ()
     allow_unk: bool = True
+    repetition_penalty: float = 1.0
+    no_repeat_ngram_size: int = 0
+    min_new_tokens: int = 0
+    stop: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         """Every field is checked here (a JSON line may hold anything): ConfigError, one line."""
@@ -73,6 +78,19 @@ class GenerationConfig(Settings):
         require(
             isinstance(self.allow_unk, bool), f"allow_unk must be true or false, got {shown(self.allow_unk)}"
         )
+        real("repetition_penalty", self.repetition_penalty, 0.0, open_low=True)
+        at_least("no_repeat_ngram_size", self.no_repeat_ngram_size, 0)
+        at_least("min_new_tokens", self.min_new_tokens, 0)
+        stop = (self.stop,) if isinstance(self.stop, str) else self.stop
+        ok = isinstance(stop, (list, tuple)) and all(isinstance(x, str) and x for x in stop)
+        require(ok, f"stop must be a list of non-empty strings, got {shown(self.stop)}")
+        object.__setattr__(self, "stop", tuple(stop))
+
+    @property
+    def controlled(self) -> bool:
+        """Whether a control of :class:`decodekit.models.controls.Controlled` is on."""
+        c = self
+        return c.repetition_penalty != 1.0 or bool(c.no_repeat_ngram_size or c.min_new_tokens or c.stop)
 
     def _check_constraint(self) -> None:
         """``constraint``: None, a regex, a non-empty list of regexes (stored as a tuple) or a
@@ -161,7 +179,7 @@ def generate(
         raise ValueError("generate() takes a batch of prompts (a list of lists of token ids)")
     check_memory(model, prompts, config, limit=max_memory)
     check_positions(model, prompts, config.max_length)
-    model = with_suppression(model, config)
+    model = with_controls(with_suppression(model, config), config)
     return run(model, prompts, config, record=record, max_memory=max_memory)
 
 
@@ -172,14 +190,31 @@ def suppressed_ids(model: LanguageModel, config: GenerationConfig) -> list[int]:
     ids = []
     for token in config.suppress:
         if isinstance(token, str):
-            index = getattr(vocab, "index", {})
-            require(token in index, f"cannot suppress {token!r}: it is not a token of the model's vocabulary")
-            token = index[token]
-        ids.append(token)
+            ids += _token_ids(vocab, token)
+        else:
+            ids.append(token)
     unk = getattr(vocab, "unk_id", None)
     if not config.allow_unk and unk is not None and unk != getattr(model, "eos_id", None):
         ids.append(unk)
     return ids
+
+
+def _token_ids(vocab, token: str) -> list[int]:
+    """The ids a token string names: a vocabulary entry (``Ġis``), else every token whose text is
+    that string (`` is``: what a user sees generated), else, for digits, the id itself."""
+    index = getattr(vocab, "index", {})
+    if token in index:
+        return [index[token]]
+    surfaces = vocab.surfaces() if vocab is not None else ()
+    same = [i for i, s in enumerate(surfaces) if s == token]
+    if same:
+        return same
+    if token.isdigit():
+        return [int(token)]
+    raise ConfigError(
+        f"cannot suppress {token!r}: it is neither a token of the model's vocabulary, nor the text of "
+        "one, nor a token id"
+    )
 
 
 def with_suppression(model: LanguageModel, config: GenerationConfig) -> LanguageModel:
@@ -190,3 +225,19 @@ def with_suppression(model: LanguageModel, config: GenerationConfig) -> Language
     from decodekit.models.suppress import Suppressed
 
     return Suppressed(model, ids)
+
+
+def with_controls(model: LanguageModel, config: GenerationConfig) -> LanguageModel:
+    """``model``, or :class:`~decodekit.models.controls.Controlled` when a control is on
+    (repetition penalty, no repeated n-grams, a minimum length, stop strings)."""
+    if not config.controlled:
+        return model
+    from decodekit.models.controls import Controlled
+
+    return Controlled(
+        model,
+        repetition_penalty=config.repetition_penalty,
+        no_repeat_ngram_size=config.no_repeat_ngram_size,
+        min_new_tokens=config.min_new_tokens,
+        stop=config.stop,
+    )

@@ -99,6 +99,7 @@ DEPENDS = {
         "decoding",
         "memory",
         "models.base",
+        "models.controls",
         "models.suppress",
     ),
     "logits_processor": ("errors", "constraints", "models.hf"),  # constraints in transformers' generate

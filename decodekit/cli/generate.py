@@ -12,7 +12,7 @@ import click
 
 from decodekit import STRATEGIES
 from decodekit.cli import cli
-from decodekit.cli.common import UsageError, load_model_option, model_options, need_vocab
+from decodekit.cli.common import UsageError, load_model_option, model_options, need_vocab, set_threads
 from decodekit.cli.generate_batch import run_batch
 from decodekit.cli.generate_options import (
     described_constraints,
@@ -83,12 +83,43 @@ STRATEGY_HELP = (
     "--suppress",
     multiple=True,
     metavar="TOKEN",
-    help="A token never to generate (repeatable), as transformers' suppress_tokens.",
+    help="A token never to generate (repeatable), as transformers' suppress_tokens: its text as "
+    "generated (' is'), its vocabulary entry ('Ġis') or its id (318).",
 )
 @click.option(
     "--allow-unk",
     is_flag=True,
     help="Let the model generate <unk> (by default the vocabulary's <unk> is suppressed).",
+)
+@click.option(
+    "--stop",
+    multiple=True,
+    metavar="TEXT",
+    help="End the text once it contains TEXT (repeatable; kept in the output): transformers' stop_strings.",
+)
+@click.option(
+    "--repetition-penalty",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="Multiply the log-probability of every token already seen by this (> 1 discourages repeats).",
+)
+@click.option(
+    "--no-repeat-ngram-size",
+    type=click.IntRange(min=0),
+    default=0,
+    help="Never generate an n-gram of this size twice (the prompt's included).",
+)
+@click.option(
+    "--min-new-tokens",
+    type=click.IntRange(min=0),
+    default=0,
+    help="No EOS before this many tokens are generated.",
+)
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    help="torch CPU threads (default: 1 for a model under 20M parameters, else torch's choice).",
 )
 @click.option(
     "--json",
@@ -191,12 +222,15 @@ def generate(
         except ValueError as e:
             raise UsageError(f"--max-memory: {e}") from None
     options["suppress"] = tuple(options["suppress"])
+    options["stop"] = tuple(options["stop"])
+    threads = options.pop("threads")
     if json_schema_path is not None:  # --exclude still applies to the JSON text
         if patterns:
             raise UsageError("give --constraint or --json-schema, not both")
         options["constraint"] = schema_regex(json_schema_path)
     config = GenerationConfig(**options)  # the remaining options are GenerationConfig's fields
     model = load_model_option(model_spec, hf_model, device)
+    set_threads(threads, model)
     if input_path is not None:
         run_batch(model, input_path, output_path, config, resume, batch_size, max_memory)
         return
