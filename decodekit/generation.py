@@ -19,6 +19,13 @@ from decodekit.models.base import LanguageModel
 from decodekit.outputs import Hypothesis, SearchTree
 
 SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed accepts
+TRANSFORMERS_KEYWORDS = (
+    "max_new_tokens",
+    "num_beams",
+    "do_sample",
+    "num_return_sequences",
+    "suppress_tokens",
+)
 
 
 @dataclass(frozen=True)
@@ -50,9 +57,36 @@ class GenerationConfig(Settings):
     no_repeat_ngram_size: int = 0
     min_new_tokens: int = 0
     stop: tuple[str, ...] = ()
+    # transformers' names, folded into ours at construction (not fields: never stored twice)
+    max_new_tokens: dataclasses.InitVar[int | None] = None
+    num_beams: dataclasses.InitVar[int | None] = None
+    do_sample: dataclasses.InitVar[bool | None] = None
+    num_return_sequences: dataclasses.InitVar[int | None] = None
+    suppress_tokens: dataclasses.InitVar[Any] = None
 
-    def __post_init__(self) -> None:
-        """Every field is checked here (a JSON line may hold anything): ConfigError, one line."""
+    def __post_init__(  # the InitVars, in order
+        self,
+        max_new_tokens=None,
+        num_beams=None,
+        do_sample=None,
+        num_return_sequences=None,
+        suppress_tokens=None,
+    ) -> None:
+        """Every field is checked here (a JSON line may hold anything): ConfigError, one line.
+        transformers' names are folded into ours first (:func:`fold_transformers_names`)."""
+        given = {
+            "max_new_tokens": max_new_tokens,
+            "num_beams": num_beams,
+            "do_sample": do_sample,
+            "num_return_sequences": num_return_sequences,
+            "suppress_tokens": suppress_tokens,
+        }
+        given = {k: v for k, v in given.items() if v is not None}
+        if given:
+            current = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+            explicit = {f.name for f in dataclasses.fields(self) if current[f.name] != f.default}
+            for name, value in fold_transformers_names(current, given, explicit).items():
+                object.__setattr__(self, name, value)
         if self.strategy is not None:
             one_of("strategy", self.strategy, tuple(STRATEGIES))
         self._check_constraint()
@@ -121,11 +155,70 @@ class GenerationConfig(Settings):
     def replace(self, **changes: Any) -> GenerationConfig:
         """A copy with ``changes``; unknown option names raise ValueError naming them."""
         names = {f.name for f in dataclasses.fields(self)}
+        given = {k: changes.pop(k) for k in TRANSFORMERS_KEYWORDS if k in changes}
         unknown = sorted(set(changes) - names)
-        names = transformers_names()
-        hints = "".join(f"; transformers' {k} is {names[k]} here" for k in unknown if k in names)
+        theirs = transformers_names()
+        hints = "".join(f"; transformers' {k} is {theirs[k]} here" for k in unknown if k in theirs)
         require(not unknown, f"unknown generation option(s) {unknown}{hints}; known: {sorted(names)}")
+        if given:
+            current = {f.name: changes.get(f.name, getattr(self, f.name)) for f in dataclasses.fields(self)}
+            changes |= fold_transformers_names(
+                current, {k: v for k, v in given.items() if v is not None}, set(changes)
+            )
         return dataclasses.replace(self, **changes)
+
+
+def fold_transformers_names(
+    options: dict[str, Any], given: dict[str, Any], explicit: set[str]
+) -> dict[str, Any]:
+    """The changes to ``options`` (our names, with their current values) that transformers'
+    ``given`` options mean (``explicit``: our options set in the same call):
+
+    ``max_new_tokens`` -> ``max_length``; ``num_beams=K`` (K > 1) -> beam search of width K;
+    ``do_sample=True`` -> sampling; ``num_return_sequences`` -> ``n_best`` or ``num_samples``;
+    ``suppress_tokens`` -> ``suppress``. ConfigError for contradictions (``max_length`` and
+    ``max_new_tokens`` apart, a named strategy they contradict) and for beam sampling
+    (``num_beams > 1`` with ``do_sample``), which decodekit does not have."""
+    changes: dict[str, Any] = {}
+    new_tokens = given.get("max_new_tokens")
+    if new_tokens is not None:
+        require(
+            "max_length" not in explicit or options["max_length"] == new_tokens,
+            f"give max_length or max_new_tokens (the same option), not both ({options['max_length']} "
+            f"and {new_tokens})",
+        )
+        changes["max_length"] = new_tokens
+    by_option = {s.transformers[0]: s for s in STRATEGIES.values() if s.transformers is not None}
+    beams, sample = given.get("num_beams"), given.get("do_sample")
+    require(
+        not (sample and beams is not None and beams > 1),
+        "num_beams > 1 with do_sample is beam sampling, which decodekit does not have: choose beam "
+        "search (num_beams) or sampling (do_sample)",
+    )
+    chosen = by_option["do_sample"] if sample else by_option["num_beams"] if beams and beams > 1 else None
+    if chosen is not None:
+        named = options.get("strategy")
+        require(named in (None, chosen.name), f"strategy {named!r} contradicts {chosen.transformers[0]}")
+        changes["strategy"] = chosen.name
+    if beams is not None:
+        changes[by_option["num_beams"].transformers[1]] = beams
+    returned = given.get("num_return_sequences")
+    if returned is not None:
+        settings = {**options, **changes}
+        strategy = STRATEGIES[STRATEGIES.resolve(settings.get("strategy"), _constrained(settings))]
+        require(
+            strategy.returns is not None or returned == 1,
+            f"{strategy.what} returns one sequence: num_return_sequences needs num_beams or do_sample",
+        )
+        if strategy.returns is not None:
+            changes[strategy.returns] = returned
+    if given.get("suppress_tokens") is not None:
+        changes["suppress"] = tuple(given["suppress_tokens"])
+    return changes
+
+
+def _constrained(options: dict[str, Any]) -> bool:
+    return options.get("constraint") is not None or bool(options.get("exclude"))
 
 
 def transformers_names() -> dict[str, str]:

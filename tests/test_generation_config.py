@@ -6,11 +6,26 @@ from decodekit import GenerationConfig
 from decodekit.errors import ConfigError
 
 
-def test_transformers_names_are_answered_with_the_local_name():
-    with pytest.raises(ConfigError, match=r"transformers' num_beams is beam_size with strategy='beam' here"):
-        GenerationConfig().replace(num_beams=4)
-    with pytest.raises(ConfigError, match=r"transformers' max_new_tokens is max_length here"):
-        GenerationConfig().replace(max_new_tokens=4, top_k=3)
+def test_transformers_names_are_accepted_as_keywords():
+    """transformers' names are folded into ours (issue 28: they used to be refused with the local
+    name); contradictions and beam sampling are one-line errors."""
+    assert GenerationConfig(max_new_tokens=5).max_length == 5
+    beam = GenerationConfig().replace(num_beams=4, num_return_sequences=2)
+    assert (beam.strategy, beam.beam_size, beam.n_best) == ("beam", 4, 2)
+    drawn = GenerationConfig(do_sample=True, num_return_sequences=3, suppress_tokens=[7])
+    assert (drawn.strategy, drawn.num_samples, drawn.suppress) == ("sample", 3, (7,))
+    assert GenerationConfig(max_length=12).replace(max_new_tokens=4, top_k=3).max_length == 4
+    assert GenerationConfig(max_new_tokens=5) == GenerationConfig(max_length=5)
+    for options, message in (
+        (dict(num_beams=4, do_sample=True), "beam sampling"),
+        (dict(max_length=10, max_new_tokens=5), "not both"),
+        (dict(strategy="greedy", do_sample=True), "contradicts do_sample"),
+        (dict(num_return_sequences=2), "returns one sequence"),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            GenerationConfig(**options)
+    with pytest.raises(ConfigError, match=r"option\(s\) \['beams'\]; known: \['allow_unk'"):
+        GenerationConfig().replace(beams=4)
 
 
 @pytest.mark.parametrize("bad", [[-1], [True], "the", [1.5], None])

@@ -85,3 +85,16 @@ def test_cli_options_and_batch_lines(ckpt, tmp_path):
     record = json.loads((tmp_path / "o.jsonl").read_text())
     tokens = record["hypotheses"][0]["tokens"]
     assert len(tokens) == len(set(tokens)), tokens  # no unigram twice (the prompt's "the" included)
+
+
+def test_beam_sampling_and_temperature_zero_are_one_error_each(ckpt, capfd):
+    from decodekit.cli import main
+
+    for args, message in (
+        (["--num-beams", "4", "--do-sample"], "beam sampling"),
+        (["--temperature", "0"], "temperature must be a finite number > 0"),  # was a warning, then this
+    ):
+        with pytest.raises(SystemExit) as e:
+            main(["generate", "the", "--model", ckpt, *args])
+        err = capfd.readouterr().err.strip().splitlines()
+        assert e.value.code == 2 and len(err) == 1 and message in err[0], err

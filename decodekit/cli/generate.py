@@ -207,8 +207,6 @@ def generate(
         prompt = read_stdin(required=prompt == "-")
     if (prompt is None) == (input_path is None):
         raise UsageError("give either a PROMPT (or text on standard input) or --input FILE")
-    if input_path is None:
-        warn_ignored(options, given)
     if input_path is not None and output_path is None:
         raise UsageError("--input needs --output FILE")
     if input_path is not None and dot_path is not None:
@@ -229,6 +227,8 @@ def generate(
             raise UsageError("give --constraint or --json-schema, not both")
         options["constraint"] = schema_regex(json_schema_path)
     config = GenerationConfig(**options)  # the remaining options are GenerationConfig's fields
+    if input_path is None:  # after the checks: a mistake is one error, not a warning and an error
+        warn_ignored(options, given)
     model = load_model_option(model_spec, hf_model, device)
     set_threads(threads, model)
     if input_path is not None:

@@ -42,6 +42,11 @@ def from_transformers(options: dict, given: set[str]) -> None:
         if "max_length" in given:
             raise UsageError("give --max-length or --max-new-tokens (the same option), not both")
         options["max_length"] = new_tokens
+    if do_sample and beams is not None and beams > 1:
+        raise UsageError(
+            "--num-beams with --do-sample is beam sampling, which decodekit does not have: "
+            "choose beam search (--num-beams) or sampling (--do-sample)"
+        )
     by_option = {s.transformers[0]: s for s in STRATEGIES.values() if s.transformers is not None}
     chosen = by_option["do_sample"] if do_sample else None
     if chosen is None and beams is not None and beams > 1:
