@@ -252,28 +252,75 @@ def check_positions(model: LanguageModel, prompts: list[list[int]], max_length: 
 
 def generate(
     model: LanguageModel,
-    prompts: list[list[int]],
-    config: GenerationConfig,
+    prompts,
+    config: GenerationConfig | None = None,
     *,
     max_memory: int | str | None = None,
     record: SearchTree | None = None,
-) -> list[list[Hypothesis]]:
-    """Run the configured strategy on a batch of prompts (one ``step`` call per time step for
-    the whole batch). Returns one list of hypotheses per prompt.
+    **options: Any,
+) -> list[Hypothesis] | list[list[Hypothesis]]:
+    """Run the configured strategy on one prompt or a batch (one ``step`` call per time step for
+    the whole batch).
+
+    ``prompts``: text (encoded by ``model.vocab``), token ids, a 1-D tensor (one prompt), or a
+    list of texts / of id lists, or a 2-D tensor (a batch). ``config`` (default
+    ``GenerationConfig()``) with ``options`` as :meth:`GenerationConfig.replace` takes them
+    (transformers' names too: ``generate(lm, "Hello", max_new_tokens=5)``). Returns the list of
+    hypotheses of one prompt, or one list per prompt for a batch; each hypothesis has its
+    ``text`` when the model has a vocabulary.
 
     The memory the search needs is estimated first (:mod:`decodekit.memory`); a search that
     would need more than ``max_memory`` (default: ``DECODEKIT_MAX_MEMORY``, else 90 % of the free
     memory) raises :class:`decodekit.memory.ResourceError` naming the largest setting that fits.
     ``record``: a :class:`~decodekit.outputs.SearchTree` to fill (``record.to_dot(vocab)`` draws
     the search)."""
+    config = GenerationConfig() if config is None else config
+    if options:
+        config = config.replace(**options)
+    prompts, single = as_prompts(model, prompts)
     if not prompts:
         return []
-    if all(isinstance(x, int) for x in prompts):
-        raise ValueError("generate() takes a batch of prompts (a list of lists of token ids)")
     check_memory(model, prompts, config, limit=max_memory)
     check_positions(model, prompts, config.max_length)
     model = with_controls(with_suppression(model, config), config)
-    return run(model, prompts, config, record=record, max_memory=max_memory)
+    out = run(model, prompts, config, record=record, max_memory=max_memory)
+    return out[0] if single else out
+
+
+def as_prompts(model: LanguageModel, prompts) -> tuple[list[list[int]], bool]:
+    """(token id lists, whether one prompt was given) of what :func:`generate` takes."""
+    if hasattr(prompts, "tolist") and hasattr(prompts, "dim"):  # a tensor: [T] one prompt, [B, T] a batch
+        require(prompts.dim() in (1, 2), f"a prompt tensor is [T] or [B, T], got {tuple(prompts.shape)}")
+        ids = prompts.tolist()
+        return ([ids], True) if prompts.dim() == 1 else (ids, False)
+    if isinstance(prompts, str):
+        return [_encode(model, prompts)], True
+    require(
+        isinstance(prompts, (list, tuple)),
+        f"prompts must be text, token ids or a list of them, got {type(prompts).__name__}",
+    )
+    if prompts and all(isinstance(x, int) and not isinstance(x, bool) for x in prompts):
+        return [list(prompts)], True
+    out = []
+    for i, p in enumerate(prompts):
+        if isinstance(p, str):
+            out.append(_encode(model, p))
+        elif hasattr(p, "tolist"):
+            out.append(list(p.tolist()))
+        else:
+            require(
+                isinstance(p, (list, tuple)), f"prompt {i} must be text or token ids, got {type(p).__name__}"
+            )
+            out.append(list(p))
+    return out, False
+
+
+def _encode(model: LanguageModel, text: str) -> list[int]:
+    vocab = getattr(model, "vocab", None)
+    if vocab is None:
+        why = getattr(model, "missing_tokenizer", None) or "the model has no vocabulary"
+        raise ConfigError(f"a text prompt needs the model's vocabulary to be encoded, but {why}")
+    return vocab.encode(text)
 
 
 def suppressed_ids(model: LanguageModel, config: GenerationConfig) -> list[int]:

@@ -20,6 +20,9 @@ class Hypothesis:
         finished: True if the hypothesis ended with EOS, False if it stopped at ``max_length``.
         token_logprobs: the model's log-probability of each generated token, EOS included when
             ``finished`` (transformers' ``compute_transition_scores``); they sum to ``logprob``.
+        text: the continuation as text, when the search knew the model's vocabulary (every
+            search does for a model with ``vocab``); else None (then :meth:`decode` with one).
+            Not compared: hypotheses are equal by their tokens and scores.
     """
 
     tokens: tuple[int, ...]
@@ -27,9 +30,10 @@ class Hypothesis:
     score: float
     finished: bool
     token_logprobs: tuple[float, ...] = ()
+    text: str | None = field(default=None, compare=False)
 
-    def text(self, vocab: Vocab) -> str:
-        """The continuation as text (detokenised by ``vocab``)."""
+    def decode(self, vocab: Vocab) -> str:
+        """The continuation as text, detokenised by ``vocab``."""
         return vocab.decode(self.tokens)
 
     def to_dict(self, vocab: Vocab | None = None) -> dict:
@@ -37,10 +41,11 @@ class Hypothesis:
         ``token_logprobs``; with ``vocab`` also ``text`` and ``token_texts`` (each generated
         token's text, EOS included when finished: aligned with ``token_logprobs``)."""
         d = asdict(self)
+        del d["text"]
         d["tokens"], d["token_logprobs"] = list(self.tokens), list(self.token_logprobs)
         if vocab is not None:
             ids = [*self.tokens, vocab.eos_id] if self.finished and vocab.eos_id is not None else self.tokens
-            d = {"text": self.text(vocab), **d, "token_texts": [token_text(vocab, i) for i in ids]}
+            d = {"text": self.decode(vocab), **d, "token_texts": [token_text(vocab, i) for i in ids]}
         return d
 
 

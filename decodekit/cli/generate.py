@@ -268,7 +268,7 @@ def generate(
         except OSError as e:
             raise UsageError(f"cannot write --dot {dot_path}: {e.strerror}") from None
     for h in hyps:
-        click.echo(json.dumps(h.to_dict(vocab), ensure_ascii=False) if as_json else h.text(vocab))
+        click.echo(json.dumps(h.to_dict(vocab), ensure_ascii=False) if as_json else h.decode(vocab))
 
 
 def _check_outputs(output_path: str | None, dot_path: str | None) -> None:

@@ -9,6 +9,7 @@ is called only here and in :func:`~decodekit.decoding.prompts.prefill`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -89,6 +90,9 @@ def run(
     with torch.inference_mode():
         search = Search(model, strategy, settings, compile_constraint(settings, strategy.needs, model))
         out = decode(search, prompts, record)
+    vocab = getattr(model, "vocab", None)
+    if vocab is not None:  # hypotheses carry their text when the search knows the vocabulary
+        out = [[dataclasses.replace(h, text=vocab.decode(h.tokens)) for h in hyps] for hyps in out]
     return strategy.finish(out[0] if single else out, settings)
 
 

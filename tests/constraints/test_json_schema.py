@@ -377,4 +377,4 @@ def test_greedy_under_a_schema_gives_valid_json():
     model = HistoryLM(len(VOCAB), seed=5, bos_id=VOCAB.eos_id, eos_id=VOCAB.eos_id, vocab=VOCAB)
     [hyp] = decodekit.greedy(model, [], 120, constraint=json_schema(schema))
     assert hyp.finished
-    assert valid(schema, hyp.text(VOCAB)), hyp.text(VOCAB)
+    assert valid(schema, hyp.decode(VOCAB)), hyp.decode(VOCAB)
