@@ -98,3 +98,31 @@ def test_beam_sampling_and_temperature_zero_are_one_error_each(ckpt, capfd):
             main(["generate", "the", "--model", ckpt, *args])
         err = capfd.readouterr().err.strip().splitlines()
         assert e.value.code == 2 and len(err) == 1 and message in err[0], err
+
+
+def test_stdin_inline_schema_and_a_missing_input(ckpt, tmp_path):
+    import subprocess
+    import sys
+
+    line = json.dumps({"id": 1, "prompt": "the", "max_length": 3}) + "\n"
+    cmd = [sys.executable, "-m", "decodekit", "generate", "--model", ckpt]
+    piped = subprocess.run(
+        [*cmd, "--input", "-", "--output", str(tmp_path / "p.jsonl")],
+        input=line,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert piped.returncode == 0, piped.stderr
+    assert json.loads((tmp_path / "p.jsonl").read_text())["id"] == 1
+    ignored = subprocess.run(
+        [*cmd, "the", "--max-length", "2"], input="company\n", capture_output=True, text=True, timeout=120
+    )
+    assert ignored.returncode == 0 and "standard input is not read" in ignored.stderr
+    schema = '{"type": "string", "enum": ["the company", "profit"]}'
+    vocab_ckpt = word_checkpoint(tmp_path / "q", [*WORDS, '"the', 'company"', '"profit"'])
+    out = run("generate", "", "--model", vocab_ckpt, "--json-schema", schema, "--strategy", "greedy")
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout.strip()) in ("the company", "profit")
+    missing = run("generate", "--model", ckpt, "--input", str(tmp_path / "none.jsonl"), "--output", "o")
+    assert missing.exit_code == 2 and "--input" in missing.output and "no such file" in missing.output

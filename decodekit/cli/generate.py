@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -20,6 +21,7 @@ from decodekit.cli.generate_options import (
     given_options,
     read_stdin,
     schema_regex,
+    stdin_has_input,
     warn_ignored,
 )
 
@@ -205,6 +207,12 @@ def generate(
     from_transformers(options, given)
     if prompt == "-" or (prompt is None and input_path is None and not sys.stdin.isatty()):
         prompt = read_stdin(required=prompt == "-")
+    elif prompt is not None and stdin_has_input():
+        click.echo("Warning: standard input is not read: a PROMPT was given (use - to read it)", err=True)
+    if input_path == "-":
+        input_path = "/dev/stdin"  # JSON lines from a pipe: --input -
+    elif input_path is not None and not os.path.exists(input_path):
+        raise UsageError(f"--input {input_path}: no such file")  # before loading torch and the model
     if (prompt is None) == (input_path is None):
         raise UsageError("give either a PROMPT (or text on standard input) or --input FILE")
     if input_path is not None and output_path is None:

@@ -4,6 +4,7 @@ options the chosen strategy does not read, a prompt from standard input, a JSON 
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
@@ -84,13 +85,18 @@ def warn_ignored(options: dict, given: set[str]) -> None:
 
 
 def schema_regex(path: str) -> str:
-    """The regex of the JSON Schema in ``path`` (one-line errors for unreadable or bad files)."""
+    """The regex of the JSON Schema in ``path``, or written inline (``'{"type": "integer"}'``:
+    text starting with ``{`` that names no file); one-line errors for unreadable or bad ones."""
     from decodekit import json_schema, read_bytes
 
-    try:  # a regular file only (a FIFO would block, a device never end), of at most 16 MiB
-        text = read_bytes(path, "--json-schema", max_bytes=16 * 2**20).decode("utf-8-sig")
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"cannot read --json-schema {path}: {getattr(e, 'strerror', None) or e}") from None
+    if path.lstrip().startswith("{") and not os.path.exists(path):
+        text, path = path, "(inline)"
+    else:
+        try:  # a regular file only (a FIFO would block, a device never end), of at most 16 MiB
+            text = read_bytes(path, "--json-schema", max_bytes=16 * 2**20).decode("utf-8-sig")
+        except (OSError, UnicodeDecodeError) as e:
+            why = getattr(e, "strerror", None) or e
+            raise UsageError(f"cannot read --json-schema {path}: {why}") from None
     try:
         schema = json.loads(text)
     except json.JSONDecodeError as e:
@@ -98,6 +104,18 @@ def schema_regex(path: str) -> str:
     except RecursionError:
         raise UsageError(f"--json-schema {path} is nested too deeply to parse") from None
     return json_schema(schema)
+
+
+def stdin_has_input() -> bool:
+    """Whether standard input is a pipe or a non-empty file (known without reading it): what
+    a PROMPT argument would leave unread."""
+    import stat
+
+    try:
+        st = os.fstat(sys.stdin.fileno())
+    except (OSError, ValueError, AttributeError):  # closed, or not a real file (a test runner's)
+        return False
+    return stat.S_ISFIFO(st.st_mode) or (stat.S_ISREG(st.st_mode) and st.st_size > 0)
 
 
 def read_stdin(required: bool) -> str | None:
