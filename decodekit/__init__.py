@@ -61,6 +61,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "read_bytes": ("decodekit.files", "read_bytes"),
     "results": ("decodekit.results", None),
     "sample": ("decodekit.decoding", "sample"),
+    "stream": ("decodekit.generation", "stream"),
     "writable_target": ("decodekit.files", "writable_target"),
 }
 
@@ -107,6 +108,7 @@ __all__ = [
     "read_bytes",
     "results",
     "sample",
+    "stream",
     "writable_target",
 ]
 
@@ -128,7 +130,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
         ResourceError,
     )
     from decodekit.files import atomic_write, read_bytes, writable_target
-    from decodekit.generation import GenerationConfig, generate
+    from decodekit.generation import GenerationConfig, generate, stream
     from decodekit.loading import load_model
     from decodekit.locking import exclusive
     from decodekit.logits_processor import ConstraintLogitsProcessor

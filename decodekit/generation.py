@@ -7,6 +7,9 @@ The CLI and batch generation use it; the config names a strategy of
 from __future__ import annotations
 
 import dataclasses
+import queue
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -285,6 +288,58 @@ def generate(
     model = with_controls(with_suppression(model, config), config)
     out = run(model, prompts, config, record=record, max_memory=max_memory)
     return out[0] if single else out
+
+
+def stream(
+    model: LanguageModel,
+    prompt,
+    config: GenerationConfig | None = None,
+    *,
+    max_memory: int | str | None = None,
+    **options: Any,
+) -> Iterator[int]:
+    """The tokens of one greedy or sampled continuation of ``prompt``, yielded as each is chosen
+    (``generate``'s arguments; one prompt, ``num_samples=1``). The search runs in a background
+    thread and its errors are raised here. EOS is not yielded. Under a constraint the tokens are
+    those chosen at each step; a row that then cannot go on (every allowed token of probability
+    0) ends unmatched, and :func:`generate` would have returned nothing for it.
+
+    Beam searches are refused: their best hypothesis is known only at the end."""
+    config = GenerationConfig() if config is None else config
+    if options:
+        config = config.replace(**options)
+    ids, single = as_prompts(model, prompt)
+    require(single, "stream() takes one prompt (generate() takes a batch)")
+    strategy = config.search
+    require(
+        not strategy.ranked and config.num_samples == 1,
+        f"streaming follows one greedy or sampled row; the {config.resolved_strategy} strategy (or "
+        "num_samples > 1) gives its result only at the end: use generate()",
+    )
+    check_memory(model, ids, config, limit=max_memory)
+    check_positions(model, ids, config.max_length)
+    model = with_controls(with_suppression(model, config), config)
+    eos = model.eos_id
+    chosen: queue.Queue = queue.Queue()
+    done = object()
+
+    def observe(selection) -> None:
+        for token in selection.tokens.tolist():  # one row (none once it ended)
+            if token != eos:
+                chosen.put(token)
+
+    def work() -> None:
+        try:
+            run(model, ids, config, max_memory=max_memory, observe=observe)
+            chosen.put(done)
+        except BaseException as e:  # raised in the caller's thread
+            chosen.put(e)
+
+    threading.Thread(target=work, name="decodekit-stream", daemon=True).start()
+    while (item := chosen.get()) is not done:
+        if isinstance(item, BaseException):
+            raise item
+        yield item
 
 
 def as_prompts(model: LanguageModel, prompts) -> tuple[list[list[int]], bool]:

@@ -49,3 +49,34 @@ def test_the_decoders_give_text_too(model):
         assert h.text == h.decode(model.vocab) == model.vocab.decode(h.tokens)
     d = h.to_dict(model.vocab)
     assert list(d)[0] == "text" and "text" not in h.to_dict()
+
+
+def test_stream_yields_the_tokens_generate_returns(model):
+    for options in (dict(max_new_tokens=8), dict(max_new_tokens=8, do_sample=True, seed=4)):
+        want = generate(model, "the company", **options)[0]
+        assert list(decodekit.stream(model, "the company", **options)) == list(want.tokens)
+    pattern = r"the (market|company) .*"
+    options = dict(max_length=7, constraint=pattern, strategy="greedy")
+    got = list(decodekit.stream(model, "shares", **options))
+    assert got == list(generate(model, "shares", **options)[0].tokens)
+    with pytest.raises(ConfigError, match="only at the end"):
+        list(decodekit.stream(model, "the", strategy="beam"))
+    with pytest.raises(ConfigError, match="one prompt"):
+        list(decodekit.stream(model, ["the", "a"]))
+    with pytest.raises(ConfigError, match="max_length"):  # errors of the search reach the caller
+        list(decodekit.stream(model, "the", max_length=-1))
+
+
+def test_cli_stream_prints_what_generate_prints_with_split_characters(tmp_path):
+    """A byte-level BPE splits "é" across tokens: the stream holds a half character back."""
+    pytest.importorskip("transformers")
+    from tests.cli import run
+    from tests.fakes import save_tiny_gpt2
+
+    texts = ["déjà vu au café", "naïve œuvre, été à la crème"] * 10
+    directory = str(save_tiny_gpt2(tmp_path / "gpt", texts, 280))
+    args = ["generate", "le", "--model", directory, "--max-length", "12"]
+    plain = run(*args)
+    streamed = run(*args, "--stream")
+    assert plain.exit_code == streamed.exit_code == 0, streamed.output
+    assert streamed.stdout == plain.stdout

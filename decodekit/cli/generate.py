@@ -124,6 +124,11 @@ STRATEGY_HELP = (
     help="torch CPU threads (default: 1 for a model under 20M parameters, else torch's choice).",
 )
 @click.option(
+    "--stream",
+    is_flag=True,
+    help="Print the text as it is generated (greedy or sampling, one PROMPT, one sample).",
+)
+@click.option(
     "--json",
     "as_json",
     is_flag=True,
@@ -173,6 +178,7 @@ def generate(
     hf_model,
     device,
     as_json,
+    stream,
     json_schema_path,
     dot_path,
     input_path,
@@ -248,6 +254,11 @@ def generate(
         ids = vocab.encode(prompt)
     for w in caught:
         click.echo(f"Warning: {w.message}", err=True)
+    if stream:
+        if as_json or dot_path is not None:
+            raise UsageError("--stream prints text: it cannot be used with --json or --dot")
+        _stream(model, ids, config, vocab, max_memory)
+        return
     tree = None
     if dot_path is not None:
         from decodekit import SearchTree
@@ -277,6 +288,23 @@ def generate(
             raise UsageError(f"cannot write --dot {dot_path}: {e.strerror}") from None
     for h in hyps:
         click.echo(json.dumps(h.to_dict(vocab), ensure_ascii=False) if as_json else h.decode(vocab))
+
+
+def _stream(model, ids: list[int], config, vocab, max_memory) -> None:
+    """Print the continuation as its tokens come (decodekit.stream): each time the part of the
+    decoded text not printed yet, holding back a character still split across tokens."""
+    from decodekit import stream
+
+    tokens, shown = [], ""
+    for token in stream(model, ids, config, max_memory=max_memory):
+        tokens.append(token)
+        text = vocab.decode(tokens).rstrip("\ufffd")  # U+FFFD: a character's bytes not all here
+        if text.startswith(shown) and len(text) > len(shown):
+            click.echo(text[len(shown) :], nl=False)
+            sys.stdout.flush()
+            shown = text
+    rest = vocab.decode(tokens)
+    click.echo(rest[len(shown) :] if rest.startswith(shown) else "")
 
 
 def _check_outputs(output_path: str | None, dot_path: str | None) -> None:

@@ -78,10 +78,12 @@ def run(
     *,
     record: SearchTree | None = None,
     max_memory: int | str | None = None,
+    observe: Callable[[Selection], None] | None = None,
 ) -> list[Hypothesis] | list[list[Hypothesis]]:
     """Run the strategy ``settings.search`` names: check its settings, refuse a search that would
     not fit in memory before allocating anything (:func:`decodekit.memory.check`), compile the
-    constraint once (:func:`~.prompts.compile_constraint`), then the loop (:func:`decode`)."""
+    constraint once (:func:`~.prompts.compile_constraint`), then the loop (:func:`decode`;
+    ``observe(selection)`` is called after each step's selection: streaming)."""
     strategy = settings.search
     strategy.check(settings)
     at_least("max_length", settings.max_length, 0)
@@ -89,14 +91,19 @@ def run(
     memory.check(model, prompts, settings, limit=max_memory, small=0.01)  # small: no model probe
     with torch.inference_mode():
         search = Search(model, strategy, settings, compile_constraint(settings, strategy.needs, model))
-        out = decode(search, prompts, record)
+        out = decode(search, prompts, record, observe)
     vocab = getattr(model, "vocab", None)
     if vocab is not None:  # hypotheses carry their text when the search knows the vocabulary
         out = [[dataclasses.replace(h, text=vocab.decode(h.tokens)) for h in hyps] for hyps in out]
     return strategy.finish(out[0] if single else out, settings)
 
 
-def decode(search: Search, prompts: list[list[int]], record: SearchTree | None) -> list[list[Hypothesis]]:
+def decode(
+    search: Search,
+    prompts: list[list[int]],
+    record: SearchTree | None,
+    observe: Callable[[Selection], None] | None = None,
+) -> list[list[Hypothesis]]:
     """``strategy.start(search, B) -> (select, rows of step -1)`` (W rows per prompt, rows
     ``b * W + j``), prefill, and run ``select(logprobs, rows, remaining)`` for at most
     ``max_length`` tokens (``remaining``: the tokens left, this one included). A ranked strategy
@@ -123,6 +130,8 @@ def decode(search: Search, prompts: list[list[int]], record: SearchTree | None) 
         if sel.parents is not None:
             items = items[sel.parents]
         trace.push(sel.parents, sel.tokens, sel.logprob, sel.states, items)
+        if observe is not None:
+            observe(sel)
         if ranked and (automaton is not None or pool.has_candidates(pool.n_best)):
             cum = rows.logprob.view(len(prompts), width)
             pool.update(cum, _shortest(automaton, rows.states, t + 1, max_length, eos, cum.shape), max_length)
