@@ -13,19 +13,27 @@ import numpy as np
 import torch
 
 from decodekit.constraints import DEFAULT_MAX_STATES
-from decodekit.constraints.automaton import TokenAutomaton
-from decodekit.constraints.chardfa import CharDFA, build_char_dfa, minimized
-from decodekit.constraints.combine import as_patterns, components, describe, first_char_gate, listed, product
-from decodekit.constraints.graph import reverse_distances
-from decodekit.constraints.lazy import LazyTokenAutomaton
-from decodekit.constraints.lift import EncodedVocab, as_bytes, encode_vocab, lift
-from decodekit.constraints.pattern import OCCURRING_BITS, parse
-from decodekit.constraints.utf8 import byte_dfa, code_point_classes
+from decodekit.constraints.automata.chardfa import CharDFA, build_char_dfa, minimized
+from decodekit.constraints.automata.graph import reverse_distances
+from decodekit.constraints.automata.product import (
+    as_patterns,
+    components,
+    describe,
+    first_char_gate,
+    listed,
+    product,
+)
+from decodekit.constraints.automata.utf8 import byte_dfa, code_point_classes
+from decodekit.constraints.syntax.parser import OCCURRING_BITS, parse
+from decodekit.constraints.tokens.automaton import TokenAutomaton
+from decodekit.constraints.tokens.lazy import LazyTokenAutomaton
+from decodekit.constraints.tokens.lift import lift
+from decodekit.constraints.tokens.trie import EncodedVocab, as_bytes, encode_vocab
 from decodekit.errors import ConstraintError
 
 CACHE_VOCABS, CACHE_PATTERNS = 4, 32  # vocabularies kept, and automata kept per vocabulary
 FINGERPRINT_SAMPLE = 256  # tokens hashed into a vocabulary's fingerprint (hashing 10k: 0.3 ms)
-# lazy=None builds lazily (decodekit.constraints.lazy) when, before lifting, the byte DFA's
+# lazy=None builds lazily (decodekit.constraints.tokens.lazy) when, before lifting, the byte DFA's
 # states between characters (+ "nothing emitted") x V exceed LAZY_ENTRIES (the lift would
 # refuse its [S, V] table) or x the widest level of the vocabulary's trie exceed LAZY_STEP
 # (the lift's first round of stepping would)
@@ -82,7 +90,7 @@ def compile_regex(
     Several constraints: ``pattern`` may be a list of regexes, all of which must fully match the
     text, and ``exclude`` a regex or a list of them, none of which may match anywhere in it
     (``regex.search`` finds nothing). They are compiled as one product automaton
-    (:mod:`decodekit.constraints.combine`) whose ``pattern`` reads ``(A) & (B) & !(R)``; an empty
+    (:mod:`decodekit.constraints.automata.product`) whose ``pattern`` reads ``(A) & (B) & !(R)``; an empty
     ``pattern`` list with excludes means "any text but". One pattern without excludes is
     compiled exactly as a string.
 
@@ -95,7 +103,7 @@ def compile_regex(
     confirmed by comparing the tokens) and (pattern, separator, eos_id, max_states): the last
     32 automata each; compiling again returns the same object.
 
-    ``lazy``: None (default) returns a :class:`~decodekit.constraints.lazy.LazyTokenAutomaton`
+    ``lazy``: None (default) returns a :class:`~decodekit.constraints.tokens.lazy.LazyTokenAutomaton`
     (masked search only; built on first visit) when the automaton would be too large to build
     whole (:data:`LAZY_ENTRIES`, :data:`LAZY_STEP`: decided before lifting, from the byte DFA's
     size), True always, False never (the size errors below instead). ``"masked"`` (what the
@@ -285,7 +293,7 @@ def _build_all(
     max_states: int,
     lazy: bool | None = False,
 ) -> TokenAutomaton | LazyTokenAutomaton:
-    """Several constraints: the product byte DFA (:mod:`decodekit.constraints.combine`), lifted
+    """Several constraints: the product byte DFA (:mod:`decodekit.constraints.automata.product`), lifted
     (or the lazy automaton)."""
     parts = components(patterns, excludes, max_states)
     if entry.encoded is None:

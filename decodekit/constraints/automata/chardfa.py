@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from decodekit.constraints.graph import minimize, reverse_distances
-from decodekit.constraints.pattern import (
+from decodekit.constraints.automata.graph import minimize, reverse_distances
+from decodekit.constraints.syntax.parser import (
     NOT_WORD_BOUNDARY,
     OCCURRING_BITS,
     PREDICATE_BITS,
@@ -39,7 +39,7 @@ class CharDFA:
         initial: the start state (-1 if the pattern matches nothing).
         explicit: character -> class for the characters the pattern names.
         other: [8] class of any other character, by its predicate bits
-            (:func:`~decodekit.constraints.pattern.predicate_bits`).
+            (:func:`~decodekit.constraints.syntax.parser.predicate_bits`).
         examples: [C] one example character per class (for messages).
     """
 
@@ -59,7 +59,7 @@ MEMBER_PAIRS = 5_000_000  # (set, class) pairs accepted, listed while building
 
 
 class _NFA:
-    """Thompson NFA of a parsed pattern (:class:`decodekit.constraints.pattern.Node`): eps / \\b /
+    """Thompson NFA of a parsed pattern (:class:`decodekit.constraints.syntax.parser.Node`): eps / \\b /
     \\B edges and character edges ``char[q] = ((set id, target), ...)``. Its size is known before
     it is built (``Node.size``); past ``limit`` states it is refused without allocating anything."""
 

@@ -7,7 +7,7 @@ automaton cannot do (or what it does not model). Differences from a naive readin
 right: ``]`` first in a class is a literal; POSIX classes ``[[:alpha:]]``; ``\\u \\U \\x \\N{...}``,
 octal and ``\\0`` escapes; ``\\p{...}``; comments ``(?#...)``; verbose ``(?x)``; inline flags in
 mid-pattern apply from there to the end of the enclosing group (``a(?i)b`` matches ``aB``, not
-``AB``); ``(?i)`` by ``regex``'s own simple case folding (:mod:`decodekit.constraints.casefold`);
+``AB``); ``(?i)`` by ``regex``'s own simple case folding (:mod:`decodekit.constraints.syntax.casefold`);
 ``{,n}``, ``{n,}``, ``x{}`` and ``x{foo}`` (literal braces); lazy quantifiers (the same full
 matches).
 
@@ -28,7 +28,7 @@ from typing import NamedTuple
 import numpy as np
 import regex
 
-from decodekit.constraints import casefold
+from decodekit.constraints.syntax import casefold
 from decodekit.errors import ConstraintError
 
 # Budgets (docs/constraints.md, "Time and memory budget")
@@ -118,7 +118,7 @@ class Node:
     """An AST node. ``kind``: ``set`` (``cset``), ``seq`` / ``alt`` (``items``), ``rep`` (``items[0]``
     repeated ``lo`` to ``hi`` times, ``hi`` None = unbounded) or ``assert`` (``lo`` one of ``START
     END WORD_BOUNDARY NOT_WORD_BOUNDARY``). ``size`` is the exact number of Thompson NFA states
-    :class:`decodekit.constraints.chardfa._NFA` makes for it."""
+    :class:`decodekit.constraints.automata.chardfa._NFA` makes for it."""
 
     __slots__ = ("kind", "items", "lo", "hi", "size", "cset")
 

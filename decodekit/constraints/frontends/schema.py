@@ -281,7 +281,7 @@ class _Compiler:
     def pattern(self, p, ptr: str) -> str:
         """``^inner$`` embedded as ``(?:inner)`` when inner can match no character that JSON
         escapes (then the raw text is the value); ECMA-262 \\d \\w are ASCII: the regex gets (?a)."""
-        from decodekit.constraints.pattern import parse
+        from decodekit.constraints.syntax.parser import parse
 
         if not isinstance(p, str) or not (p.startswith("^") and p.endswith("$") and not p.endswith("\\$")):
             raise ConstraintError(f"{ptr or '/'}: only anchored patterns '^...$' are supported, got {p!r}")

@@ -23,11 +23,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from decodekit.constraints.chardfa import build_char_dfa
-from decodekit.constraints.firstset import first_char_rejects
-from decodekit.constraints.graph import distinct_columns, minimize, reverse_distances
-from decodekit.constraints.pattern import END, START, Node, parse
-from decodekit.constraints.utf8 import ByteDFA, byte_dfa, code_point_classes
+from decodekit.constraints.automata.chardfa import build_char_dfa
+from decodekit.constraints.automata.graph import distinct_columns, minimize, reverse_distances
+from decodekit.constraints.automata.utf8 import ByteDFA, byte_dfa, code_point_classes
+from decodekit.constraints.syntax.firstset import first_char_rejects
+from decodekit.constraints.syntax.parser import END, START, Node, parse
 from decodekit.errors import ConstraintError
 
 ANY_TEXT = r"(?s:.*)"  # the positive pattern when only excludes are given
@@ -74,7 +74,7 @@ class Product(NamedTuple):
 
 def first_char_gate(pattern: str) -> str | None:
     """The pattern ``(?s:[^C].*)`` of the texts that pass ``regex``'s first-character test of
-    ``pattern`` (:func:`decodekit.constraints.firstset.first_char_rejects`: C, the characters it
+    ``pattern`` (:func:`decodekit.constraints.syntax.firstset.first_char_rejects`: C, the characters it
     rejects although the pattern's items accept them), or None when the test changes nothing."""
     rejects = first_char_rejects(pattern)
     if not rejects:
