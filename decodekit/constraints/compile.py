@@ -24,7 +24,8 @@ from decodekit.constraints.automata.product import (
     product,
 )
 from decodekit.constraints.automata.utf8 import byte_dfa, code_point_classes
-from decodekit.constraints.syntax.parser import OCCURRING_BITS, parse
+from decodekit.constraints.syntax.parser import parse
+from decodekit.constraints.syntax.unicode import OCCURRING_BITS
 from decodekit.constraints.tokens.automaton import TokenAutomaton
 from decodekit.constraints.tokens.lazy import LazyTokenAutomaton
 from decodekit.constraints.tokens.lift import lift

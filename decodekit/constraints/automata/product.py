@@ -27,7 +27,8 @@ from decodekit.constraints.automata.chardfa import build_char_dfa
 from decodekit.constraints.automata.graph import distinct_columns, minimize, reverse_distances
 from decodekit.constraints.automata.utf8 import ByteDFA, byte_dfa, code_point_classes
 from decodekit.constraints.syntax.firstset import first_char_rejects
-from decodekit.constraints.syntax.parser import END, START, Node, parse
+from decodekit.constraints.syntax.nodes import Anchor, Kind, Node
+from decodekit.constraints.syntax.parser import parse
 from decodekit.errors import ConstraintError
 
 ANY_TEXT = r"(?s:.*)"  # the positive pattern when only excludes are given
@@ -100,7 +101,7 @@ def components(patterns: Sequence[str], excludes: Sequence[str], max_states: int
         ast, boundaries = parse(pattern)
         _refuse_anchors(ast, pattern)
         _refuse_first_char_test(pattern)
-        ast = Node("seq", (dot, ast, dot), size=2 * dot.size + ast.size)
+        ast = Node.seq((dot, ast, dot))
         out.append(_component(ast, boundaries, max_states, True))
     return out
 
@@ -117,12 +118,12 @@ def _refuse_anchors(ast: Node, pattern: str) -> None:
     stack = [ast]
     while stack:
         node = stack.pop()
-        if node.kind == "assert" and node.lo in (START, END):
+        if node.kind is Kind.ASSERT and node.anchor in (Anchor.START, Anchor.END):
             raise ConstraintError(
                 f"exclude {pattern!r}: anchors (^ $ \\A \\Z) are not supported in an exclude, which "
                 "must match nowhere in the text (drop them, or forbid a prefix with a positive pattern)"
             )
-        if node.kind != "set":
+        if node.kind is not Kind.SET:
             stack.extend(node.items)
 
 
