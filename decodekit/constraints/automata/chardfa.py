@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from decodekit.constraints.automata.graph import minimize, reverse_distances
+from decodekit.constraints.automata.graph import distances_to_accept, minimize
 from decodekit.constraints.syntax.nodes import Anchor, Kind, Node
 from decodekit.constraints.syntax.unicode import OCCURRING_BITS, PREDICATE_BITS, predicate_bits
 from decodekit.errors import ConstraintError
@@ -276,8 +276,7 @@ def build_char_dfa(ast, has_boundaries: bool, max_states: int, minimal: bool = T
         rows.append(row)
     table = np.array(rows, dtype=np.int64).reshape(len(rows), num_classes)
     acc = np.array(accepting, dtype=bool)
-    src, cls = np.nonzero(table >= 0)  # keep the states that can still accept, merge equivalent ones
-    dist = reverse_distances(src, table[src, cls], acc, len(acc))
+    dist = distances_to_accept(table, acc)  # keep the states that can still accept, merge equivalent ones
     live = dist >= 0
     table, acc = np.append(np.where(live, np.cumsum(live) - 1, -1), -1)[table[live]], acc[live]
     if live[0] and minimal:  # else nothing is live (every state is reachable from 0)
@@ -289,7 +288,6 @@ def minimized(dfa: CharDFA) -> CharDFA:
     """``dfa`` (built with ``minimal=False``) with its equivalent states merged."""
     if dfa.initial < 0:
         return dfa
-    src, cls = np.nonzero(dfa.table >= 0)
-    dist = reverse_distances(src, dfa.table[src, cls], dfa.accepting, len(dfa.accepting))
+    dist = distances_to_accept(dfa.table, dfa.accepting)
     table, acc, _ = minimize(dfa.table.astype(np.int64), dfa.accepting, 0, hint=dist)
     return dataclasses.replace(dfa, table=table.astype(np.int32), accepting=acc)

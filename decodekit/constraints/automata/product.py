@@ -24,7 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from decodekit.constraints.automata.chardfa import build_char_dfa
-from decodekit.constraints.automata.graph import distinct_columns, minimize, reverse_distances
+from decodekit.constraints.automata.graph import distances_to_accept, distinct_columns, minimize
 from decodekit.constraints.automata.utf8 import ByteDFA, byte_dfa, code_point_classes
 from decodekit.constraints.syntax.firstset import first_char_rejects
 from decodekit.constraints.syntax.nodes import Anchor, Kind, Node
@@ -168,8 +168,7 @@ def product(parts: list[Component], available: np.ndarray | None, max_states: in
     acc = np.ones(len(table), dtype=bool)
     for i, exclude in enumerate(excluded):
         acc &= accepting[i][states[:, i]] != exclude
-    src, sym = np.nonzero(table >= 0)
-    dist = reverse_distances(src, table[src, sym], acc, len(table))
+    dist = distances_to_accept(table, acc)
     live = dist >= 0
     if not live[0]:
         return Product(None, stats)

@@ -45,10 +45,10 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import torch
 
-from decodekit.constraints.automata.graph import reverse_distances, unique_rows
+from decodekit.constraints.automata.graph import distances_to_accept, reverse_distances, unique_rows
 from decodekit.constraints.automata.utf8 import ByteDFA
 from decodekit.constraints.tokens.automaton import SPARSE, Walking, apply_row, sparse_ids
-from decodekit.constraints.tokens.lift import Lifted, walk_one
+from decodekit.constraints.tokens.lift import Lifted, byte_table, walk_one
 from decodekit.constraints.tokens.trie import EncodedVocab, as_bytes
 from decodekit.errors import ConstraintError
 
@@ -94,14 +94,8 @@ class LazyTokenAutomaton(Walking):
             return
         self._enc, self._tokens = enc, tokens
         num_byte, width = dfa.table.shape
-        dead = num_byte * width
-        succ = np.append(np.where(dfa.table >= 0, dfa.table, num_byte), [[num_byte] * width], axis=0)
-        flat = (succ * width).astype(np.intp).reshape(-1)  # premultiplied, as lift's
-        lut = dfa.byte_class.astype(np.intp)
-        after_sep = np.arange(num_byte + 1, dtype=np.intp) * width
-        for k in lut[np.frombuffer(separator.encode("utf-8"), dtype=np.uint8)].tolist():
-            after_sep = flat[after_sep + k]
-        start = np.concatenate([[dfa.initial * width], after_sep[:num_byte]])  # [1 + Q] premultiplied
+        steps = byte_table(dfa, separator.encode("utf-8"))  # premultiplied, as lift's
+        dead, succ, flat, lut, start = steps.dead, steps.succ, steps.flat, steps.lut, steps.start
         accepting = np.concatenate([[dfa.accepting[dfa.initial]], dfa.accepting])  # [1 + Q]
         usable = enc.valid.copy()
         if eos_id is not None:
@@ -109,10 +103,11 @@ class LazyTokenAutomaton(Walking):
         lengths = enc.lengths
         ids, nodes = enc.by_depth[1] if len(enc.by_depth) > 1 else (np.zeros(0, dtype=np.int64),) * 2
         kinds = np.unique(lut[enc.byte[0][nodes[usable[ids]]]]) if len(ids) else np.zeros(0, dtype=np.intp)
-        b_src, b_cls = np.nonzero(dfa.table >= 0)
-        byte_dist = reverse_distances(b_src, dfa.table[b_src, b_cls], dfa.accepting, num_byte)
+        byte_dist = distances_to_accept(dfa.table, dfa.accepting)
         byte_dist = np.concatenate([[byte_dist[dfa.initial]], byte_dist])  # [1 + Q], as the candidates
-        if not separator and np.isin(b_cls, kinds).all():  # every byte a single-byte token:
+        if (
+            not separator and np.isin(np.flatnonzero((dfa.table >= 0).any(axis=0)), kinds).all()
+        ):  # every byte a token:
             bound = byte_dist  # tokens needed = bytes
         else:  # the candidate graph of single-byte tokens: c -> 1 + q' (upper bound on tokens needed)
             src = np.repeat(np.arange(num_byte + 1), len(kinds))

@@ -13,7 +13,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from decodekit.constraints.automata.graph import distinct_columns, minimize_with_blocks, reverse_distances
+from decodekit.constraints.automata.graph import (
+    distances_to_accept,
+    distinct_columns,
+    minimize_with_blocks,
+    reverse_distances,
+)
 from decodekit.constraints.automata.utf8 import ByteDFA
 from decodekit.constraints.tokens.trie import EncodedVocab
 from decodekit.errors import ConstraintError
@@ -21,6 +26,41 @@ from decodekit.errors import ConstraintError
 MAX_TABLE_ENTRIES = 2**27  # next_state [S, V] int64 and the lift's [states, nodes] arrays: 1 GiB each
 MAX_STEP_ENTRIES = 2**25  # [states, trie nodes] of one depth: 256 MiB per array, ~4 alive at once
 SPARSE_WALK = 8  # walk_one follows the alive nodes' children once fewer than 1/SPARSE_WALK are alive
+
+
+@dataclass(frozen=True)
+class ByteTable:
+    """A byte DFA premultiplied for stepping over the trie (the lift's and the lazy automaton's).
+
+    Attributes:
+        width: B, the byte classes; states are premultiplied: state q is ``q * B``.
+        dead: ``Q * B``, the sink Q (every class leads back to it).
+        succ: [Q + 1, B] next state per class, the sink's row last (not premultiplied).
+        flat: [(Q + 1) * B] intp: ``flat[q * B + c] = q' * B``.
+        lut: [256] intp the class of each byte.
+        start: [1 + Q] intp the premultiplied start of each token-level candidate: 0 "nothing
+            emitted yet" (the DFA's start), 1 + q "state q after a token" (the separator read).
+    """
+
+    width: int
+    dead: int
+    succ: np.ndarray
+    flat: np.ndarray
+    lut: np.ndarray
+    start: np.ndarray
+
+
+def byte_table(dfa: ByteDFA, separator: bytes) -> ByteTable:
+    """:class:`ByteTable` of ``dfa`` with tokens joined by ``separator``."""
+    num_byte, width = dfa.table.shape
+    succ = np.append(np.where(dfa.table >= 0, dfa.table, num_byte), [[num_byte] * width], axis=0)
+    flat = (succ * width).astype(np.intp).reshape(-1)  # intp: indexes without a cast
+    lut = dfa.byte_class.astype(np.intp)
+    after_sep = np.arange(num_byte + 1, dtype=np.intp) * width
+    for k in lut[np.frombuffer(separator, dtype=np.uint8)].tolist():
+        after_sep = flat[after_sep + k]
+    start = np.concatenate([[dfa.initial * width], after_sep[:num_byte]]).astype(np.intp)
+    return ByteTable(width, num_byte * width, succ, flat, lut, start)
 
 
 class Reads(NamedTuple):
@@ -234,22 +274,14 @@ def lift(
     num_byte, width = dfa.table.shape
     classes = np.zeros(width, dtype=bool)  # first a cheap necessary condition: some text of the
     classes[dfa.byte_class[enc.available(separator)]] = True  # bytes the tokens have matches
-    src, cls = np.nonzero((dfa.table >= 0) & classes)
-    if reverse_distances(src, dfa.table[src, cls], dfa.accepting, num_byte)[dfa.initial] < 0:
+    if distances_to_accept(dfa.table, dfa.accepting, classes)[dfa.initial] < 0:
         return None
-    dead = num_byte * width  # the sink Q; states are premultiplied: flat[q * B + c] = q' * B
-    flat = np.where(dfa.table >= 0, dfa.table, num_byte).astype(np.intp)  # intp: indexes without a cast
-    flat = np.append(flat, [num_byte] * width) * width
-    lut = dfa.byte_class.astype(flat.dtype)
+    steps = byte_table(dfa, separator)
+    dead, flat, lut, candidate_start = steps.dead, steps.flat, steps.lut, steps.start
     usable = enc.valid & (np.arange(enc.size) != eos_id)  # EOS gets no transition
-    start = dfa.initial * width
-    first = _walk(np.array([start]), enc, lut, flat, dead)  # stops at the first readable token
+    first = _walk(candidate_start[:1], enc, lut, flat, dead)  # stops at the first readable token
     if not dfa.accepting[dfa.initial] and not any(usable[r.tokens].any() for r in first):
         return None
-    after_sep = np.arange(num_byte + 1, dtype=flat.dtype) * width
-    for k in lut[np.frombuffer(separator, dtype=np.uint8)].tolist():
-        after_sep = flat[after_sep + k]
-    candidate_start = np.concatenate([[start], after_sep[:num_byte]])  # [1 + Q] premultiplied
     pending = np.concatenate([[0], 1 + np.flatnonzero(dfa.boundary)])
     done = np.zeros(num_byte + 1, dtype=bool)
     rounds = []
