@@ -20,7 +20,7 @@ from decodekit.constraints import (
     clear_cache,
     compile_regex,
 )
-from decodekit.constraints import compile as compile_module
+from decodekit.constraints import build as compile_module
 from decodekit.constraints.tokens import lift
 from decodekit.models.hf import HFVocab
 from tests.fakes import TableLM, byte_bpe
