@@ -50,6 +50,7 @@ from decodekit.constraints.syntax.flags import (
     VERBOSE,
     VERSION0,
 )
+from decodekit.constraints.syntax.fuzzy import FuzzyReader
 from decodekit.constraints.syntax.items import BACKREF_HINT, ItemReader
 from decodekit.constraints.syntax.nodes import (
     BOUNDARIES,
@@ -62,16 +63,12 @@ from decodekit.constraints.syntax.nodes import (
     Node,
     Parsed,
 )
-from decodekit.constraints.syntax.scanner import ALPHA, DIGITS, Refusal
+from decodekit.constraints.syntax.scanner import DIGITS, Refusal
 from decodekit.errors import ConstraintError
 
 __all__ = ["MAX_CLASS_CHARS", "MAX_DEPTH", "MAX_NFA_STATES", "Node", "Parsed", "parse"]
 
 _UNLIMITED = (1 << 32) - 1  # regex's repeat count limit (a count must be below it)
-
-
-class _NotFuzzy(Exception):
-    """Internal: a ``{`` is not a fuzzy constraint (regex's ParseError)."""
 
 
 class _Frame:
@@ -122,7 +119,7 @@ def _check_valid(pattern: str) -> None:
         raise ConstraintError(f"invalid regex {pattern!r}: {e}") from None
 
 
-class _Parser(ItemReader):
+class _Parser(ItemReader, FuzzyReader):
     """regex's _parse_pattern / parse_sequence / parse_paren, iteratively, building the AST."""
 
     def __init__(self, pattern: str):
@@ -294,77 +291,6 @@ class _Parser(ItemReader):
         if hi is not None and lo > hi:
             raise Refusal("syntax", "min repeat greater than max repeat", saved)
         return lo, hi
-
-    def _fuzzy(self) -> None:
-        """regex's parse_fuzzy: a ``{`` that is not a repeat may open a fuzzy constraint
-        (``a{e<=1}``): refused. Otherwise the position is restored and ``{`` is a literal."""
-        saved = self.pos
-        seen: set[str] = set()
-        try:
-            self._fuzzy_item(seen)
-            while self.match(","):
-                self._fuzzy_item(seen)
-        except _NotFuzzy:
-            self.pos = saved
-            return
-        raise Refusal("unsupported", f"fuzzy matching at position {saved - 1} (write \\{{ for a brace)")
-
-    def _fuzzy_item(self, seen: set) -> None:
-        saved = self.pos
-        try:
-            self._cost_constraint(seen)
-        except _NotFuzzy:
-            self.pos = saved
-            self._fuzzy_equation(seen)
-
-    def _cost_constraint(self, seen: set) -> None:
-        saved = self.pos
-        ch = self.get()
-        if ch and ch in ALPHA:
-            self._constraint(ch, seen)
-            if self._fuzzy_compare() is not None:
-                self._cost_limit()
-        elif ch and ch in DIGITS:
-            self.pos = saved
-            self._cost_limit()
-            if self._fuzzy_compare() is None:
-                raise _NotFuzzy
-            self._constraint(self.get(), seen)
-            if self._fuzzy_compare() is None:
-                raise _NotFuzzy
-            self._cost_limit()
-        else:
-            raise _NotFuzzy
-
-    @staticmethod
-    def _constraint(ch: str, seen: set) -> None:
-        if ch not in "deis" or ch in seen:
-            raise _NotFuzzy
-        seen.add(ch)
-
-    def _cost_limit(self) -> None:
-        if not self.get_while(DIGITS):
-            raise Refusal("syntax", "bad fuzzy cost limit", self.pos)
-
-    def _fuzzy_compare(self) -> bool | None:
-        if self.match("<="):
-            return True
-        if self.match("<"):
-            return False
-        return None
-
-    def _fuzzy_equation(self, seen: set) -> None:
-        if "cost" in seen:
-            raise Refusal("syntax", "more than one cost equation", self.pos)
-        while True:
-            self.get_while(DIGITS)
-            if self.get() not in "dis":
-                raise _NotFuzzy
-            if not self.match("+"):
-                break
-        if self._fuzzy_compare() is None:
-            raise _NotFuzzy
-        seen.add("cost")
 
     def _paren(self, leading: bool, open_pos: int) -> _Frame | None:
         """After ``(``: a new group frame to push, or None (inline flags, a comment)."""
