@@ -75,6 +75,14 @@ class Scanner:
             raise Refusal("syntax", f"missing {sub}", self.pos)
 
     def get_while(self, allowed, keep_spaces: bool = False) -> str:
+        """The characters from here that are in ``allowed`` (verbose space skipped unless ``keep_spaces``)."""
+        return self._get_run(allowed, True, keep_spaces)
+
+    def get_until(self, stop) -> str:
+        """The characters from here up to one in ``stop`` (verbose space skipped)."""
+        return self._get_run(stop, False, False)
+
+    def _get_run(self, chars, inside: bool, keep_spaces: bool) -> str:
         s, n = self.s, self.n
         pos = self.pos
         out = []
@@ -83,23 +91,7 @@ class Scanner:
             if self.ignore_space and not keep_spaces and (c.isspace() or c == "#"):
                 pos = self._skip(pos)
                 continue
-            if c not in allowed:
-                break
-            out.append(c)
-            pos += 1
-        self.pos = pos
-        return "".join(out)
-
-    def get_until(self, stop) -> str:
-        s, n = self.s, self.n
-        pos = self.pos
-        out = []
-        while pos < n:
-            c = s[pos]
-            if self.ignore_space and (c.isspace() or c == "#"):
-                pos = self._skip(pos)
-                continue
-            if c in stop:
+            if (c in chars) != inside:
                 break
             out.append(c)
             pos += 1

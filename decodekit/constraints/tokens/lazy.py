@@ -186,16 +186,8 @@ class LazyTokenAutomaton(Walking):
             return rows[0][0][None].clone()  # a copy: the row stays cached unchanged
         return torch.stack([r[0] for r in rows])
 
-    def mask(
-        self,
-        logprobs: torch.Tensor,
-        states: torch.Tensor,
-        remaining: int | torch.Tensor | None = None,
-        *,
-        inplace: bool = False,
-    ):
-        """``logprobs`` [N, V] with -inf wherever :meth:`allowed` is False (a new tensor, or
-        ``logprobs`` itself when ``inplace``)."""
+    def _mask(self, logprobs: torch.Tensor, states: torch.Tensor, remaining, inplace: bool) -> torch.Tensor:
+        """:meth:`Walking.mask` from the rows found on first visit."""
         rows = [self._row(c, r) for c, r in zip(*self._args(states, remaining))]
         if not rows:
             return logprobs if inplace else logprobs.clone()
