@@ -54,7 +54,7 @@ def byte_table(dfa: ByteDFA, separator: bytes) -> ByteTable:
     """:class:`ByteTable` of ``dfa`` with tokens joined by ``separator``."""
     num_byte, width = dfa.table.shape
     succ = np.append(np.where(dfa.table >= 0, dfa.table, num_byte), [[num_byte] * width], axis=0)
-    flat = (succ * width).astype(np.intp).reshape(-1)  # intp: indexes without a cast
+    flat = succ.astype(np.intp).reshape(-1) * width  # intp: no overflow, indexes without a cast
     lut = dfa.byte_class.astype(np.intp)
     after_sep = np.arange(num_byte + 1, dtype=np.intp) * width
     for k in lut[np.frombuffer(separator, dtype=np.uint8)].tolist():
