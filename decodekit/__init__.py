@@ -48,7 +48,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "generate": ("decodekit.generation", "generate"),
     "generate_jsonl": ("decodekit.batch", "generate_jsonl"),
     "greedy": ("decodekit.decoding", "greedy"),
-    "json_schema": ("decodekit.constraints.schema", "json_schema"),
+    "json_schema": ("decodekit.constraints", "json_schema"),
     "jsonl_lines": ("decodekit.batch", "jsonl_lines"),
     "load_checkpoint": ("decodekit.checkpoint", "load_checkpoint"),
     "load_data": ("decodekit.data", "load_data"),
@@ -116,8 +116,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from decodekit import distributed, results
     from decodekit.batch import generate_jsonl, jsonl_lines, part_path
     from decodekit.checkpoint import load_checkpoint
-    from decodekit.constraints import TokenAutomaton, compile_for_vocab, compile_regex
-    from decodekit.constraints.schema import json_schema
+    from decodekit.constraints import TokenAutomaton, compile_for_vocab, compile_regex, json_schema
     from decodekit.data import encode_tokens, eval_tokens, load_data
     from decodekit.decoding import beam_search, constrained_beam_search, greedy, sample
     from decodekit.decoding.strategies import STRATEGIES

@@ -23,7 +23,7 @@ from safetensors import safe_open
 from decodekit.batch import generate_jsonl
 from decodekit.checkpoint import WEIGHTS, _SkipRandomInit, load_checkpoint, save_checkpoint
 from decodekit.cli import main
-from decodekit.constraints.schema import MAX_DEPTH, json_schema
+from decodekit.constraints.frontends.schema import MAX_DEPTH, json_schema
 from decodekit.errors import CheckpointError, ConstraintError
 from decodekit.models.registry import create_model, make_config
 from decodekit.training.embeddings import load_embeddings

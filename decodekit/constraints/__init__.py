@@ -13,8 +13,8 @@ DEFAULT_MAX_STATES = 100_000  # the state guard of a compile (its max_states)
 
 _LAZY = {  # public name -> its module
     "ConstraintError": "decodekit.errors",
-    "LazyTokenAutomaton": "decodekit.constraints.lazy",
-    "TokenAutomaton": "decodekit.constraints.automaton",
+    "LazyTokenAutomaton": "decodekit.constraints.tokens.lazy",
+    "TokenAutomaton": "decodekit.constraints.tokens.automaton",
     "anderson_automaton": "decodekit.constraints.compile",
     "as_automaton": "decodekit.constraints.compile",
     "check_pattern": "decodekit.constraints.compile",
@@ -22,7 +22,7 @@ _LAZY = {  # public name -> its module
     "compile_for_vocab": "decodekit.constraints.compile",
     "compile_regex": "decodekit.constraints.compile",
     "describe": "decodekit.constraints.inspect",
-    "json_schema": "decodekit.constraints.schema",
+    "json_schema": "decodekit.constraints.frontends.schema",
     "to_dot": "decodekit.constraints.inspect",
 }
 

@@ -1,35 +1,24 @@
-"""Public entry points: compile a regex constraint for a vocabulary, with caching."""
+"""The face of the constraint compiler: its public entry points check their arguments, cache the
+automata by vocabulary, and leave the building to :func:`decodekit.constraints.build.build`."""
 
 from __future__ import annotations
 
-import dataclasses
 import operator
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-import torch
-
 from decodekit.constraints import DEFAULT_MAX_STATES
-from decodekit.constraints.automaton import TokenAutomaton
-from decodekit.constraints.chardfa import CharDFA, build_char_dfa, minimized
-from decodekit.constraints.combine import as_patterns, components, describe, first_char_gate, listed, product
-from decodekit.constraints.graph import reverse_distances
-from decodekit.constraints.lazy import LazyTokenAutomaton
-from decodekit.constraints.lift import EncodedVocab, as_bytes, encode_vocab, lift
-from decodekit.constraints.pattern import OCCURRING_BITS, parse
-from decodekit.constraints.utf8 import byte_dfa, code_point_classes
+from decodekit.constraints.automata.product import as_patterns
+from decodekit.constraints.build import Vocabulary, build
+from decodekit.constraints.syntax.parser import parse
+from decodekit.constraints.tokens.automaton import TokenAutomaton
+from decodekit.constraints.tokens.lazy import LazyTokenAutomaton
 from decodekit.errors import ConstraintError
 
 CACHE_VOCABS, CACHE_PATTERNS = 4, 32  # vocabularies kept, and automata kept per vocabulary
 FINGERPRINT_SAMPLE = 256  # tokens hashed into a vocabulary's fingerprint (hashing 10k: 0.3 ms)
-# lazy=None builds lazily (decodekit.constraints.lazy) when, before lifting, the byte DFA's
-# states between characters (+ "nothing emitted") x V exceed LAZY_ENTRIES (the lift would
-# refuse its [S, V] table) or x the widest level of the vocabulary's trie exceed LAZY_STEP
-# (the lift's first round of stepping would)
-LAZY_ENTRIES, LAZY_STEP = 2**27, 2**25
 ANDERSON_HINT = (
     "Anderson-style constrained beam search keeps one beam per automaton state and needs every "
     "state built, which is impractical at this size: use a masked search, which builds the "
@@ -39,11 +28,9 @@ ANDERSON_HINT = (
 
 
 @dataclass
-class _Cached:
-    """A cached vocabulary: its tokens (to confirm a hit), trie (built on first use) and automata."""
+class _Cached(Vocabulary):
+    """A cached vocabulary: its tokens (to confirm a hit), trie and automata."""
 
-    tokens: tuple
-    encoded: EncodedVocab | None = None
     automata: OrderedDict[tuple, TokenAutomaton] = field(default_factory=OrderedDict)
 
 
@@ -82,7 +69,7 @@ def compile_regex(
     Several constraints: ``pattern`` may be a list of regexes, all of which must fully match the
     text, and ``exclude`` a regex or a list of them, none of which may match anywhere in it
     (``regex.search`` finds nothing). They are compiled as one product automaton
-    (:mod:`decodekit.constraints.combine`) whose ``pattern`` reads ``(A) & (B) & !(R)``; an empty
+    (:mod:`decodekit.constraints.automata.product`) whose ``pattern`` reads ``(A) & (B) & !(R)``; an empty
     ``pattern`` list with excludes means "any text but". One pattern without excludes is
     compiled exactly as a string.
 
@@ -95,13 +82,14 @@ def compile_regex(
     confirmed by comparing the tokens) and (pattern, separator, eos_id, max_states): the last
     32 automata each; compiling again returns the same object.
 
-    ``lazy``: None (default) returns a :class:`~decodekit.constraints.lazy.LazyTokenAutomaton`
+    ``lazy``: None (default) returns a :class:`~decodekit.constraints.tokens.lazy.LazyTokenAutomaton`
     (masked search only; built on first visit) when the automaton would be too large to build
-    whole (:data:`LAZY_ENTRIES`, :data:`LAZY_STEP`: decided before lifting, from the byte DFA's
-    size), True always, False never (the size errors below instead). ``"masked"`` (what the
-    masked searches compile with): lazily whenever the lazy automaton's masks equal the whole
-    one's (:func:`exact_lazily`: every byte the tokens contain is a token by itself, no
-    separator; near the length limit the whole automaton is built once, on first need), so
+    whole (``LAZY_ENTRIES``, ``LAZY_STEP`` of :mod:`decodekit.constraints.build`: decided before
+    lifting, from the byte DFA's size), True always, False never (the size errors below
+    instead). ``"masked"`` (what the masked searches compile with): lazily whenever the lazy
+    automaton's masks equal the whole one's (:func:`~decodekit.constraints.build.exact_lazily`:
+    every byte the tokens contain is a token by itself, no separator; near the length limit the
+    whole automaton is built once, on first need), so
     that compiling costs a parse, two small DFAs and the first mask; else as None.
 
     Raises:
@@ -146,10 +134,7 @@ def compile_regex(
         if automaton is not None:
             entry.automata.move_to_end(key)
             return automaton
-    if isinstance(pattern, str):
-        automaton = _build(pattern, entry, eos_id, separator, max_states, lazy)
-    else:
-        automaton = _build_all(pattern[1], pattern[2], entry, eos_id, separator, max_states, lazy)
+    automaton = build(pattern, entry, eos_id, separator, max_states, lazy)
     with _lock:
         entry.automata[key] = automaton
         while len(entry.automata) > CACHE_PATTERNS:
@@ -164,165 +149,6 @@ def _optional_index(name: str, value) -> int | None:
     if isinstance(value, bool) or not hasattr(value, "__index__"):
         raise ConstraintError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
     return operator.index(value)
-
-
-_LAZY = object()  # what _lift returns when the lift refused for size and lazy=None may go lazy
-
-
-def _lift(dfa, enc: EncodedVocab, sep: bytes, eos_id, max_states: int, lazy: bool | None):
-    """:func:`lift`, or ``_LAZY`` when it refused for size although :func:`_too_large` let it try
-    (the in-character rounds of a product of constraints can hold many more states than its
-    character boundaries) and ``dfa`` is large (all its states x V over :data:`LAZY_ENTRIES`)."""
-    try:
-        return lift(dfa, enc, sep, eos_id, max_states)
-    except ConstraintError as e:
-        large = len(dfa.table) * enc.size > LAZY_ENTRIES
-        if lazy in (None, "masked") and large and str(e).startswith("constraint too large"):
-            return _LAZY
-        raise
-
-
-def exact_lazily(enc: EncodedVocab, tokens: Sequence, separator: str, eos_id: int | None) -> bool:
-    """Whether a lazy automaton over ``enc`` can have the whole automaton's masks: with no
-    separator, every byte some token other than EOS contains is also a token by itself, so a
-    state can still reach acceptance with tokens iff it can one byte per token (byte-level BPE
-    and character vocabularies)."""
-    if separator or len(enc.by_depth) < 2:
-        return False
-    ids, nodes = enc.by_depth[1]
-    ok = ids != (-1 if eos_id is None else eos_id)
-    single = np.zeros(256, dtype=bool)
-    single[enc.byte[0][nodes[ok]]] = True
-    counts = enc.byte_counts.copy()
-    if eos_id is not None and (eos := as_bytes(tokens[eos_id])):
-        np.subtract.at(counts, np.frombuffer(eos, dtype=np.uint8), 1)
-    return bool(single[counts > 0].all())
-
-
-def _exact_lazy(dfa, enc: EncodedVocab, tokens, separator: str, eos_id, pattern: str, stats, max_states):
-    """A :class:`LazyTokenAutomaton` that builds the whole automaton (:func:`lift`) the first time
-    a mask needs the exact fewest tokens to acceptance (near the length limit), or keeps the
-    one-byte-per-token bound if that build refuses for size; None if nothing matches."""
-
-    def whole():
-        try:
-            return lift(dfa, enc, separator.encode("utf-8"), eos_id, max_states)
-        except ConstraintError:
-            return None
-
-    try:
-        return LazyTokenAutomaton(dfa, enc, tokens, separator, eos_id, pattern, stats, exact=whole)
-    except ConstraintError:  # nothing matches: the whole build says why, as without lazy
-        return None
-
-
-def _too_large(dfa, enc: EncodedVocab) -> bool:
-    """Whether lifting ``dfa`` whole would exceed :data:`LAZY_ENTRIES` or :data:`LAZY_STEP`."""
-    starts = 1 + int(np.count_nonzero(dfa.boundary))
-    widest = max((len(p) for p in enc.parent), default=0)
-    return starts * enc.size > LAZY_ENTRIES or starts * widest > LAZY_STEP
-
-
-def _build(
-    pattern: str, entry: _Cached, eos_id, separator: str, max_states: int, lazy: bool | None = False
-) -> TokenAutomaton | LazyTokenAutomaton:
-    """Parse, character DFA, UTF-8 byte DFA, lift, dense tables (or the lazy automaton)."""
-    ast, boundaries = parse(pattern)
-    if first_char_gate(pattern) is not None:  # regex's first-character test narrows the pattern
-        both = _build_all((pattern,), (), entry, eos_id, separator, max_states, lazy)  # pattern & gate
-        if isinstance(both, LazyTokenAutomaton):
-            both.pattern = pattern
-            return both
-        return dataclasses.replace(both, pattern=pattern)
-    if entry.encoded is None:
-        entry.encoded = encode_vocab(entry.tokens)
-    enc = entry.encoded
-    masked_lazily = lazy == "masked" and exact_lazily(enc, entry.tokens, separator, eos_id)
-    dfa = build_char_dfa(ast, boundaries, max_states, minimal=not masked_lazily)
-    if dfa.initial < 0:
-        raise ConstraintError(f"regex {pattern!r} matches no text at all")
-    sep = separator.encode("utf-8")
-    classes = code_point_classes(dfa.other, dfa.explicit)
-    if masked_lazily and enc.available(sep)[0x80:].any() and (dfa.table[:, classes.beyond_ascii] >= 0).any():
-        dfa = minimized(dfa)  # the UTF-8 layer's cost grows with the character states
-    bytes_dfa = byte_dfa(dfa.table, dfa.accepting, classes, enc.available(sep))
-    stats = {"char_states": dfa.table.shape[0], "byte_states": bytes_dfa.table.shape[0]}
-    if lazy is True or (lazy is not False and _too_large(bytes_dfa, enc)):
-        return LazyTokenAutomaton(bytes_dfa, enc, entry.tokens, separator, eos_id, pattern, stats)
-    if masked_lazily:
-        made = _exact_lazy(bytes_dfa, enc, entry.tokens, separator, eos_id, pattern, stats, max_states)
-        if made is not None:
-            return made
-    out = _lift(bytes_dfa, enc, sep, eos_id, max_states, lazy)
-    if out is _LAZY:
-        return LazyTokenAutomaton(bytes_dfa, enc, entry.tokens, separator, eos_id, pattern, stats)
-    if out is None:
-        raise ConstraintError(_unspellable(pattern, dfa, enc, separator))
-    return _automaton(out, enc, eos_id, pattern, separator, stats)
-
-
-def _automaton(out, enc: EncodedVocab, eos_id, pattern: str, separator: str, stats: dict) -> TokenAutomaton:
-    """The dense tables of a lifted automaton."""
-    next_state = np.full((len(out.table), enc.size), -1, dtype=np.int64)
-    next_state[:, out.tokens] = out.table[:, out.which]
-    return TokenAutomaton(
-        next_state=torch.from_numpy(next_state),
-        accepting=torch.from_numpy(out.accepting.astype(bool)),
-        min_tokens_to_accept=torch.from_numpy(out.min_tokens.astype(np.int64)),
-        eos_id=eos_id,
-        pattern=pattern,
-        separator=separator,
-        stats={**stats, "candidate_states": out.candidates, "live_states": out.live},
-    )
-
-
-def _build_all(
-    patterns: tuple[str, ...],
-    excludes: tuple[str, ...],
-    entry: _Cached,
-    eos_id,
-    separator: str,
-    max_states: int,
-    lazy: bool | None = False,
-) -> TokenAutomaton | LazyTokenAutomaton:
-    """Several constraints: the product byte DFA (:mod:`decodekit.constraints.combine`), lifted
-    (or the lazy automaton)."""
-    parts = components(patterns, excludes, max_states)
-    if entry.encoded is None:
-        entry.encoded = encode_vocab(entry.tokens)
-    enc, sep = entry.encoded, separator.encode("utf-8")
-    label = f"the {len(patterns) + len(excludes)} constraints"
-    made = product(parts, enc.available(sep), max_states, label)
-    wanted = listed(patterns, excludes)
-    head = (
-        f"no token sequence of this vocabulary ({enc.size} tokens, separator {separator!r}) matches {wanted}"
-    )
-    if made.dfa is None:
-        try:
-            anywhere = product(parts, None, max_states, label).dfa is not None
-        except ConstraintError:  # too large without the vocabulary's restriction: say the likelier
-            anywhere = True
-        if not anywhere:
-            raise ConstraintError(f"no text matches {wanted}: the constraints contradict each other")
-        raise ConstraintError(f"{head}: the matching texts need bytes that no token contains")
-    stats = {**made.stats, "constraints": len(patterns), "excludes": len(excludes)}
-    if lazy is True or (lazy is not False and _too_large(made.dfa, enc)):
-        return LazyTokenAutomaton(
-            made.dfa, enc, entry.tokens, separator, eos_id, describe(patterns, excludes), stats
-        )
-    if lazy == "masked" and exact_lazily(enc, entry.tokens, separator, eos_id):
-        label = describe(patterns, excludes)
-        out = _exact_lazy(made.dfa, enc, entry.tokens, separator, eos_id, label, stats, max_states)
-        if out is not None:
-            return out
-    out = _lift(made.dfa, enc, sep, eos_id, max_states, lazy)
-    if out is _LAZY:
-        return LazyTokenAutomaton(
-            made.dfa, enc, entry.tokens, separator, eos_id, describe(patterns, excludes), stats
-        )
-    if out is None:
-        raise ConstraintError(f"{head}: whole tokens joined by {separator!r} cannot form a matching text")
-    return _automaton(out, enc, eos_id, describe(patterns, excludes), separator, stats)
 
 
 def compile_for_vocab(
@@ -412,26 +238,3 @@ def anderson_automaton(constraint, model, *, exclude: str | Sequence[str] = ()) 
         if ANDERSON_HINT not in text and ("too large" in text or "exceeds max_states" in text):
             raise ConstraintError(f"{text}. {ANDERSON_HINT}") from e
         raise
-
-
-def _unspellable(pattern: str, dfa: CharDFA, enc: EncodedVocab, separator: str) -> str:
-    """Why no token sequence matches: characters the regex uses that no token contains, or else
-    the shortest matching text, which whole tokens cannot form."""
-    head = f"no token sequence of this vocabulary ({enc.size} tokens, separator {separator!r})"
-    head += f" matches {pattern!r}"
-    available = enc.available(separator.encode("utf-8"))
-    present = np.zeros(dfa.table.shape[1], dtype=bool)  # a class with a character the tokens have
-    present[dfa.other[list(OCCURRING_BITS)]] = True  # not only named characters: assume present
-    for c, k in dfa.explicit.items():
-        present[k] |= available[list(c.encode("utf-8", "surrogatepass"))].all()
-    missing = (dfa.table >= 0).any(axis=0) & ~present
-    if wanted := sorted(c for c, k in dfa.explicit.items() if missing[k])[:12]:
-        return f"{head}: it needs characters that no token contains, e.g. {', '.join(map(repr, wanted))}"
-    src, cls = np.nonzero(dfa.table >= 0)
-    dist = np.append(reverse_distances(src, dfa.table[src, cls], dfa.accepting, len(dfa.accepting)), -1)
-    text, q = [], dfa.initial  # a shortest matching text: each step one class closer to acceptance
-    while dist[q] > 0:
-        k = int(np.flatnonzero(dist[dfa.table[q]] == dist[q] - 1)[0])  # dead (-1) reads the -1
-        text.append(dfa.examples[k])
-        q = int(dfa.table[q, k])
-    return f"{head}: whole tokens joined by {separator!r} cannot form a matching text, e.g. {''.join(text)!r}"

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import torch
 
-from decodekit.constraints.automaton import TokenAutomaton
+from decodekit.constraints.tokens.automaton import TokenAutomaton
 
 
 def describe(automaton: TokenAutomaton) -> dict:

@@ -246,10 +246,10 @@ def test_every_strategy_matches_on_a_random_gpt2(bpe, gpt2, pattern):
 @given(regexes(LEAVES, max_leaves=5))
 def test_byte_dfa_is_minimal_by_construction(pattern):
     """The byte DFA is built minimal (no refinement): partition refinement merges nothing."""
-    from decodekit.constraints.chardfa import build_char_dfa
-    from decodekit.constraints.graph import minimize, reverse_distances
-    from decodekit.constraints.pattern import parse
-    from decodekit.constraints.utf8 import byte_dfa, code_point_classes
+    from decodekit.constraints.automata.chardfa import build_char_dfa
+    from decodekit.constraints.automata.graph import minimize, reverse_distances
+    from decodekit.constraints.automata.utf8 import byte_dfa, code_point_classes
+    from decodekit.constraints.syntax.parser import parse
 
     ast, boundaries = parse(pattern)
     chars = build_char_dfa(ast, boundaries, 10_000)

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import decodekit
 from decodekit.constraints import ConstraintError, as_automaton, compile_regex
-from decodekit.constraints.firstset import first_char_rejects
+from decodekit.constraints.syntax.firstset import first_char_rejects
 from decodekit.errors import ConfigError
 from decodekit.generation import GenerationConfig, generate
 from decodekit.vocab import Vocab

@@ -12,8 +12,8 @@ from decodekit.constraints import (
     clear_cache,
     compile_for_vocab,
     compile_regex,
-    lift,
 )
+from decodekit.constraints.tokens import lift
 from decodekit.vocab import CharVocab, WordVocab
 
 

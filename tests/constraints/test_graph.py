@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from decodekit.constraints import graph
+from decodekit.constraints.automata import graph
 
 
 @st.composite

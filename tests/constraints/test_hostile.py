@@ -19,8 +19,9 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from decodekit.constraints import ConstraintError, compile_regex, graph
-from decodekit.constraints.pattern import MAX_CLASS_CHARS, MAX_DEPTH, MAX_NFA_STATES, parse
+from decodekit.constraints import ConstraintError, compile_regex
+from decodekit.constraints.automata import graph
+from decodekit.constraints.syntax.parser import MAX_CLASS_CHARS, MAX_DEPTH, MAX_NFA_STATES, parse
 
 TOKENS = [chr(c) for c in range(32, 127)] + ["\n", "é", "中", "文", "α", "\U0001f600", "<eos>"]
 EOS = len(TOKENS) - 1
@@ -142,8 +143,8 @@ def test_many_distinct_characters_are_bounded():
 
 _CHILD = """
 import json, resource, sys
-from decodekit.constraints.pattern import parse
-from decodekit.constraints.chardfa import build_char_dfa
+from decodekit.constraints.syntax.parser import parse
+from decodekit.constraints.automata.chardfa import build_char_dfa
 pattern = sys.argv[1]
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 root, boundaries = parse(pattern)

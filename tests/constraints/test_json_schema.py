@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import decodekit
 from decodekit.constraints import check_pattern, compile_for_vocab
-from decodekit.constraints.schema import json_schema
+from decodekit.constraints.frontends.schema import json_schema
 from decodekit.errors import ConstraintError
 from tests.fakes import HistoryLM, char_vocab
 

@@ -19,9 +19,9 @@ from decodekit.constraints import (
     TokenAutomaton,
     clear_cache,
     compile_regex,
-    lift,
 )
-from decodekit.constraints import compile as compile_module
+from decodekit.constraints import build as compile_module
+from decodekit.constraints.tokens import lift
 from decodekit.models.hf import HFVocab
 from tests.fakes import TableLM, byte_bpe
 
@@ -172,7 +172,7 @@ def test_a_lift_refused_for_size_goes_lazy_when_the_automaton_is_large(monkeypat
     refuses for size, and with lazy=None (the default) the lazy automaton is used instead, when
     all its byte-level states x V are over LAZY_ENTRIES; lazy=False keeps the refusal. Here: 60
     boundary and 109 byte-level states, V = 18: 1,080 <= LAZY_ENTRIES = 1,500 < 1,962."""
-    from decodekit.constraints import lift as lift_module
+    from decodekit.constraints.tokens import lift as lift_module
 
     tokens = [*"abcdogprkl ", "dog", "park", "ball", "é", b"\xc3", b"\xa9", "😀"]
     words = [r".*\bdog\b.*", r".*\bpark\b.*", r".*\bball\b.*"]

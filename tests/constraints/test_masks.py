@@ -10,9 +10,9 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from decodekit.constraints import automaton as automaton_module
 from decodekit.constraints import compile_regex
-from decodekit.constraints.automaton import TokenAutomaton, _Tables
+from decodekit.constraints.tokens import automaton as automaton_module
+from decodekit.constraints.tokens.automaton import TokenAutomaton, _Tables
 
 from .strategies import regexes
 

@@ -13,8 +13,9 @@ import regex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from decodekit.constraints import ConstraintError, casefold, compile_regex
-from decodekit.constraints.pattern import parse
+from decodekit.constraints import ConstraintError, compile_regex
+from decodekit.constraints.syntax import casefold
+from decodekit.constraints.syntax.parser import parse
 
 KELVIN, LONG_S, I_DOT, DOTLESS_I, FINAL_SIGMA = "\u212a", "\u017f", "\u0130", "\u0131", "\u03c2"
 CASED = f"kK{KELVIN}sS{LONG_S}iI{I_DOT}{DOTLESS_I}{FINAL_SIGMA}σΣßẞéÉ"
@@ -328,7 +329,7 @@ def test_case_variants_come_from_regex_itself():
 
 def test_parse_sizes_match_the_nfa():
     """The NFA size the parser predicts (the budget is checked before building) is exact."""
-    from decodekit.constraints.chardfa import _NFA
+    from decodekit.constraints.automata.chardfa import _NFA
 
     for pattern, _ in CASES:
         root, _ = parse(pattern)
@@ -453,7 +454,7 @@ def test_a_later_inline_ignorecase_refuses_an_earlier_case_dependent_property():
 def test_regex_first_character_test_is_followed(pattern):
     """regex tests the first character against the pattern's first items, case-insensitively when
     one of them is: a case-sensitive [^ab] beside a (?i) alternative then rejects "A" and "B"
-    (decodekit.constraints.firstset). The automaton agrees with regex.fullmatch either way."""
+    (decodekit.constraints.syntax.firstset). The automaton agrees with regex.fullmatch either way."""
     tokens = list("abcdAB]x")
     automaton = compile_regex(pattern, tokens, None)
     for a in range(len(tokens)):

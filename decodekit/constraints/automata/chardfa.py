@@ -18,14 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from decodekit.constraints.graph import minimize, reverse_distances
-from decodekit.constraints.pattern import (
-    NOT_WORD_BOUNDARY,
-    OCCURRING_BITS,
-    PREDICATE_BITS,
-    WORD_BOUNDARY,
-    predicate_bits,
-)
+from decodekit.constraints.automata.graph import distances_to_accept, minimize
+from decodekit.constraints.syntax.nodes import Anchor, Kind, Node
+from decodekit.constraints.syntax.unicode import OCCURRING_BITS, PREDICATE_BITS, predicate_bits
 from decodekit.errors import ConstraintError
 
 
@@ -39,7 +34,7 @@ class CharDFA:
         initial: the start state (-1 if the pattern matches nothing).
         explicit: character -> class for the characters the pattern names.
         other: [8] class of any other character, by its predicate bits
-            (:func:`~decodekit.constraints.pattern.predicate_bits`).
+            (:func:`~decodekit.constraints.syntax.unicode.predicate_bits`).
         examples: [C] one example character per class (for messages).
     """
 
@@ -51,6 +46,7 @@ class CharDFA:
     examples: tuple[str, ...]
 
 
+_LEAVES = (Kind.SET, Kind.ASSERT, Kind.SEQ)
 _NO_EDGES: list[int] = []  # shared by the NFA states without eps edges (never mutated)
 SUBSET_VISITS = 5  # x the NFA limit (5,000,000 by default): about 3 s and 300 MB
 SUBSET_CELLS = 20  # x the NFA limit (20,000,000 by default): 320 MB of rows while building
@@ -59,7 +55,7 @@ MEMBER_PAIRS = 5_000_000  # (set, class) pairs accepted, listed while building
 
 
 class _NFA:
-    """Thompson NFA of a parsed pattern (:class:`decodekit.constraints.pattern.Node`): eps / \\b /
+    """Thompson NFA of a parsed pattern (:class:`~decodekit.constraints.syntax.nodes.Node`): eps / \\b /
     \\B edges and character edges ``char[q] = ((set id, target), ...)``. Its size is known before
     it is built (``Node.size``); past ``limit`` states it is refused without allocating anything."""
 
@@ -71,7 +67,7 @@ class _NFA:
         self.char: list[tuple[tuple[int, int], ...]] = []
         self.sets: dict = {}  # CharSet -> set id (its position)
 
-    def build(self, node) -> tuple[int, int]:
+    def build(self, node: Node) -> tuple[int, int]:
         """Add the pattern ``node``; returns its (entry, exit) states. Iterative (no recursion
         over the nesting): each node is a generator that yields its children and receives their
         (entry, exit)."""
@@ -93,7 +89,8 @@ class _NFA:
             else:
                 stack.append(self._fragment(child))
                 ret = None
-        assert self.count == base + node.size, (self.count, base, node.size)
+        if self.count != base + node.size:  # Node's size formula and this construction disagree
+            raise RuntimeError(f"NFA of {node!r}: {self.count - base} states made, {node.size} expected")
         return ret
 
     def _new(self, k: int) -> int:
@@ -110,32 +107,32 @@ class _NFA:
     def _fragment(self, node):
         """A fresh copy of ``node``'s fragment (a generator: see :meth:`build`)."""
         link, kind, items = self._link, node.kind, node.items
-        if kind in ("set", "assert", "seq") and not items:
-            s = self._new(1 if kind == "seq" else 2)
-            if kind == "seq":
+        if kind in _LEAVES and not items:  # the sizes of Node.leaf and Node.seq
+            s = self._new(1 if kind is Kind.SEQ else 2)
+            if kind is Kind.SEQ:
                 return s, s
-            if kind == "set":
+            if kind is Kind.SET:
                 self.char[s] = ((self.sets.setdefault(node.cset, len(self.sets)), s + 1),)
-            elif node.lo in (WORD_BOUNDARY, NOT_WORD_BOUNDARY):
-                (self.wb if node.lo == WORD_BOUNDARY else self.nwb)[s] = [s + 1]
+            elif node.anchor in (Anchor.WORD_BOUNDARY, Anchor.NOT_WORD_BOUNDARY):
+                (self.wb if node.anchor is Anchor.WORD_BOUNDARY else self.nwb)[s] = [s + 1]
             else:  # anchors were checked to be trivial: no-ops
                 link(s, s + 1)
             return s, s + 1
-        if kind == "seq":
+        if kind is Kind.SEQ:
             entry, exit_ = yield items[0]
             for item in items[1:]:
                 a, b = yield item
                 link(exit_, a)
                 exit_ = b
             return entry, exit_
-        if kind == "alt":
+        if kind is Kind.ALT:  # Node.alt's size
             s = self._new(2)
             for item in items:
                 a, b = yield item
                 link(s, a)
                 link(b, s + 1)
             return s, s + 1
-        # rep: lo chained copies, then a loop (unbounded) or hi - lo optional copies
+        # rep (Node.rep_size): lo chained copies, then a loop (unbounded) or hi - lo optional copies
         lo, hi = node.lo, node.hi
         entry = exit_ = self._new(1)
         end = self._new(1) if hi is not None else -1
@@ -279,8 +276,7 @@ def build_char_dfa(ast, has_boundaries: bool, max_states: int, minimal: bool = T
         rows.append(row)
     table = np.array(rows, dtype=np.int64).reshape(len(rows), num_classes)
     acc = np.array(accepting, dtype=bool)
-    src, cls = np.nonzero(table >= 0)  # keep the states that can still accept, merge equivalent ones
-    dist = reverse_distances(src, table[src, cls], acc, len(acc))
+    dist = distances_to_accept(table, acc)  # keep the states that can still accept, merge equivalent ones
     live = dist >= 0
     table, acc = np.append(np.where(live, np.cumsum(live) - 1, -1), -1)[table[live]], acc[live]
     if live[0] and minimal:  # else nothing is live (every state is reachable from 0)
@@ -292,7 +288,6 @@ def minimized(dfa: CharDFA) -> CharDFA:
     """``dfa`` (built with ``minimal=False``) with its equivalent states merged."""
     if dfa.initial < 0:
         return dfa
-    src, cls = np.nonzero(dfa.table >= 0)
-    dist = reverse_distances(src, dfa.table[src, cls], dfa.accepting, len(dfa.accepting))
+    dist = distances_to_accept(dfa.table, dfa.accepting)
     table, acc, _ = minimize(dfa.table.astype(np.int64), dfa.accepting, 0, hint=dist)
     return dataclasses.replace(dfa, table=table.astype(np.int32), accepting=acc)

@@ -19,12 +19,13 @@ import functools
 
 import regex
 
+from decodekit.constraints.syntax.unicode import CODE_POINTS
+
 try:  # regex's own case lists (a C function of the regex package, present since 2015)
     from regex._regex import get_all_cases as _get_all_cases
 except ImportError:  # pragma: no cover - then Python's case mappings, grouped, are the candidates
     _get_all_cases = None
 
-CODE_POINTS = 0x110000
 _CASE_FLAGS = {False: int(regex.IGNORECASE | regex.UNICODE), True: int(regex.IGNORECASE | regex.ASCII)}
 _PREFIX = {False: "(?i)", True: "(?ai)"}
 SMALL_SET = 2048  # sets up to this size are folded character by character

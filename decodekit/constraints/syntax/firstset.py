@@ -16,7 +16,7 @@ import re
 
 from regex import _regex_core as core
 
-from decodekit.constraints import casefold
+from decodekit.constraints.syntax import casefold
 
 _FOLD_FLAG = re.compile(r"\(\?[a-zA-Z^-]*i")  # (?i), (?ai:...), ...: the test is case-sensitive without
 

@@ -60,6 +60,22 @@ class Walking:
         s = self.walk(tokens)
         return s >= 0 and self._accepts_state(s)
 
+    def mask(
+        self,
+        logprobs: torch.Tensor,
+        states: torch.Tensor,
+        remaining: int | torch.Tensor | None = None,
+        *,
+        inplace: bool = False,
+    ) -> torch.Tensor:
+        """``logprobs`` [N, V] with -inf wherever ``allowed(states, remaining)`` is False (a new
+        tensor, same dtype; allowed entries unchanged; ``inplace``: written into ``logprobs``,
+        which is returned)."""
+        return self._mask(logprobs, states, remaining, inplace)
+
+    def _mask(self, logprobs: torch.Tensor, states: torch.Tensor, remaining, inplace: bool) -> torch.Tensor:
+        raise NotImplementedError
+
     def _next(self, s: int, t: int) -> int:
         raise NotImplementedError
 
@@ -148,17 +164,8 @@ class TokenAutomaton(Walking):
             ok = _length_checked(self, ok, states, remaining, tight, tables.lazy)
         return ok
 
-    def mask(
-        self,
-        logprobs: torch.Tensor,
-        states: torch.Tensor,
-        remaining: int | torch.Tensor | None = None,
-        *,
-        inplace: bool = False,
-    ):
-        """``logprobs`` [N, V] with -inf wherever ``allowed(states, remaining)`` is False (a new
-        tensor, same dtype; allowed entries unchanged; ``inplace``: written into ``logprobs``,
-        which is returned). One add of a cached 0 / -inf row per state when no row needs the
+    def _mask(self, logprobs: torch.Tensor, states: torch.Tensor, remaining, inplace: bool) -> torch.Tensor:
+        """:meth:`Walking.mask`: one add of a cached 0 / -inf row per state when no row needs the
         length check."""
         states = states.to(self.device).long()
         tables = self._masks.tables(self)

@@ -23,11 +23,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from decodekit.constraints.chardfa import build_char_dfa
-from decodekit.constraints.firstset import first_char_rejects
-from decodekit.constraints.graph import distinct_columns, minimize, reverse_distances
-from decodekit.constraints.pattern import END, START, Node, parse
-from decodekit.constraints.utf8 import ByteDFA, byte_dfa, code_point_classes
+from decodekit.constraints.automata.chardfa import build_char_dfa
+from decodekit.constraints.automata.graph import distances_to_accept, distinct_columns, minimize
+from decodekit.constraints.automata.utf8 import ByteDFA, byte_dfa, code_point_classes
+from decodekit.constraints.syntax.firstset import first_char_rejects
+from decodekit.constraints.syntax.nodes import Anchor, Kind, Node
+from decodekit.constraints.syntax.parser import parse
 from decodekit.errors import ConstraintError
 
 ANY_TEXT = r"(?s:.*)"  # the positive pattern when only excludes are given
@@ -74,7 +75,7 @@ class Product(NamedTuple):
 
 def first_char_gate(pattern: str) -> str | None:
     """The pattern ``(?s:[^C].*)`` of the texts that pass ``regex``'s first-character test of
-    ``pattern`` (:func:`decodekit.constraints.firstset.first_char_rejects`: C, the characters it
+    ``pattern`` (:func:`decodekit.constraints.syntax.firstset.first_char_rejects`: C, the characters it
     rejects although the pattern's items accept them), or None when the test changes nothing."""
     rejects = first_char_rejects(pattern)
     if not rejects:
@@ -100,7 +101,7 @@ def components(patterns: Sequence[str], excludes: Sequence[str], max_states: int
         ast, boundaries = parse(pattern)
         _refuse_anchors(ast, pattern)
         _refuse_first_char_test(pattern)
-        ast = Node("seq", (dot, ast, dot), size=2 * dot.size + ast.size)
+        ast = Node.seq((dot, ast, dot))
         out.append(_component(ast, boundaries, max_states, True))
     return out
 
@@ -117,12 +118,12 @@ def _refuse_anchors(ast: Node, pattern: str) -> None:
     stack = [ast]
     while stack:
         node = stack.pop()
-        if node.kind == "assert" and node.lo in (START, END):
+        if node.kind is Kind.ASSERT and node.anchor in (Anchor.START, Anchor.END):
             raise ConstraintError(
                 f"exclude {pattern!r}: anchors (^ $ \\A \\Z) are not supported in an exclude, which "
                 "must match nowhere in the text (drop them, or forbid a prefix with a positive pattern)"
             )
-        if node.kind != "set":
+        if node.kind is not Kind.SET:
             stack.extend(node.items)
 
 
@@ -167,8 +168,7 @@ def product(parts: list[Component], available: np.ndarray | None, max_states: in
     acc = np.ones(len(table), dtype=bool)
     for i, exclude in enumerate(excluded):
         acc &= accepting[i][states[:, i]] != exclude
-    src, sym = np.nonzero(table >= 0)
-    dist = reverse_distances(src, table[src, sym], acc, len(table))
+    dist = distances_to_accept(table, acc)
     live = dist >= 0
     if not live[0]:
         return Product(None, stats)

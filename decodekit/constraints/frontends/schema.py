@@ -281,7 +281,8 @@ class _Compiler:
     def pattern(self, p, ptr: str) -> str:
         """``^inner$`` embedded as ``(?:inner)`` when inner can match no character that JSON
         escapes (then the raw text is the value); ECMA-262 \\d \\w are ASCII: the regex gets (?a)."""
-        from decodekit.constraints.pattern import parse
+        from decodekit.constraints.syntax.nodes import Kind, Node
+        from decodekit.constraints.syntax.parser import parse
 
         if not isinstance(p, str) or not (p.startswith("^") and p.endswith("$") and not p.endswith("\\$")):
             raise ConstraintError(f"{ptr or '/'}: only anchored patterns '^...$' are supported, got {p!r}")
@@ -291,8 +292,8 @@ class _Compiler:
         stack, escaped = [root], [chr(c) for c in range(32)] + ['"', "\\"]
         while stack:
             node = stack.pop()
-            stack.extend(i for i in node.items if hasattr(i, "kind"))
-            if node.kind == "set" and (bad := [c for c in escaped if _in_set(node.cset, c)]):
+            stack.extend(i for i in node.items if isinstance(i, Node))
+            if node.kind is Kind.SET and (bad := [c for c in escaped if _in_set(node.cset, c)]):
                 raise ConstraintError(
                     f"{ptr or '/'}: pattern {p!r} can match {bad[0]!r}, which JSON writes escaped: exclude "
                     '" \\ and control characters (e.g. [^"\\\\\\x00-\\x1f] instead of . or \\s)'

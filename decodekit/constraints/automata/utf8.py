@@ -26,10 +26,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from decodekit.constraints.graph import distinct_columns, reverse_distances, unique_rows
-from decodekit.constraints.pattern import OCCURRING_BITS, predicate_bits
+from decodekit.constraints.automata.graph import distinct_columns, reverse_distances, unique_rows
+from decodekit.constraints.syntax.unicode import CODE_POINTS, OCCURRING_BITS, predicate_bits
 
-CODE_POINTS = 0x110000
 _BLOCKS = CODE_POINTS // 64  # code points grouped by all but their last 6 bits
 
 

@@ -79,6 +79,20 @@ def reverse_distances(src: np.ndarray, dst: np.ndarray, targets: np.ndarray, num
     return dist
 
 
+def distances_to_accept(
+    table: np.ndarray, accepting: np.ndarray, columns: np.ndarray | None = None
+) -> np.ndarray:
+    """[Q] int64 fewest transitions from each state of a DFA to an accepting state (-1: none).
+
+    Args:
+        table: [Q, C] next state per column (class or token), -1 = dead.
+        accepting: [Q] bool.
+        columns: [C] bool, the columns that may be read (default: all)."""
+    usable = table >= 0 if columns is None else (table >= 0) & columns
+    src, col = np.nonzero(usable)
+    return reverse_distances(src, table[src, col], np.asarray(accepting, dtype=bool), len(table))
+
+
 def _reverse_distances_small(src, dst, targets, num_states: int) -> np.ndarray:
     """:func:`reverse_distances` in plain Python (few edges: numpy's per-call cost would dominate)."""
     preds: list[list[int]] = [[] for _ in range(num_states)]

@@ -1,12 +1,12 @@
 """A token automaton built on first visit, for masked search over patterns too large to build whole.
 
 :func:`~decodekit.constraints.compile.compile_regex` returns a :class:`LazyTokenAutomaton`
-instead of a dense :class:`~decodekit.constraints.automaton.TokenAutomaton` when the lift would
+instead of a dense :class:`~decodekit.constraints.tokens.automaton.TokenAutomaton` when the lift would
 step too many byte-DFA states through the vocabulary (``(a|b)*a(a|b){15}``, ``.{2000}``,
 ``a{10000}``: docs/constraints.md, "Huge patterns"). The UTF-8 byte DFA is built whole (it is
 small: a state per character position); what is lazy is the token level.
 
-States. Token-level state ``c`` is the byte-DFA candidate of :func:`~decodekit.constraints.lift.lift`:
+States. Token-level state ``c`` is the byte-DFA candidate of :func:`~decodekit.constraints.tokens.lift.lift`:
 0 = nothing emitted yet, ``1 + q`` = byte state q after at least one token (the separator is
 read before the next token); -1 = dead. They are never merged, so two ids may behave alike.
 
@@ -29,7 +29,7 @@ tokens to acceptance replace ``bound``: the masks equal the whole automaton's.
 
 Rows. The static row of c (the length check aside) depends only on what happens within L
 bytes of its start (L: the longest token). The first :data:`GROUP_AFTER` rows are walked per
-byte state (:func:`~decodekit.constraints.lift.walk_one`); after that, byte states are grouped
+byte state (:func:`~decodekit.constraints.tokens.lift.walk_one`); after that, byte states are grouped
 by L rounds of Moore refinement (the same bytes defined, the same ``bound >= 0``) and one row is
 walked per group, kept in an LRU of :data:`STATIC_ROWS`. The length check runs only when
 ``remaining - 1`` is below ``reach[c]``, the largest ``bound`` within L bytes; then c's exact
@@ -45,10 +45,11 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import torch
 
-from decodekit.constraints.automaton import SPARSE, Walking, apply_row, sparse_ids
-from decodekit.constraints.graph import reverse_distances, unique_rows
-from decodekit.constraints.lift import EncodedVocab, Lifted, as_bytes, walk_one
-from decodekit.constraints.utf8 import ByteDFA
+from decodekit.constraints.automata.graph import distances_to_accept, reverse_distances, unique_rows
+from decodekit.constraints.automata.utf8 import ByteDFA
+from decodekit.constraints.tokens.automaton import SPARSE, Walking, apply_row, sparse_ids
+from decodekit.constraints.tokens.lift import Lifted, byte_table, walk_one
+from decodekit.constraints.tokens.trie import EncodedVocab, as_bytes
 from decodekit.errors import ConstraintError
 
 NEG_INF = float("-inf")
@@ -59,7 +60,7 @@ GROUP_AFTER = 16  # static rows walked per byte state before byte states with eq
 
 
 class LazyTokenAutomaton(Walking):
-    """The masked-search interface of :class:`~decodekit.constraints.automaton.TokenAutomaton`
+    """The masked-search interface of :class:`~decodekit.constraints.tokens.automaton.TokenAutomaton`
     (``allowed``, ``mask``, ``step``, ``is_accepting``, ``min_tokens``, ``shortest``, ``walk``,
     ``accepts``, ``to``), built on first visit (see the module docstring). No ``next_state`` or
     ``num_states``: Anderson-style search needs every state and refuses it.
@@ -93,14 +94,8 @@ class LazyTokenAutomaton(Walking):
             return
         self._enc, self._tokens = enc, tokens
         num_byte, width = dfa.table.shape
-        dead = num_byte * width
-        succ = np.append(np.where(dfa.table >= 0, dfa.table, num_byte), [[num_byte] * width], axis=0)
-        flat = (succ * width).astype(np.intp).reshape(-1)  # premultiplied, as lift's
-        lut = dfa.byte_class.astype(np.intp)
-        after_sep = np.arange(num_byte + 1, dtype=np.intp) * width
-        for k in lut[np.frombuffer(separator.encode("utf-8"), dtype=np.uint8)].tolist():
-            after_sep = flat[after_sep + k]
-        start = np.concatenate([[dfa.initial * width], after_sep[:num_byte]])  # [1 + Q] premultiplied
+        steps = byte_table(dfa, separator.encode("utf-8"))  # premultiplied, as lift's
+        dead, succ, flat, lut, start = steps.dead, steps.succ, steps.flat, steps.lut, steps.start
         accepting = np.concatenate([[dfa.accepting[dfa.initial]], dfa.accepting])  # [1 + Q]
         usable = enc.valid.copy()
         if eos_id is not None:
@@ -108,10 +103,11 @@ class LazyTokenAutomaton(Walking):
         lengths = enc.lengths
         ids, nodes = enc.by_depth[1] if len(enc.by_depth) > 1 else (np.zeros(0, dtype=np.int64),) * 2
         kinds = np.unique(lut[enc.byte[0][nodes[usable[ids]]]]) if len(ids) else np.zeros(0, dtype=np.intp)
-        b_src, b_cls = np.nonzero(dfa.table >= 0)
-        byte_dist = reverse_distances(b_src, dfa.table[b_src, b_cls], dfa.accepting, num_byte)
+        byte_dist = distances_to_accept(dfa.table, dfa.accepting)
         byte_dist = np.concatenate([[byte_dist[dfa.initial]], byte_dist])  # [1 + Q], as the candidates
-        if not separator and np.isin(b_cls, kinds).all():  # every byte a single-byte token:
+        if (
+            not separator and np.isin(np.flatnonzero((dfa.table >= 0).any(axis=0)), kinds).all()
+        ):  # every byte a token:
             bound = byte_dist  # tokens needed = bytes
         else:  # the candidate graph of single-byte tokens: c -> 1 + q' (upper bound on tokens needed)
             src = np.repeat(np.arange(num_byte + 1), len(kinds))
@@ -190,16 +186,8 @@ class LazyTokenAutomaton(Walking):
             return rows[0][0][None].clone()  # a copy: the row stays cached unchanged
         return torch.stack([r[0] for r in rows])
 
-    def mask(
-        self,
-        logprobs: torch.Tensor,
-        states: torch.Tensor,
-        remaining: int | torch.Tensor | None = None,
-        *,
-        inplace: bool = False,
-    ):
-        """``logprobs`` [N, V] with -inf wherever :meth:`allowed` is False (a new tensor, or
-        ``logprobs`` itself when ``inplace``)."""
+    def _mask(self, logprobs: torch.Tensor, states: torch.Tensor, remaining, inplace: bool) -> torch.Tensor:
+        """:meth:`Walking.mask` from the rows found on first visit."""
         rows = [self._row(c, r) for c, r in zip(*self._args(states, remaining))]
         if not rows:
             return logprobs if inplace else logprobs.clone()
@@ -335,7 +323,7 @@ class LazyTokenAutomaton(Walking):
 
     def _entry(self, tok: np.ndarray, accept: bool) -> tuple:
         """(bool [V] row, its 0 / -inf rows by dtype, the few allowed or forbidden ids or None
-        (:func:`~decodekit.constraints.automaton.sparse_ids`; CPU only))."""
+        (:func:`~decodekit.constraints.tokens.automaton.sparse_ids`; CPU only))."""
         if accept and self.eos_id is not None:
             tok = np.append(tok, self.eos_id)  # the walk's tokens are distinct and never EOS
         cols = torch.from_numpy(tok)

@@ -7,128 +7,60 @@ dead from every state; a token's end state is its node's.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
-from decodekit.constraints.graph import distinct_columns, minimize_with_blocks, reverse_distances
-from decodekit.constraints.utf8 import ByteDFA
+from decodekit.constraints.automata.graph import (
+    distances_to_accept,
+    distinct_columns,
+    minimize_with_blocks,
+    reverse_distances,
+)
+from decodekit.constraints.automata.utf8 import ByteDFA
+from decodekit.constraints.tokens.trie import EncodedVocab
 from decodekit.errors import ConstraintError
 
 MAX_TABLE_ENTRIES = 2**27  # next_state [S, V] int64 and the lift's [states, nodes] arrays: 1 GiB each
 MAX_STEP_ENTRIES = 2**25  # [states, trie nodes] of one depth: 256 MiB per array, ~4 alive at once
-CHAIN = 256  # a single token's last bytes past this many are stepped one by one (see _walk_chain)
 SPARSE_WALK = 8  # walk_one follows the alive nodes' children once fewer than 1/SPARSE_WALK are alive
 
 
 @dataclass(frozen=True)
-class EncodedVocab:
-    """The tokens' bytes as a trie, prepared once per vocabulary.
+class ByteTable:
+    """A byte DFA premultiplied for stepping over the trie (the lift's and the lazy automaton's).
 
     Attributes:
-        parent: per depth d = 1 .. L, [n_d] int64 index of each node's parent among the nodes
-            of depth d-1 (depth 0: the root, the empty prefix).
-        byte: per depth, [n_d] int64 the last byte of each node.
-        by_depth: per depth d = 0 .. L, (token ids [m_d] of length d, their node [m_d]).
-        valid: [V] bool (the token has text: not None).
-        present: [256] bool, the bytes some valid token contains.
-        high_end: [V] bool, the token's last byte is not ASCII (it may end inside a character).
-        lengths: [V] int64 the tokens' byte lengths (0 for None).
-        first_child: per depth d = 1 .. L, [n_{d-1} + 1] int64: the children of node j of depth
-            d-1 are the nodes ``first_child[j] .. first_child[j + 1] - 1`` of depth d (the nodes
-            of a depth are ordered by parent).
-        byte_counts: [256] int64 how often each byte occurs in the tokens.
-        chain: (depth d, token t) when from depth d on only the single token t is left (one
-            node per depth: stepped byte by byte, see :func:`_run`), else None.
+        width: B, the byte classes; states are premultiplied: state q is ``q * B``.
+        dead: ``Q * B``, the sink Q (every class leads back to it).
+        succ: [Q + 1, B] next state per class, the sink's row last (not premultiplied).
+        flat: [(Q + 1) * B] intp: ``flat[q * B + c] = q' * B``.
+        lut: [256] intp the class of each byte.
+        start: [1 + Q] intp the premultiplied start of each token-level candidate: 0 "nothing
+            emitted yet" (the DFA's start), 1 + q "state q after a token" (the separator read).
     """
 
-    parent: tuple[np.ndarray, ...]
-    byte: tuple[np.ndarray, ...]
-    by_depth: tuple[tuple[np.ndarray, np.ndarray], ...]
-    valid: np.ndarray
-    present: np.ndarray
-    high_end: np.ndarray
-    lengths: np.ndarray
-    byte_counts: np.ndarray
-    first_child: tuple[np.ndarray, ...]
-    chain: tuple[int, int] | None = None
-
-    @property
-    def size(self) -> int:
-        return len(self.valid)
-
-    def available(self, separator: bytes) -> np.ndarray:
-        """[256] bool, the bytes a text of these tokens joined by ``separator`` can contain."""
-        out = self.present.copy()
-        out[np.frombuffer(separator, dtype=np.uint8)] = True
-        return out
+    width: int
+    dead: int
+    succ: np.ndarray
+    flat: np.ndarray
+    lut: np.ndarray
+    start: np.ndarray
 
 
-def as_bytes(token: str | bytes | None) -> bytes | None:
-    """A token's bytes: ``str`` UTF-8 encoded (None if it holds a lone surrogate, which no UTF-8
-    text contains), None stays None."""
-    if isinstance(token, str):
-        try:
-            return token.encode("utf-8")
-        except UnicodeEncodeError:
-            return None
-    if token is None or isinstance(token, (bytes, bytearray, memoryview)):
-        return token if token is None or type(token) is bytes else bytes(token)
-    raise ConstraintError(
-        f"token_strings must hold str, bytes or None, got {type(token).__name__}: {token!r}"
-    )
-
-
-def encode_vocab(tokens: Sequence[str | bytes | None]) -> EncodedVocab:
-    """Build the trie: the bytes of all tokens in one buffer, then one ``np.unique`` per depth
-    over the tokens at least that long (no fixed-width arrays: memory is linear in the bytes)."""
-    data = [as_bytes(t) for t in tokens]
-    valid = np.array([b is not None for b in data], dtype=bool)
-    lengths = np.fromiter((len(b) if b is not None else 0 for b in data), dtype=np.int64, count=len(data))
-    flat = np.frombuffer(b"".join(b for b in data if b), dtype=np.uint8).astype(np.int64)
-    offsets = np.cumsum(lengths) - lengths
-    counts = np.bincount(flat, minlength=256)
-    present = counts > 0
-    by_length = np.argsort(-lengths, kind="stable")  # longest first: tokens alive at depth d lead
-    sorted_lengths = lengths[by_length]
-    node = np.zeros(len(data), dtype=np.int64)  # each token's node at the current depth
-    empty = np.flatnonzero((lengths == 0) & valid)  # tokens with no text never join the trie
-    parents, last, by_depth = [], [], [(empty, np.zeros(len(empty), dtype=np.int64))]
-    chain = None
-    for d in range(int(lengths.max(initial=0))):
-        tok = by_length[: int(np.searchsorted(-sorted_lengths, -d, side="left"))]
-        if len(tok) == 1 and d > 0 and lengths[tok[0]] - d >= CHAIN:  # one long token left
-            t = int(tok[0])
-            rest = flat[offsets[t] + d : offsets[t] + lengths[t]]
-            one, none = np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
-            parents += [node[tok]] + [one] * (len(rest) - 1)
-            last += list(rest.reshape(-1, 1))
-            by_depth += [(none, none)] * (len(rest) - 1) + [(tok, one)]
-            chain = (d + 1, t)
-            break
-        key = node[tok] * 256 + flat[offsets[tok] + d]
-        keys, node[tok] = np.unique(key, return_inverse=True)
-        parents.append(keys >> 8)
-        last.append(keys & 255)
-        ends = tok[lengths[tok] == d + 1]
-        by_depth.append((ends, node[ends]))
-    high_end = (lengths > 0) & (np.append(flat, 0)[offsets + lengths - 1] >= 0x80)  # -1: the appended 0
-    sizes = [1] + [len(p) for p in parents]
-    first_child = tuple(np.searchsorted(p, np.arange(n + 1)) for p, n in zip(parents, sizes))
-    return EncodedVocab(
-        tuple(parents),
-        tuple(last),
-        tuple(by_depth),
-        valid,
-        present,
-        high_end,
-        lengths,
-        counts,
-        first_child,
-        chain,
-    )
+def byte_table(dfa: ByteDFA, separator: bytes) -> ByteTable:
+    """:class:`ByteTable` of ``dfa`` with tokens joined by ``separator``."""
+    num_byte, width = dfa.table.shape
+    succ = np.append(np.where(dfa.table >= 0, dfa.table, num_byte), [[num_byte] * width], axis=0)
+    flat = succ.astype(np.intp).reshape(-1) * width  # intp: no overflow, indexes without a cast
+    lut = dfa.byte_class.astype(np.intp)
+    after_sep = np.arange(num_byte + 1, dtype=np.intp) * width
+    for k in lut[np.frombuffer(separator, dtype=np.uint8)].tolist():
+        after_sep = flat[after_sep + k]
+    start = np.concatenate([[dfa.initial * width], after_sep[:num_byte]]).astype(np.intp)
+    return ByteTable(width, num_byte * width, succ, flat, lut, start)
 
 
 class Reads(NamedTuple):
@@ -342,22 +274,14 @@ def lift(
     num_byte, width = dfa.table.shape
     classes = np.zeros(width, dtype=bool)  # first a cheap necessary condition: some text of the
     classes[dfa.byte_class[enc.available(separator)]] = True  # bytes the tokens have matches
-    src, cls = np.nonzero((dfa.table >= 0) & classes)
-    if reverse_distances(src, dfa.table[src, cls], dfa.accepting, num_byte)[dfa.initial] < 0:
+    if distances_to_accept(dfa.table, dfa.accepting, classes)[dfa.initial] < 0:
         return None
-    dead = num_byte * width  # the sink Q; states are premultiplied: flat[q * B + c] = q' * B
-    flat = np.where(dfa.table >= 0, dfa.table, num_byte).astype(np.intp)  # intp: indexes without a cast
-    flat = np.append(flat, [num_byte] * width) * width
-    lut = dfa.byte_class.astype(flat.dtype)
+    steps = byte_table(dfa, separator)
+    dead, flat, lut, candidate_start = steps.dead, steps.flat, steps.lut, steps.start
     usable = enc.valid & (np.arange(enc.size) != eos_id)  # EOS gets no transition
-    start = dfa.initial * width
-    first = _walk(np.array([start]), enc, lut, flat, dead)  # stops at the first readable token
+    first = _walk(candidate_start[:1], enc, lut, flat, dead)  # stops at the first readable token
     if not dfa.accepting[dfa.initial] and not any(usable[r.tokens].any() for r in first):
         return None
-    after_sep = np.arange(num_byte + 1, dtype=flat.dtype) * width
-    for k in lut[np.frombuffer(separator, dtype=np.uint8)].tolist():
-        after_sep = flat[after_sep + k]
-    candidate_start = np.concatenate([[start], after_sep[:num_byte]])  # [1 + Q] premultiplied
     pending = np.concatenate([[0], 1 + np.flatnonzero(dfa.boundary)])
     done = np.zeros(num_byte + 1, dtype=bool)
     rounds = []

@@ -1,0 +1,250 @@
+"""The build ladder of a constraint: pattern text -> AST -> character DFA -> UTF-8 byte DFA (or the
+product of several) -> a token automaton, whole or lazy. :func:`build` is the one entry;
+:func:`decodekit.constraints.compile.compile_regex` checks the arguments and caches its results."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from decodekit.constraints.automata.chardfa import CharDFA, build_char_dfa, minimized
+from decodekit.constraints.automata.graph import distances_to_accept
+from decodekit.constraints.automata.product import components, describe, first_char_gate, listed, product
+from decodekit.constraints.automata.utf8 import byte_dfa, code_point_classes
+from decodekit.constraints.syntax.parser import parse
+from decodekit.constraints.syntax.unicode import OCCURRING_BITS
+from decodekit.constraints.tokens.automaton import TokenAutomaton
+from decodekit.constraints.tokens.lazy import LazyTokenAutomaton
+from decodekit.constraints.tokens.lift import lift
+from decodekit.constraints.tokens.trie import EncodedVocab, as_bytes, encode_vocab
+from decodekit.errors import ConstraintError
+
+# lazy=None builds lazily (decodekit.constraints.tokens.lazy) when, before lifting, the byte DFA's
+# states between characters (+ "nothing emitted") x V exceed LAZY_ENTRIES (the lift would
+# refuse its [S, V] table) or x the widest level of the vocabulary's trie exceed LAZY_STEP
+# (the lift's first round of stepping would)
+LAZY_ENTRIES, LAZY_STEP = 2**27, 2**25
+
+
+@dataclass
+class Vocabulary:
+    """A prepared vocabulary: its tokens and their byte trie (built on first use, then shared by
+    every pattern compiled for it)."""
+
+    tokens: tuple
+    encoded: EncodedVocab | None = None
+
+    def trie(self) -> EncodedVocab:
+        """The tokens' byte trie, built on first use."""
+        if self.encoded is None:
+            self.encoded = encode_vocab(self.tokens)
+        return self.encoded
+
+
+def build(
+    pattern: str | tuple, vocabulary: Vocabulary, eos_id: int | None, separator: str, max_states: int, lazy
+) -> TokenAutomaton | LazyTokenAutomaton:
+    """The automaton of ``pattern`` (a str, or ``("all", patterns, excludes)``) for ``vocabulary``."""
+    if isinstance(pattern, str):
+        return _build(pattern, vocabulary, eos_id, separator, max_states, lazy)
+    return _build_all(pattern[1], pattern[2], vocabulary, eos_id, separator, max_states, lazy)
+
+
+_LAZY = object()  # what _lift returns when the lift refused for size and lazy=None may go lazy
+
+
+def _lift(dfa, enc: EncodedVocab, sep: bytes, eos_id, max_states: int, lazy: bool | None):
+    """:func:`lift`, or ``_LAZY`` when it refused for size although :func:`_too_large` let it try
+    (the in-character rounds of a product of constraints can hold many more states than its
+    character boundaries) and ``dfa`` is large (all its states x V over :data:`LAZY_ENTRIES`)."""
+    try:
+        return lift(dfa, enc, sep, eos_id, max_states)
+    except ConstraintError as e:
+        large = len(dfa.table) * enc.size > LAZY_ENTRIES
+        if lazy in (None, "masked") and large and str(e).startswith("constraint too large"):
+            return _LAZY
+        raise
+
+
+def exact_lazily(enc: EncodedVocab, tokens: Sequence, separator: str, eos_id: int | None) -> bool:
+    """Whether a lazy automaton over ``enc`` can have the whole automaton's masks: with no
+    separator, every byte some token other than EOS contains is also a token by itself, so a
+    state can still reach acceptance with tokens iff it can one byte per token (byte-level BPE
+    and character vocabularies)."""
+    if separator or len(enc.by_depth) < 2:
+        return False
+    ids, nodes = enc.by_depth[1]
+    ok = ids != (-1 if eos_id is None else eos_id)
+    single = np.zeros(256, dtype=bool)
+    single[enc.byte[0][nodes[ok]]] = True
+    counts = enc.byte_counts.copy()
+    if eos_id is not None and (eos := as_bytes(tokens[eos_id])):
+        np.subtract.at(counts, np.frombuffer(eos, dtype=np.uint8), 1)
+    return bool(single[counts > 0].all())
+
+
+def _exact_lazy(dfa, enc: EncodedVocab, tokens, separator: str, eos_id, pattern: str, stats, max_states):
+    """A :class:`LazyTokenAutomaton` that builds the whole automaton (:func:`lift`) the first time
+    a mask needs the exact fewest tokens to acceptance (near the length limit), or keeps the
+    one-byte-per-token bound if that build refuses for size; None if nothing matches."""
+
+    def whole():
+        try:
+            return lift(dfa, enc, separator.encode("utf-8"), eos_id, max_states)
+        except ConstraintError:
+            return None
+
+    try:
+        return LazyTokenAutomaton(dfa, enc, tokens, separator, eos_id, pattern, stats, exact=whole)
+    except ConstraintError:  # nothing matches: the whole build says why, as without lazy
+        return None
+
+
+def _too_large(dfa, enc: EncodedVocab) -> bool:
+    """Whether lifting ``dfa`` whole would exceed :data:`LAZY_ENTRIES` or :data:`LAZY_STEP`."""
+    starts = 1 + int(np.count_nonzero(dfa.boundary))
+    widest = max((len(p) for p in enc.parent), default=0)
+    return starts * enc.size > LAZY_ENTRIES or starts * widest > LAZY_STEP
+
+
+def _build(
+    pattern: str, entry: Vocabulary, eos_id, separator: str, max_states: int, lazy: bool | None = False
+) -> TokenAutomaton | LazyTokenAutomaton:
+    """Parse, character DFA, UTF-8 byte DFA, lift, dense tables (or the lazy automaton)."""
+    ast, boundaries = parse(pattern)
+    if first_char_gate(pattern) is not None:  # regex's first-character test narrows the pattern
+        both = _build_all((pattern,), (), entry, eos_id, separator, max_states, lazy)  # pattern & gate
+        if isinstance(both, LazyTokenAutomaton):
+            both.pattern = pattern
+            return both
+        return dataclasses.replace(both, pattern=pattern)
+    enc = entry.trie()
+    masked_lazily = lazy == "masked" and exact_lazily(enc, entry.tokens, separator, eos_id)
+    dfa = build_char_dfa(ast, boundaries, max_states, minimal=not masked_lazily)
+    if dfa.initial < 0:
+        raise ConstraintError(f"regex {pattern!r} matches no text at all")
+    sep = separator.encode("utf-8")
+    classes = code_point_classes(dfa.other, dfa.explicit)
+    if masked_lazily and enc.available(sep)[0x80:].any() and (dfa.table[:, classes.beyond_ascii] >= 0).any():
+        dfa = minimized(dfa)  # the UTF-8 layer's cost grows with the character states
+    bytes_dfa = byte_dfa(dfa.table, dfa.accepting, classes, enc.available(sep))
+    stats = {"char_states": dfa.table.shape[0], "byte_states": bytes_dfa.table.shape[0]}
+    target = _Target(entry, eos_id, separator, max_states, lazy, pattern)
+    return _ladder(
+        bytes_dfa, target, stats, masked_lazily, lambda: _unspellable(pattern, dfa, enc, separator)
+    )
+
+
+@dataclass(frozen=True)
+class _Target:
+    """What a byte DFA is built into: the vocabulary, its EOS and separator, the state guard, how
+    lazily (``lazy`` as :func:`compile_regex`'s), and the automaton's ``pattern`` label."""
+
+    entry: Vocabulary
+    eos_id: int | None
+    separator: str
+    max_states: int
+    lazy: bool | str | None
+    label: str
+
+
+def _ladder(
+    dfa, target: _Target, stats: dict, masked_lazily: bool, unmatched
+) -> TokenAutomaton | LazyTokenAutomaton:
+    """The one build ladder from a byte DFA: lazily when asked or when the whole automaton would be
+    too large (:func:`_too_large`); lazily with exact masks for the masked searches
+    (:func:`exact_lazily`); else lifted whole, falling back to lazily when the lift refuses for
+    size (:func:`_lift`). ``unmatched()``: the message when no token sequence matches."""
+    enc, tokens, lazy = target.entry.encoded, target.entry.tokens, target.lazy
+    eos_id, separator, label = target.eos_id, target.separator, target.label
+
+    def lazily() -> LazyTokenAutomaton:
+        return LazyTokenAutomaton(dfa, enc, tokens, separator, eos_id, label, stats)
+
+    if lazy is True or (lazy is not False and _too_large(dfa, enc)):
+        return lazily()
+    if masked_lazily:
+        made = _exact_lazy(dfa, enc, tokens, separator, eos_id, label, stats, target.max_states)
+        if made is not None:
+            return made
+    out = _lift(dfa, enc, separator.encode("utf-8"), eos_id, target.max_states, lazy)
+    if out is _LAZY:
+        return lazily()
+    if out is None:
+        raise ConstraintError(unmatched())
+    return _automaton(out, enc, eos_id, label, separator, stats)
+
+
+def _automaton(out, enc: EncodedVocab, eos_id, pattern: str, separator: str, stats: dict) -> TokenAutomaton:
+    """The dense tables of a lifted automaton."""
+    next_state = np.full((len(out.table), enc.size), -1, dtype=np.int64)
+    next_state[:, out.tokens] = out.table[:, out.which]
+    return TokenAutomaton(
+        next_state=torch.from_numpy(next_state),
+        accepting=torch.from_numpy(out.accepting.astype(bool)),
+        min_tokens_to_accept=torch.from_numpy(out.min_tokens.astype(np.int64)),
+        eos_id=eos_id,
+        pattern=pattern,
+        separator=separator,
+        stats={**stats, "candidate_states": out.candidates, "live_states": out.live},
+    )
+
+
+def _build_all(
+    patterns: tuple[str, ...],
+    excludes: tuple[str, ...],
+    entry: Vocabulary,
+    eos_id,
+    separator: str,
+    max_states: int,
+    lazy: bool | None = False,
+) -> TokenAutomaton | LazyTokenAutomaton:
+    """Several constraints: the product byte DFA (:mod:`decodekit.constraints.automata.product`), lifted
+    (or the lazy automaton)."""
+    parts = components(patterns, excludes, max_states)
+    enc, sep = entry.trie(), separator.encode("utf-8")
+    label = f"the {len(patterns) + len(excludes)} constraints"
+    made = product(parts, enc.available(sep), max_states, label)
+    wanted = listed(patterns, excludes)
+    head = (
+        f"no token sequence of this vocabulary ({enc.size} tokens, separator {separator!r}) matches {wanted}"
+    )
+    if made.dfa is None:
+        try:
+            anywhere = product(parts, None, max_states, label).dfa is not None
+        except ConstraintError:  # too large without the vocabulary's restriction: say the likelier
+            anywhere = True
+        if not anywhere:
+            raise ConstraintError(f"no text matches {wanted}: the constraints contradict each other")
+        raise ConstraintError(f"{head}: the matching texts need bytes that no token contains")
+    stats = {**made.stats, "constraints": len(patterns), "excludes": len(excludes)}
+    masked_lazily = lazy == "masked" and exact_lazily(enc, entry.tokens, separator, eos_id)
+    target = _Target(entry, eos_id, separator, max_states, lazy, describe(patterns, excludes))
+    why = f"{head}: whole tokens joined by {separator!r} cannot form a matching text"
+    return _ladder(made.dfa, target, stats, masked_lazily, lambda: why)
+
+
+def _unspellable(pattern: str, dfa: CharDFA, enc: EncodedVocab, separator: str) -> str:
+    """Why no token sequence matches: characters the regex uses that no token contains, or else
+    the shortest matching text, which whole tokens cannot form."""
+    head = f"no token sequence of this vocabulary ({enc.size} tokens, separator {separator!r})"
+    head += f" matches {pattern!r}"
+    available = enc.available(separator.encode("utf-8"))
+    present = np.zeros(dfa.table.shape[1], dtype=bool)  # a class with a character the tokens have
+    present[dfa.other[list(OCCURRING_BITS)]] = True  # not only named characters: assume present
+    for c, k in dfa.explicit.items():
+        present[k] |= available[list(c.encode("utf-8", "surrogatepass"))].all()
+    missing = (dfa.table >= 0).any(axis=0) & ~present
+    if wanted := sorted(c for c, k in dfa.explicit.items() if missing[k])[:12]:
+        return f"{head}: it needs characters that no token contains, e.g. {', '.join(map(repr, wanted))}"
+    dist = np.append(distances_to_accept(dfa.table, dfa.accepting), -1)
+    text, q = [], dfa.initial  # a shortest matching text: each step one class closer to acceptance
+    while dist[q] > 0:
+        k = int(np.flatnonzero(dist[dfa.table[q]] == dist[q] - 1)[0])  # dead (-1) reads the -1
+        text.append(dfa.examples[k])
+        q = int(dfa.table[q, k])
+    return f"{head}: whole tokens joined by {separator!r} cannot form a matching text, e.g. {''.join(text)!r}"

@@ -1,0 +1,122 @@
+"""The vocabulary's trie: every token's bytes, shared by prefix, prepared once per vocabulary and
+shared by every pattern compiled for it (the lift and the lazy automaton step a byte DFA over it
+depth by depth)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from decodekit.errors import ConstraintError
+
+CHAIN = 256  # a single token's last bytes past this many are stepped one by one (see lift._walk_chain)
+
+
+@dataclass(frozen=True)
+class EncodedVocab:
+    """The tokens' bytes as a trie, prepared once per vocabulary.
+
+    Attributes:
+        parent: per depth d = 1 .. L, [n_d] int64 index of each node's parent among the nodes
+            of depth d-1 (depth 0: the root, the empty prefix).
+        byte: per depth, [n_d] int64 the last byte of each node.
+        by_depth: per depth d = 0 .. L, (token ids [m_d] of length d, their node [m_d]).
+        valid: [V] bool (the token has text: not None).
+        present: [256] bool, the bytes some valid token contains.
+        high_end: [V] bool, the token's last byte is not ASCII (it may end inside a character).
+        lengths: [V] int64 the tokens' byte lengths (0 for None).
+        first_child: per depth d = 1 .. L, [n_{d-1} + 1] int64: the children of node j of depth
+            d-1 are the nodes ``first_child[j] .. first_child[j + 1] - 1`` of depth d (the nodes
+            of a depth are ordered by parent).
+        byte_counts: [256] int64 how often each byte occurs in the tokens.
+        chain: (depth d, token t) when from depth d on only the single token t is left (one
+            node per depth: stepped byte by byte, see :func:`_run`), else None.
+    """
+
+    parent: tuple[np.ndarray, ...]
+    byte: tuple[np.ndarray, ...]
+    by_depth: tuple[tuple[np.ndarray, np.ndarray], ...]
+    valid: np.ndarray
+    present: np.ndarray
+    high_end: np.ndarray
+    lengths: np.ndarray
+    byte_counts: np.ndarray
+    first_child: tuple[np.ndarray, ...]
+    chain: tuple[int, int] | None = None
+
+    @property
+    def size(self) -> int:
+        return len(self.valid)
+
+    def available(self, separator: bytes) -> np.ndarray:
+        """[256] bool, the bytes a text of these tokens joined by ``separator`` can contain."""
+        out = self.present.copy()
+        out[np.frombuffer(separator, dtype=np.uint8)] = True
+        return out
+
+
+def as_bytes(token: str | bytes | None) -> bytes | None:
+    """A token's bytes: ``str`` UTF-8 encoded (None if it holds a lone surrogate, which no UTF-8
+    text contains), None stays None."""
+    if isinstance(token, str):
+        try:
+            return token.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+    if token is None or isinstance(token, (bytes, bytearray, memoryview)):
+        return token if token is None or type(token) is bytes else bytes(token)
+    raise ConstraintError(
+        f"token_strings must hold str, bytes or None, got {type(token).__name__}: {token!r}"
+    )
+
+
+def encode_vocab(tokens: Sequence[str | bytes | None]) -> EncodedVocab:
+    """Build the trie: the bytes of all tokens in one buffer, then one ``np.unique`` per depth
+    over the tokens at least that long (no fixed-width arrays: memory is linear in the bytes)."""
+    data = [as_bytes(t) for t in tokens]
+    valid = np.array([b is not None for b in data], dtype=bool)
+    lengths = np.fromiter((len(b) if b is not None else 0 for b in data), dtype=np.int64, count=len(data))
+    flat = np.frombuffer(b"".join(b for b in data if b), dtype=np.uint8).astype(np.int64)
+    offsets = np.cumsum(lengths) - lengths
+    counts = np.bincount(flat, minlength=256)
+    present = counts > 0
+    by_length = np.argsort(-lengths, kind="stable")  # longest first: tokens alive at depth d lead
+    sorted_lengths = lengths[by_length]
+    node = np.zeros(len(data), dtype=np.int64)  # each token's node at the current depth
+    empty = np.flatnonzero((lengths == 0) & valid)  # tokens with no text never join the trie
+    parents, last, by_depth = [], [], [(empty, np.zeros(len(empty), dtype=np.int64))]
+    chain = None
+    for d in range(int(lengths.max(initial=0))):
+        tok = by_length[: int(np.searchsorted(-sorted_lengths, -d, side="left"))]
+        if len(tok) == 1 and d > 0 and lengths[tok[0]] - d >= CHAIN:  # one long token left
+            t = int(tok[0])
+            rest = flat[offsets[t] + d : offsets[t] + lengths[t]]
+            one, none = np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
+            parents += [node[tok]] + [one] * (len(rest) - 1)
+            last += list(rest.reshape(-1, 1))
+            by_depth += [(none, none)] * (len(rest) - 1) + [(tok, one)]
+            chain = (d + 1, t)
+            break
+        key = node[tok] * 256 + flat[offsets[tok] + d]
+        keys, node[tok] = np.unique(key, return_inverse=True)
+        parents.append(keys >> 8)
+        last.append(keys & 255)
+        ends = tok[lengths[tok] == d + 1]
+        by_depth.append((ends, node[ends]))
+    high_end = (lengths > 0) & (np.append(flat, 0)[offsets + lengths - 1] >= 0x80)  # -1: the appended 0
+    sizes = [1] + [len(p) for p in parents]
+    first_child = tuple(np.searchsorted(p, np.arange(n + 1)) for p, n in zip(parents, sizes))
+    return EncodedVocab(
+        tuple(parents),
+        tuple(last),
+        tuple(by_depth),
+        valid,
+        present,
+        high_end,
+        lengths,
+        counts,
+        first_child,
+        chain,
+    )
