@@ -56,7 +56,7 @@ def _model_config(kind: str, opts: dict):
 
 
 def _stack_config(opts: dict):
-    """``stack-lstm`` (issue 6). The state is carried across BPTT chunks, so the stack must be bounded."""
+    """``stack-lstm``. The state is carried across BPTT chunks, so the stack must be bounded."""
     from decodekit import model_config as make_config
 
     for name in ("layers", "dropout", "tie"):

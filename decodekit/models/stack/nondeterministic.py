@@ -18,7 +18,7 @@ DuSell & Chiang (2022), eqs. 2-5, for 0 <= i < t:
 
 ``bottom="frozen"`` (the default) is exactly that definition: the bottom symbol is never
 replaced or popped, the first transition is a push, and a run that brings the bottom level back
-to the top has weight zero. ``bottom="replaceable"`` (decodekit before issue 18) adds a position
+to the top has weight zero. ``bottom="replaceable"`` (older checkpoints' definition) adds a position
 -1 with gamma[-1->0] = 1[q=x=r=y=0] and alpha[-1] = 1[r=y=0], and sums alpha from i = -1: the
 bottom symbol then counts as pushed at -1, runs may replace it and may pop back down to it (only
 popping the bottom itself kills a run); with a window the bottom then falls out of it after D steps.

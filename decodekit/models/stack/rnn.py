@@ -40,7 +40,7 @@ class StackLSTMConfig:
     ``recompute``: trade compute for training memory (see :meth:`StackLSTM.features`).
     ``bottom`` (ns/rns): ``"frozen"``, DuSell & Chiang's definition (the bottom symbol is never
     replaced or popped, a run that exposes it again has weight zero), or ``"replaceable"``, the
-    definition of decodekit before issue 18 (a position -1 beneath it; see
+    definition of older decodekit checkpoints (a position -1 beneath it; see
     :mod:`decodekit.models.stack.nondeterministic`)."""
 
     kind: ClassVar[str] = "stack-lstm"
