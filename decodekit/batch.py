@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from decodekit import results
-from decodekit.errors import DecodekitError
+from decodekit.errors import ConfigError, DecodekitError
 from decodekit.files import MiB, bounded_lines
 from decodekit.generation import GenerationConfig, generate
 from decodekit.locking import exclusive
@@ -68,7 +68,7 @@ def record_seed(seed: int, key: str) -> int:
 
 
 def _no_constants(name: str) -> None:
-    raise ValueError(f"{name} is not valid JSON")
+    raise ConfigError(f"{name} is not valid JSON")
 
 
 def _load(text: str | bytes) -> object:
@@ -113,17 +113,17 @@ def _prompt(model: LanguageModel, prompt: object) -> list[int]:
     if isinstance(prompt, str):
         vocab = getattr(model, "vocab", None)
         if vocab is None:
-            raise ValueError("text prompts need a model with a vocabulary; give token ids")
+            raise ConfigError("text prompts need a model with a vocabulary; give token ids")
         ids = vocab.encode(prompt, warn_unknown=False)
     elif isinstance(prompt, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in prompt):
         bad = [x for x in prompt if not 0 <= x < model.vocab_size]
         if bad:
-            raise ValueError(f"token id(s) {bad[:5]} outside the vocabulary [0, {model.vocab_size})")
+            raise ConfigError(f"token id(s) {bad[:5]} outside the vocabulary [0, {model.vocab_size})")
         ids = prompt
     else:
-        raise ValueError("'prompt' must be a string or a list of token ids")
+        raise ConfigError("'prompt' must be a string or a list of token ids")
     if not ids and model.bos_id is None:
-        raise ValueError("the prompt is empty and the model has no bos_id to start from")
+        raise ConfigError("the prompt is empty and the model has no bos_id to start from")
     return ids
 
 
@@ -195,7 +195,7 @@ def generate_jsonl(
     ``{"written", "skipped", "errors", "duplicates"}`` and ``first_error`` ("line N: ...", or None).
     """
     if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
     defaults = defaults or GenerationConfig()
     output = results.target(output)
     with exclusive(output, "--output"):

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from decodekit.errors import ConfigError
 from decodekit.vocab import EOS, UNK, CharVocab, Vocab, WordVocab
 
 __all__ = [
@@ -66,18 +67,18 @@ def _decode_bytes(data: bytes, name: str) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
-        raise ValueError(f"{name}: line {line}: invalid UTF-8 (byte 0x{data[e.start]:02x})") from None
+        raise ConfigError(f"{name}: line {line}: invalid UTF-8 (byte 0x{data[e.start]:02x})") from None
 
 
 def read_lines(path: str | Path) -> list[str]:
     """The lines of a UTF-8 text file. Missing, empty or non-UTF-8 files raise ValueError."""
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"data file not found: {path}")
+        raise ConfigError(f"data file not found: {path}")
     text = _decode_bytes(path.read_bytes(), str(path))
     lines = text.splitlines()
     if not any(line.strip() for line in lines):
-        raise ValueError(f"data file is empty: {path}")
+        raise ConfigError(f"data file is empty: {path}")
     return lines
 
 
@@ -106,7 +107,7 @@ def encode_tokens(tokens: Sequence[str], vocab: Vocab) -> tuple[torch.Tensor, in
     if n_unknown:
         if unk is None:
             bad = [t for t in tokens if t not in index][:5]
-            raise ValueError(f"{n_unknown} tokens are not in the vocabulary (e.g. {bad}) and it has no <unk>")
+            raise ConfigError(f"{n_unknown} tokens are not in the vocabulary (e.g. {bad}); it has no <unk>")
         ids = [unk if i < 0 else i for i in ids]
     return torch.tensor(ids, dtype=torch.long), n_unknown
 
@@ -116,7 +117,7 @@ def find_splits(directory: str | Path) -> dict[str, Path]:
     ``{train,valid,test}.txt``."""
     directory = Path(directory)
     if not directory.is_dir():
-        raise ValueError(f"data directory not found: {directory}")
+        raise ConfigError(f"data directory not found: {directory}")
     found = {}
     for split, names in SPLIT_NAMES.items():
         for name in names:
@@ -124,7 +125,7 @@ def find_splits(directory: str | Path) -> dict[str, Path]:
                 found[split] = directory / name
                 break
         else:
-            raise ValueError(f"{directory}: no {split} file (looked for {', '.join(names)})")
+            raise ConfigError(f"{directory}: no {split} file (looked for {', '.join(names)})")
     return found
 
 
@@ -159,7 +160,7 @@ def load_text_file(
     """One text file split by lines: the first 90% train, the next 5% validation, the last 5% test."""
     lines = [line for line in read_lines(path) if line.strip()]
     if len(lines) < 3:
-        raise ValueError(f"{path}: need at least 3 non-empty lines to split into train/valid/test")
+        raise ConfigError(f"{path}: need at least 3 non-empty lines to split into train/valid/test")
     a, b = max(1, int(0.9 * len(lines))), max(2, int(0.95 * len(lines)))
     b = min(b, len(lines) - 1)
     parts = [lines[:a], lines[a:b], lines[b:]]
@@ -180,7 +181,7 @@ def _brown_texts(path: Path) -> list[tuple[str, bytes]]:
         root = path / "brown" if (path / "brown").is_dir() else path
         files = sorted(p for p in root.iterdir() if _BROWN_FILE.search(p.name))
         return [(str(p), p.read_bytes()) for p in files]
-    raise ValueError(f"Brown corpus not found at {path} (expected NLTK's brown.zip or its directory)")
+    raise ConfigError(f"Brown corpus not found at {path} (expected NLTK's brown.zip or its directory)")
 
 
 def brown_words(path: str | Path) -> list[str]:
@@ -189,7 +190,7 @@ def brown_words(path: str | Path) -> list[str]:
     "text/paragraph separator marks"."""
     texts = _brown_texts(Path(path))
     if not texts:
-        raise ValueError(f"no Brown files (ca01 ... cr09) found in {path}")
+        raise ConfigError(f"no Brown files (ca01 ... cr09) found in {path}")
     words: list[str] = []
     for name, data in texts:
         for block in re.split(r"\n\s*\n", _decode_bytes(data, name)):
@@ -216,7 +217,7 @@ def brown_split(
     """(train, valid, test) words of Bengio et al.'s split of :func:`brown_words`."""
     words = brown_words(path)
     if len(words) <= train_words + valid_words:
-        raise ValueError(
+        raise ConfigError(
             f"Brown stream has {len(words)} words, fewer than train+valid={train_words + valid_words}"
         )
     end = train_words + valid_words
@@ -261,10 +262,10 @@ def batchify(ids: torch.Tensor, batch_size: int) -> torch.Tensor:
     """Cut a stream [L] into B parallel streams [B, L // B] (row b is the b-th contiguous
     piece; the last L mod B tokens are dropped)."""
     if batch_size < 1:
-        raise ValueError(f"batch size must be >= 1, got {batch_size}")
+        raise ConfigError(f"batch size must be >= 1, got {batch_size}")
     n = ids.numel() // batch_size
     if n < 2:
-        raise ValueError(f"a stream of {ids.numel()} tokens is too short for {batch_size} parallel streams")
+        raise ConfigError(f"a stream of {ids.numel()} tokens is too short for {batch_size} parallel streams")
     return ids[: n * batch_size].view(batch_size, n)
 
 
@@ -274,7 +275,7 @@ def bptt_batches(
     """Chunks of a [B, L] stream: ``(x [B, t], y [B, t])`` with ``y = x`` shifted by one step,
     t = ``bptt`` (the last chunk may be shorter). ``start``: skip the first chunks (resume)."""
     if bptt < 1:
-        raise ValueError(f"bptt must be >= 1, got {bptt}")
+        raise ConfigError(f"bptt must be >= 1, got {bptt}")
     for i in range(start * bptt, data.shape[1] - 1, bptt):
         t = min(bptt, data.shape[1] - 1 - i)
         yield data[:, i : i + t], data[:, i + 1 : i + 1 + t]

@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from decodekit.errors import CheckpointError
+from decodekit.errors import CheckpointError, ConfigError
 
 PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
 DEFAULT_MODEL = "ptb-lstm"
@@ -85,7 +85,7 @@ def load_model(spec: str | Path | None = None, device: Any = None, *, kind: str 
             ARPA file (:class:`~decodekit.models.arpa.ArpaError`).
     """
     if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+        raise ConfigError(f"kind must be one of {KINDS}, got {kind!r}")
     if kind == "hf":
         from decodekit.models.hf import load_hf
 

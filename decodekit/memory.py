@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from decodekit.errors import ResourceError
+from decodekit.errors import ConfigError, ResourceError
 from decodekit.models.base import model_device
 
 FLOAT = 4  # bytes per log-probability (every strategy works in float32)
@@ -62,7 +62,7 @@ def parse_size(text: str | int) -> int:
         return text
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)(i?b)?\s*", str(text).lower())
     if not m:
-        raise ValueError(f"not a memory size: {text!r} (e.g. 8G, 512M, 2GiB or a number of bytes)")
+        raise ConfigError(f"not a memory size: {text!r} (e.g. 8G, 512M, 2GiB or a number of bytes)")
     return int(float(m.group(1)) * 1024 ** "_kmgt".index(m.group(2) or "_"))
 
 

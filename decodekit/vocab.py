@@ -19,6 +19,8 @@ import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from decodekit.errors import ConfigError
+
 UNK = "<unk>"
 EOS = "<eos>"
 
@@ -49,7 +51,7 @@ class Vocab:
         self.index: dict[str, int] = {t: i for i, t in enumerate(self.tokens)}
         if len(self.index) != len(self.tokens):
             dup = [t for t, c in collections.Counter(self.tokens).items() if c > 1][:5]
-            raise ValueError(f"duplicate tokens in vocabulary: {dup}")
+            raise ConfigError(f"duplicate tokens in vocabulary: {dup}")
         self.separator = separator
         self.eos_id = self._id_of(eos, "eos")
         self.unk_id = self._id_of(unk, "unk")
@@ -62,7 +64,7 @@ class Vocab:
         if token is None:
             return None
         if token not in self.index:
-            raise ValueError(f"the {role} token {token!r} is not in the vocabulary")
+            raise ConfigError(f"the {role} token {token!r} is not in the vocabulary")
         return self.index[token]
 
     def __len__(self) -> int:
@@ -128,7 +130,7 @@ class Vocab:
                     folded.append(tok)
             if i is None or (i in self.special_ids and i != self.unk_id and i != self.eos_id):
                 if self.unk_id is None:
-                    raise ValueError(f"{tok!r} is not in the vocabulary and the vocabulary has no <unk>")
+                    raise ConfigError(f"{tok!r} is not in the vocabulary and the vocabulary has no <unk>")
                 unknown.append(tok)
                 i = self.unk_id
             ids.append(i)
@@ -178,11 +180,11 @@ class Vocab:
         try:
             data = read_bytes(path, "the vocabulary file", max_bytes=max_bytes or 512 * MiB, error=ValueError)
         except OSError as e:
-            raise ValueError(f"cannot read vocabulary file {path}: {e.strerror or e}") from None
+            raise ConfigError(f"cannot read vocabulary file {path}: {e.strerror or e}") from None
         if allowed_sizes is not None:
             count = data.count(b"\n") + (not data.endswith(b"\n")) - 1  # lines less the header
             if count not in set(allowed_sizes):
-                raise ValueError(
+                raise ConfigError(
                     f"vocabulary file {path} lists {count:,} tokens, a size no tensor of the model has"
                 )
         try:
@@ -191,10 +193,10 @@ class Vocab:
             tokens = [json.loads(line) for line in lines[1:]]
             cls = {"word": WordVocab, "char": CharVocab}[header["kind"]]
             if not all(isinstance(t, str) for t in tokens):
-                raise ValueError("non-string token")
+                raise ConfigError("non-string token")
             return cls(tokens, eos=header["eos"], unk=header["unk"])
         except (IndexError, KeyError, ValueError, TypeError, RecursionError) as e:
-            raise ValueError(f"cannot read vocabulary file {path}: {str(e)[:200]}") from e
+            raise ConfigError(f"cannot read vocabulary file {path}: {str(e)[:200]}") from e
 
 
 def _utf8(text: str | None) -> bytes | None:
@@ -249,7 +251,7 @@ class CharVocab(Vocab):
         super().__init__(tokens, separator="", eos=eos, unk=unk)
         bad = [t for t in self.tokens if len(t) != 1 and self.index[t] not in self.special_ids]
         if bad:
-            raise ValueError(f"character vocabulary entries must be single characters: {bad[:5]}")
+            raise ConfigError(f"character vocabulary entries must be single characters: {bad[:5]}")
 
     def split(self, text: str) -> list[str]:
         return list(text)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from decodekit.errors import ConfigError
 from decodekit.models.base import LanguageModel, State, model_device
 
 __all__ = ["chunk_scorer", "step_target_logprobs", "stream_logprobs"]
@@ -103,7 +104,7 @@ def _windows(
     (see :func:`stream_logprobs`)."""
     stride = max(limit // 2, 1) if stride is None else stride
     if not 1 <= stride <= limit:
-        raise ValueError(f"the stride must be in [1, {limit}] (the model's position limit), got {stride}")
+        raise ConfigError(f"the stride must be in [1, {limit}] (the model's position limit), got {stride}")
     out, done, begin, total = [], 0, 0, inputs.numel()
     while done < total:
         end = min(begin + limit, total)

@@ -46,14 +46,14 @@ import torch.distributed as dist
 from torch import nn
 
 from decodekit import distributed
-from decodekit.errors import DecodekitError
+from decodekit.errors import ConfigError, DecodekitError
 from decodekit.models.state import batch_size, concat, map_state, select
 
 
 def local_rows(batch_size: int, rank: int, size: int) -> slice:
     """The rows of the global [B, L] stream array that rank ``rank`` of ``size`` trains on."""
     if batch_size % size:
-        raise ValueError(
+        raise ConfigError(
             f"the batch size {batch_size} (parallel streams, summed over all processes) is not "
             f"divisible by the world size {size}; pick a multiple of {size}"
         )
@@ -200,7 +200,7 @@ class DataParallel(SingleProcess):
 def _rows(state: Any) -> int:
     n = batch_size(state)
     if n is None:
-        raise ValueError("the carried state has no tensor to split over ranks")
+        raise ConfigError("the carried state has no tensor to split over ranks")
     return n
 
 

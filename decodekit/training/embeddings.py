@@ -17,6 +17,7 @@ from typing import BinaryIO
 import torch
 from torch import nn
 
+from decodekit.errors import ConfigError
 from decodekit.files import bounded_lines, open_regular
 
 
@@ -41,27 +42,27 @@ def _header(line: str, path: Path, expected_dim: int | None) -> tuple[int, int]:
     try:
         count, dim = (int(p) for p in parts)
     except ValueError:
-        raise ValueError(
+        raise ConfigError(
             f"{path}: line 1 must be the word2vec header '<count> <dim>', got {line.strip()[:60]!r}"
         ) from None
     if count < 0 or dim < 1:
-        raise ValueError(f"{path}: header gives count={count}, dim={dim}; need count >= 0, dim >= 1")
+        raise ConfigError(f"{path}: header gives count={count}, dim={dim}; need count >= 0, dim >= 1")
     if expected_dim is not None and dim != expected_dim:
-        raise ValueError(
+        raise ConfigError(
             f"{path}: vectors have dimension {dim}, but the model's embedding has {expected_dim}"
         )
     if dim > MAX_DIM:
-        raise ValueError(f"{path}: header gives dim={dim:,}, more than the {MAX_DIM:,} this reader accepts")
+        raise ConfigError(f"{path}: header gives dim={dim:,}, more than the {MAX_DIM:,} this reader accepts")
     return count, dim
 
 
 def _text(line: bytes | None, n: int, path: Path, limit: int) -> str:
     if line is None:
-        raise ValueError(f"{path}: line {n} is longer than {limit:,} bytes (a word and its numbers)")
+        raise ConfigError(f"{path}: line {n} is longer than {limit:,} bytes (a word and its numbers)")
     try:
         return line.decode("utf-8-sig" if n == 1 else "utf-8")
     except UnicodeDecodeError:
-        raise ValueError(
+        raise ConfigError(
             f"{path}: line {n} is not UTF-8 text (binary word2vec files are not supported)"
         ) from None
 
@@ -82,20 +83,20 @@ def read_word2vec_text(
     try:
         f = open_regular(path, "embedding file")
     except FileNotFoundError:
-        raise ValueError(f"embedding file not found: {path}") from None
+        raise ConfigError(f"embedding file not found: {path}") from None
     except OSError as e:
-        raise ValueError(f"cannot read embedding file {path}: {e.strerror or e}") from None
+        raise ConfigError(f"cannot read embedding file {path}: {e.strerror or e}") from None
     try:
         with f:
             return _read(f, path, keep, dim)
     except OSError as e:
-        raise ValueError(f"cannot read embedding file {path}: {e.strerror or e}") from None
+        raise ConfigError(f"cannot read embedding file {path}: {e.strerror or e}") from None
 
 
 def _read(f: BinaryIO, path: Path, keep: set[str] | None, expected_dim: int | None):
     first = next(bounded_lines(f, _WORD_BYTES), False)  # the header line only
     if first is False:
-        raise ValueError(f"{path}: empty embedding file")
+        raise ConfigError(f"{path}: empty embedding file")
     count, dim = _header(_text(first, 1, path, _WORD_BYTES), path, expected_dim)
     limit = _WORD_BYTES + _NUMBER_BYTES * dim
     lines = bounded_lines(f, limit)
@@ -111,28 +112,28 @@ def _read(f: BinaryIO, path: Path, keep: set[str] | None, expected_dim: int | No
         parts = line.rstrip().split(" ")
         word = parts[0]
         if len(parts) != dim + 1:
-            raise ValueError(
+            raise ConfigError(
                 f"{path}: line {n}: expected a word and {dim} numbers, got {len(parts) - 1} fields"
             )
         if word in seen:
-            raise ValueError(f"{path}: line {n}: word {word!r} appears twice")
+            raise ConfigError(f"{path}: line {n}: word {word!r} appears twice")
         seen.add(word)
         if keep is not None and word not in keep:
             continue
         try:
             values.extend(float(x) for x in parts[1:])
         except ValueError:
-            raise ValueError(f"{path}: line {n}: non-numeric value in the vector of {word!r}") from None
+            raise ConfigError(f"{path}: line {n}: non-numeric value in the vector of {word!r}") from None
         words.append(word)
         numbers.append(n)
     if body != count:
-        raise ValueError(f"{path}: header says {count} vectors but the file has {body}")
+        raise ConfigError(f"{path}: header says {count} vectors but the file has {body}")
     vectors = torch.frombuffer(values, dtype=torch.float32).clone() if words else torch.empty(0)
     vectors = vectors.view(len(words), dim)
     bad = (~torch.isfinite(vectors).all(dim=1)).nonzero()
     if len(bad):
         row = int(bad[0])
-        raise ValueError(
+        raise ConfigError(
             f"{path}: line {numbers[row]}: the vector of {words[row]!r} contains NaN or infinity"
             " (or a number too large for float32)"
         )
@@ -149,13 +150,13 @@ def load_embeddings(model: nn.Module, path: str | Path, *, freeze: bool = False)
     emb = getattr(model, "embedding", None)
     vocab = getattr(model, "vocab", None)
     if not isinstance(emb, nn.Embedding) or vocab is None:
-        raise ValueError(f"{type(model).__name__} has no input embedding table to initialise")
+        raise ConfigError(f"{type(model).__name__} has no input embedding table to initialise")
     head = getattr(model, "head", None)
     if freeze and head is not None and head.weight is emb.weight:
-        raise ValueError("cannot freeze embeddings tied to the output layer (--tie); untie or do not freeze")
+        raise ConfigError("cannot freeze embeddings tied to the output layer (--tie); untie or do not freeze")
     words, vectors, total = read_word2vec_text(path, keep=set(vocab.tokens), dim=emb.embedding_dim)
     if not words:
-        raise ValueError(
+        raise ConfigError(
             f"{path}: none of the {total} words is in the model's vocabulary ({len(vocab)} words)"
         )
     ids = torch.tensor([vocab.index[w] for w in words], dtype=torch.long, device=emb.weight.device)

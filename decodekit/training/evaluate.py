@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
+from decodekit.errors import ConfigError
 from decodekit.models.base import LanguageModel
 from decodekit.models.scoring import chunk_scorer, stream_logprobs
 
@@ -45,7 +46,7 @@ def evaluate(
     else:
         logprobs = stream_logprobs(model, ids, chunk=chunk)  # [L] float32
     if logprobs.numel() == 0:
-        raise ValueError("cannot evaluate an empty stream")
+        raise ConfigError("cannot evaluate an empty stream")
     nll = -float(logprobs.double().sum())
     mean = nll / logprobs.numel()
     return EvalResult(nll, logprobs.numel(), math.exp(mean) if mean < 709 else math.inf)  # a diverged model

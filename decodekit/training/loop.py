@@ -30,7 +30,7 @@ from tqdm import tqdm
 
 from decodekit.checkpoint import save_checkpoint
 from decodekit.data import Corpus, batchify, bptt_batches, num_bptt_batches
-from decodekit.errors import CheckpointError
+from decodekit.errors import CheckpointError, ConfigError
 from decodekit.models.neural import NeuralLM
 from decodekit.models.registry import config_to_dict
 from decodekit.models.state import detach
@@ -92,12 +92,12 @@ def make_optimizer(
 def _check_sizes(model: NeuralLM, config: TrainConfig, corpus: Corpus) -> None:
     n = config.batch_size * config.bptt * model.vocab_size
     if n > config.max_logits:
-        raise ValueError(
+        raise ConfigError(
             f"batch_size x bptt x vocab = {config.batch_size} x {config.bptt} x {model.vocab_size} = "
             f"{n:,} logits per update exceeds the limit {config.max_logits:,}; lower them"
         )
     if getattr(model, "vocab", None) is not None and model.vocab != corpus.vocab:
-        raise ValueError(
+        raise ConfigError(
             f"the model's vocabulary ({model.vocab_size} tokens) is not the corpus vocabulary "
             f"({len(corpus.vocab)} tokens)"
         )
@@ -201,7 +201,7 @@ class _Run:
     def restore(self) -> None:
         """Load ``out/resume.safetensors``; refuse other models or training options."""
         if self.out is None:
-            raise ValueError("resume needs the output directory")
+            raise ConfigError("resume needs the output directory")
         path = self.out / RESUME
         template = self.model.initial_state(self.config.batch_size)
         meta, hidden = load_training_state(

@@ -22,13 +22,15 @@ import math
 
 import torch
 
+from decodekit.errors import ConfigError
+
 
 def check_noise_options(k: int, alpha: float, vocab_size: int) -> None:
     """Raise ValueError unless 1 <= k <= V and 0 <= alpha <= 1."""
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= vocab_size:
-        raise ValueError(f"noise samples k must be an integer in [1, V={vocab_size}], got {k!r}")
+        raise ConfigError(f"noise samples k must be an integer in [1, V={vocab_size}], got {k!r}")
     if not isinstance(alpha, (int, float)) or not 0.0 <= alpha <= 1.0:
-        raise ValueError(f"noise exponent alpha must be in [0, 1], got {alpha!r}")
+        raise ConfigError(f"noise exponent alpha must be in [0, 1], got {alpha!r}")
 
 
 class NoiseDistribution:
@@ -43,15 +45,15 @@ class NoiseDistribution:
     def __init__(self, probs: torch.Tensor, *, alpha: float | None = None) -> None:
         probs = torch.as_tensor(probs, dtype=torch.float64)
         if probs.dim() != 1 or probs.numel() == 0:
-            raise ValueError(
+            raise ConfigError(
                 f"noise probabilities must be a non-empty [V] vector, got shape {tuple(probs.shape)}"
             )
         if not torch.isfinite(probs).all() or (probs < 0).any():
             bad = torch.nonzero(~torch.isfinite(probs) | (probs < 0)).flatten()[:5].tolist()
-            raise ValueError(f"noise probabilities must be finite and >= 0; bad ids {bad}")
+            raise ConfigError(f"noise probabilities must be finite and >= 0; bad ids {bad}")
         total = probs.sum().item()
         if total <= 0:
-            raise ValueError("noise distribution has no mass (all probabilities are 0)")
+            raise ConfigError("noise distribution has no mass (all probabilities are 0)")
         p = probs / total
         self.probs = p.float()
         self.log_probs = p.log().float()
@@ -68,12 +70,12 @@ class NoiseDistribution:
         counts = torch.as_tensor(counts, dtype=torch.float64)
         check_noise_options(1, alpha, max(counts.numel(), 1))
         if counts.dim() != 1 or (counts < 0).any() or not torch.isfinite(counts).all():
-            raise ValueError("counts must be a [V] vector of finite non-negative numbers")
+            raise ConfigError("counts must be a [V] vector of finite non-negative numbers")
         if not smoothing >= 0:
-            raise ValueError(f"noise smoothing must be >= 0, got {smoothing!r}")
+            raise ConfigError(f"noise smoothing must be >= 0, got {smoothing!r}")
         counts = counts + smoothing
         if alpha > 0 and counts.sum().item() <= 0:
-            raise ValueError(f"all counts are 0: no unigram distribution (alpha={alpha}); use alpha=0")
+            raise ConfigError(f"all counts are 0: no unigram distribution (alpha={alpha}); use alpha=0")
         return cls(counts.pow(alpha), alpha=float(alpha))
 
     @classmethod
@@ -84,7 +86,7 @@ class NoiseDistribution:
         ids = torch.as_tensor(ids).flatten().long()
         if ids.numel() and (ids.min().item() < 0 or ids.max().item() >= vocab_size):
             lo, hi = ids.min().item(), ids.max().item()
-            raise ValueError(f"token ids must lie in [0, {vocab_size}); got {lo}..{hi}")
+            raise ConfigError(f"token ids must lie in [0, {vocab_size}); got {lo}..{hi}")
         return cls.from_counts(torch.bincount(ids.cpu(), minlength=vocab_size), alpha, smoothing)
 
     @property
@@ -101,7 +103,7 @@ class NoiseDistribution:
     def sample(self, k: int, *, generator: torch.Generator | None = None) -> torch.Tensor:
         """k ids drawn i.i.d. from P_n, with replacement: [k] long, on the device of ``probs``."""
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValueError(f"number of samples must be an integer >= 1, got {k!r}")
+            raise ConfigError(f"number of samples must be an integer >= 1, got {k!r}")
         if self.uniform:
             return torch.randint(
                 self.vocab_size, (k,), generator=generator, device=self.probs.device, dtype=torch.long
@@ -116,7 +118,7 @@ class NoiseDistribution:
         zero = self.probs[targets] <= 0
         if zero.any():
             bad = sorted(set(targets[zero].flatten().tolist()))[:5]
-            raise ValueError(
+            raise ConfigError(
                 f"noise distribution (alpha={self.alpha}) has zero mass on target word id(s) {bad}: "
                 "NCE needs P_n(w) > 0 for every target; build the noise from the training stream "
                 "or use alpha=0 (uniform)"

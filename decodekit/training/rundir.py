@@ -33,7 +33,7 @@ from decodekit.checkpoint import (
     read_header,
     write_config,
 )
-from decodekit.errors import CheckpointError, LockedError
+from decodekit.errors import CheckpointError, ConfigError, LockedError
 from decodekit.files import read_bytes, writable_target
 from decodekit.locking import exclusive
 from decodekit.training.resume import RESUME
@@ -127,7 +127,7 @@ def take_directory(stack: contextlib.ExitStack, out: Path, par: Any, resume: boo
             existing = run_files(out)
             if not resume and existing:
                 if not overwrite:
-                    raise ValueError(
+                    raise ConfigError(
                         f"{out} already holds a training run ({', '.join(existing)}); resume it, "
                         "overwrite it, or use another directory"
                     )

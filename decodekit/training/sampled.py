@@ -44,6 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from decodekit.errors import ConfigError
 from decodekit.training.losses import SOFTMAX, Loss
 from decodekit.training.noise import NoiseDistribution, check_noise_options
 
@@ -73,10 +74,10 @@ class _Sampled(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Returns (noise ids [k], target scores s(y) [N, T], noise scores s(x_j) [N, T, k])."""
         if hidden.shape[:2] != targets.shape:
-            raise ValueError(f"hidden {tuple(hidden.shape)} does not match targets {tuple(targets.shape)}")
+            raise ConfigError(f"hidden {tuple(hidden.shape)} does not match targets {tuple(targets.shape)}")
         cpu = targets.device.type == "cpu"  # no host synchronisation on accelerators
         if cpu and targets.numel() and (targets.min() < 0 or targets.max() >= self.noise.vocab_size):
-            raise ValueError(f"target ids must lie in [0, {self.noise.vocab_size})")
+            raise ConfigError(f"target ids must lie in [0, {self.noise.vocab_size})")
         if self.noise.probs.device != hidden.device:
             self.noise = self.noise.to(hidden.device)
         self.noise.check_targets(targets)
@@ -177,15 +178,15 @@ LOSSES = ("softmax", "nce", "sampled-softmax")
 def check_loss_options(name: str, k: int, alpha: float, learn_log_z: bool, smoothing: float = 0.0) -> None:
     """Checks that need no vocabulary (k <= V is checked when the loss is built)."""
     if name not in LOSSES:
-        raise ValueError(f"unknown loss {name!r}; known: {list(LOSSES)}")
+        raise ConfigError(f"unknown loss {name!r}; known: {list(LOSSES)}")
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"noise samples k must be an integer >= 1, got {k!r}")
+        raise ConfigError(f"noise samples k must be an integer >= 1, got {k!r}")
     if not isinstance(alpha, (int, float)) or not 0.0 <= alpha <= 1.0:
-        raise ValueError(f"noise exponent alpha must be in [0, 1], got {alpha!r}")
+        raise ConfigError(f"noise exponent alpha must be in [0, 1], got {alpha!r}")
     if not isinstance(smoothing, (int, float)) or not smoothing >= 0:
-        raise ValueError(f"noise smoothing must be >= 0, got {smoothing!r}")
+        raise ConfigError(f"noise smoothing must be >= 0, got {smoothing!r}")
     if learn_log_z and name != "nce":
-        raise ValueError(f"learn_log_z applies to the nce loss only, not {name!r}")
+        raise ConfigError(f"learn_log_z applies to the nce loss only, not {name!r}")
 
 
 def make_loss(
@@ -206,7 +207,7 @@ def make_loss(
     if name == "softmax":
         return SOFTMAX
     if train_ids is None or vocab_size is None:
-        raise ValueError(f"loss {name!r} needs the training stream and the vocabulary size for its noise")
+        raise ConfigError(f"loss {name!r} needs the training stream and the vocabulary size for its noise")
     check_noise_options(k, alpha, vocab_size)
     noise = NoiseDistribution.from_stream(train_ids, vocab_size, alpha, smoothing)
     zero = noise.zero_mass_ids()

@@ -12,6 +12,8 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from decodekit.errors import ConfigError
+
 if TYPE_CHECKING:
     from decodekit.training.config import TrainConfig
 
@@ -51,7 +53,7 @@ class FixedDecay(_Stateless):
 
     def __init__(self, lr: float, *, decay: float = 0.5, start: int = 6) -> None:
         if not 0 < decay <= 1 or start < 1:
-            raise ValueError(
+            raise ConfigError(
                 f"fixed decay needs 0 < decay <= 1 and start >= 1, got decay={decay}, start={start}"
             )
         self.lr0, self.decay, self.start = lr, decay, start
@@ -67,7 +69,7 @@ class Plateau:
 
     def __init__(self, lr: float, *, decay: float = 0.25, patience: int = 1, threshold: float = 0.0) -> None:
         if not 0 < decay <= 1 or patience < 1:
-            raise ValueError(f"plateau decay needs 0 < decay <= 1, patience >= 1; got {decay}, {patience}")
+            raise ConfigError(f"plateau decay needs 0 < decay <= 1, patience >= 1; got {decay}, {patience}")
         self.current, self.decay, self.patience, self.threshold = lr, decay, patience, threshold
         self.best, self.bad = math.inf, 0
 
@@ -110,7 +112,7 @@ class Newbob(Plateau):
 
     def __init__(self, lr: float, *, decay: float = 0.5, threshold: float = 0.0) -> None:
         if not 0 < decay <= 1 or not 0 <= threshold < 1:
-            raise ValueError(f"newbob needs 0 < decay <= 1 and 0 <= threshold < 1; got {decay}, {threshold}")
+            raise ConfigError(f"newbob needs 0 < decay <= 1 and 0 <= threshold < 1; got {decay}, {threshold}")
         super().__init__(lr, decay=decay, patience=1, threshold=threshold)
         self.decaying = False
 
@@ -134,7 +136,7 @@ class SearchThenConverge(_Stateless):
 
     def __init__(self, lr: float, *, tau: float = 7, psi: float = 2.0) -> None:
         if tau < 0 or psi < 1:
-            raise ValueError(f"search-then-converge needs tau >= 0 and psi >= 1, got tau={tau}, psi={psi}")
+            raise ConfigError(f"search-then-converge needs tau >= 0 and psi >= 1, got tau={tau}, psi={psi}")
         self.lr0, self.tau, self.psi = lr, tau, psi
 
     def lr(self, epoch: int, update: int) -> float:
@@ -148,7 +150,7 @@ class DarkenMoody(_Stateless):
 
     def __init__(self, lr: float, *, tau: float = 7) -> None:
         if tau <= 0:
-            raise ValueError(f"darken-moody needs tau > 0, got tau={tau}")
+            raise ConfigError(f"darken-moody needs tau > 0, got tau={tau}")
         self.lr0, self.tau = lr, tau
 
     def lr(self, epoch: int, update: int) -> float:
@@ -170,7 +172,7 @@ SCHEDULES: dict[str, Callable[..., Schedule]] = {
 def make_schedule(name: str, lr: float, **options: Any) -> Schedule:
     """A schedule by name (see :data:`SCHEDULES`); ``options``: decay, start, patience, ..."""
     if name not in SCHEDULES:
-        raise ValueError(f"unknown schedule {name!r}; known: {sorted(SCHEDULES)}")
+        raise ConfigError(f"unknown schedule {name!r}; known: {sorted(SCHEDULES)}")
     return SCHEDULES[name](lr, **options)
 
 
