@@ -366,17 +366,18 @@ class _Run:
         self.check_divergence(ppl if self.loss.nll else None, loss)
 
     def check_divergence(self, ppl: float | None, loss: float) -> None:
-        """Warn once when training has diverged: a loss that is not finite, or a perplexity worse
-        than the uniform distribution's (the vocabulary size V), which any sane model beats."""
+        """Warn once when training has diverged: a loss that is not finite, or a perplexity more
+        than twice the uniform distribution's (the vocabulary size V), which any model that learns
+        beats (a fresh one starts near V: twice leaves room for its first updates)."""
         if self.warned or not self.par.is_main:
             return
         v = self.model.vocab_size
-        if not math.isfinite(loss) or (ppl is not None and ppl > v):
+        if not math.isfinite(loss) or (ppl is not None and ppl > 2 * v):
             self.warned = True
             what = "is not finite" if not math.isfinite(loss) else f"gives perplexity {ppl:,.0f}"
             warnings.warn(
-                f"training diverges: the training loss {what}, worse than guessing uniformly among the "
-                f"{v:,} tokens; lower the learning rate (lr {self.config.lr:g}; e.g. --lr "
+                f"training diverges: the training loss {what}, far worse than guessing uniformly among "
+                f"the {v:,} tokens; lower the learning rate (lr {self.config.lr:g}; e.g. --lr "
                 f"{self.config.lr / 10:g}) or clip harder (clip {self.config.clip:g})",
                 stacklevel=2,
             )

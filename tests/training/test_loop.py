@@ -206,5 +206,6 @@ def test_progress_lines_without_a_terminal_and_a_divergence_warning(tmp_path, ca
     assert any("(100 %)" in x for x in during) and not any("diverges" in x for x in err)
     wild = TrainConfig(epochs=2, batch_size=4, bptt=5, lr=1e4, clip=1e9, schedule="constant")
     diverges = r"training diverges: .*worse than guessing uniformly among the 9 tokens"
+    assert not any("diverges" in x for x in capsys.readouterr().err.splitlines())
     with pytest.warns(UserWarning, match=diverges):
         train(tiny_model("rnn"), CORPUS, wild, out=tmp_path / "wild", progress=True)
