@@ -23,3 +23,16 @@ def run(*args, input=None):
     """``decodekit ARGS`` in this process (exceptions propagate, as in a test they should)."""
     _register()
     return CliRunner().invoke(cli, list(args), input=input, catch_exceptions=False)
+
+
+def exit_and_stderr(capfd, *args) -> tuple[int, list[str]]:
+    """``decodekit ARGS`` through ``main`` (as the console script runs it): (exit status, the
+    lines it wrote on stderr)."""
+    from decodekit.cli import main
+
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as e:
+        code = e.code
+    return code, capfd.readouterr().err.strip().splitlines()

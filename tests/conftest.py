@@ -1,5 +1,7 @@
 """Fixtures shared by several test directories."""
 
+import signal
+
 import pytest
 import torch
 
@@ -12,3 +14,17 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture
+def blocking_alarm():
+    """A regression would block reading a FIFO: fail after 20 s instead of hanging the suite."""
+
+    def fail(*_):
+        raise TimeoutError("blocked reading a file")
+
+    old = signal.signal(signal.SIGALRM, fail)
+    signal.alarm(20)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)

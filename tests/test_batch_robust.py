@@ -10,11 +10,11 @@ import torch
 
 from decodekit.batch import generate_jsonl, record_seed
 from decodekit.checkpoint import save_checkpoint
-from decodekit.cli import main
 from decodekit.errors import DecodekitError
 from decodekit.generation import GenerationConfig
 from decodekit.models.lstm import LSTMLM, LSTMConfig
 from decodekit.vocab import WordVocab
+from tests.cli import exit_and_stderr as cli
 from tests.fakes import held_by_another_process
 
 WORDS = ["the", "company", "said", "profit", "rose", "market", "fell", "shares"]
@@ -36,14 +36,6 @@ def model_dir(model, tmp_path_factory):
 def read(path):
     return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
 
-
-def cli(capfd, *args) -> tuple[int, list[str]]:
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as e:
-        code = e.code
-    return code, capfd.readouterr().err.strip().splitlines()
 
 
 def good(i, **extra):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import time
 
 import pytest
@@ -23,18 +22,7 @@ from decodekit.vocab import WordVocab
 VOCAB = WordVocab(["<unk>", "<eos>", "a", "b", "c"])
 
 
-@pytest.fixture(autouse=True)
-def alarm():
-    """A regression would hang on a FIFO: fail after 20 s instead of blocking the suite."""
-
-    def fail(*_):
-        raise TimeoutError("blocked reading a file")
-
-    old = signal.signal(signal.SIGALRM, fail)
-    signal.alarm(20)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
+pytestmark = pytest.mark.usefixtures("blocking_alarm")  # tests/conftest.py
 
 
 @pytest.fixture

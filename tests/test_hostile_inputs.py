@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import struct
 import subprocess
 import sys
@@ -22,29 +21,18 @@ from safetensors import safe_open
 
 from decodekit.batch import generate_jsonl
 from decodekit.checkpoint import WEIGHTS, _SkipRandomInit, load_checkpoint, save_checkpoint
-from decodekit.cli import main
 from decodekit.constraints.frontends.schema import MAX_DEPTH, json_schema
 from decodekit.errors import CheckpointError, ConstraintError
 from decodekit.models.registry import create_model, make_config
 from decodekit.training.embeddings import load_embeddings
 from decodekit.vocab import WordVocab
+from tests.cli import exit_and_stderr as cli
 
 VOCAB = WordVocab(["<unk>", "<eos>", "a", "b", "c"])
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(autouse=True)
-def alarm():
-    """A regression would block on a FIFO: fail after 20 s instead of hanging the suite."""
-
-    def fail(*_):
-        raise TimeoutError("blocked reading a file")
-
-    old = signal.signal(signal.SIGALRM, fail)
-    signal.alarm(20)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
+pytestmark = pytest.mark.usefixtures("blocking_alarm")  # tests/conftest.py
 
 
 @pytest.fixture
@@ -57,14 +45,6 @@ def model():
 def ckpt(model, tmp_path):
     return save_checkpoint(model, tmp_path / "m")
 
-
-def cli(capfd, *args) -> tuple[int, list[str]]:
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as e:
-        code = e.code
-    return code, capfd.readouterr().err.strip().splitlines()
 
 
 # -- item 7: hangs and deep inputs -------------------------------------------------------------
