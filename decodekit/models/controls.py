@@ -122,7 +122,10 @@ class Controlled:
 
     def step(self, state: ControlledState, tokens: torch.Tensor) -> tuple[torch.Tensor, ControlledState]:
         logprobs, inner = self.model.step(state.inner, tokens)
-        state = ControlledState(inner, torch.cat([state.history, tokens.view(-1, 1)], 1), state.new + 1)
+        fed = tokens.view(-1, 1)
+        if self.bos_id is not None and state.history.shape[1] == 0:  # as prefill: BOS is not text
+            fed = fed.masked_fill(fed == self.bos_id, -1)
+        state = ControlledState(inner, torch.cat([state.history, fed], 1), state.new + 1)
         return self._apply(logprobs, state), state
 
     def reorder_state(self, state: ControlledState, rows: torch.Tensor) -> ControlledState:

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 import torch
 
+from decodekit.models.controls import Controlled
 from decodekit.models.kneser_ney import train_kneser_ney
 from decodekit.models.mixture import MixtureLM
 from decodekit.models.neural import NeuralLM
@@ -118,6 +119,9 @@ CASES: dict[str, Case] = {
     "mixture": Case(lambda: MixtureLM([ngram(3), neural("lstm")], [0.3, 0.7]), tol=1e-5),
     "hf-gpt2": Case(gpt2, tol=1e-5, forward=hf_forward),
     "suppressed-lstm": Case(lambda: Suppressed(neural("lstm"), [2, 5])),
+    "controlled-lstm": Case(
+        lambda: Controlled(neural("lstm"), repetition_penalty=1.4, no_repeat_ngram_size=2)
+    ),
 }
 NAMES = sorted(CASES)
 
