@@ -74,7 +74,7 @@ def launch(argv: list[str] | None = None) -> int:
 
     if "LOGLEVEL" not in os.environ:  # "Sending process 123 closing signal SIGTERM", "failed (exitcode: 2)"
         for name in list(logging.root.manager.loggerDict):
-            if name.startswith("torch.distributed.elastic"):
+            if name.startswith("torch.distributed.elastic") or name == "torch.distributed.run":  # its banner
                 logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
         run(parse_args(argv))
