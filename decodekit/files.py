@@ -153,6 +153,21 @@ def temporary_name(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp{os.getpid()}")
 
 
+def remove_file(path: str | Path, *, links: bool = False) -> bool:
+    """Unlink ``path`` if it is a regular file (with ``links``, also a symlink, removed as a
+    link: its target is left alone); never a device, a FIFO, a socket or a directory someone
+    put there. Returns whether something was removed (a missing path: False)."""
+    path = Path(path)
+    try:
+        mode = os.lstat(path).st_mode
+        if not (stat.S_ISREG(mode) or (links and stat.S_ISLNK(mode))):
+            return False
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def _claim(tmp: Path) -> None:
     """Create ``tmp`` empty and ours (``O_EXCL``, no link followed); a regular file of that name
     is a temporary left by a killed process of the same pid, anything else is refused."""
@@ -163,7 +178,7 @@ def _claim(tmp: Path) -> None:
         except FileExistsError:
             if not stat.S_ISREG(os.lstat(tmp).st_mode):
                 break
-            os.unlink(tmp)
+            remove_file(tmp)
     raise DecodekitError(f"{tmp} is in the way of a write and is not a regular file; remove it")
 
 

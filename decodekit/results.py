@@ -20,12 +20,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from decodekit.files import atomic_write, open_output, os_error, read_bytes, writable_target
+from decodekit.files import atomic_write, open_output, os_error, read_bytes, remove_file, writable_target
 
 WHAT = "the results file"
 
@@ -38,15 +37,6 @@ def target(output: str | Path) -> Path:
 def open_results(output: str | Path) -> Any:
     """``output`` opened for appending (binary), created if missing."""
     return open_output(output, WHAT)
-
-
-def _remove(path: Path) -> None:
-    """Unlink ``path`` if it is a regular file (never a device, FIFO or link someone put there)."""
-    try:
-        if stat.S_ISREG(os.lstat(path).st_mode):
-            path.unlink()
-    except FileNotFoundError:
-        pass
 
 
 def id_key(value: object) -> str:
@@ -103,7 +93,7 @@ def prepare(output: str | Path, *, resume: bool, parts: Iterable[Path] = ()) -> 
     stale = re.compile(rf"^\.{re.escape(output.name)}\.tmp\d+$")  # left by a kill inside a rewrite
     for path in output.parent.iterdir():
         if stale.match(path.name):
-            _remove(path)
+            remove_file(path)
     done: set[str] = set()
     if resume:
         lines, done = _kept([output, *parts])
@@ -113,7 +103,7 @@ def prepare(output: str | Path, *, resume: bool, parts: Iterable[Path] = ()) -> 
     else:
         open_output(output, WHAT, truncate=True).close()
     for p in parts:
-        _remove(p)
+        remove_file(p)
     return done
 
 
@@ -156,5 +146,5 @@ def merge(output: str | Path, parts: list[Path]) -> dict[str, int]:
     data = b"".join(lines)
     atomic_write(output, lambda p: p.write_bytes(data), WHAT)
     for path in parts:
-        _remove(path)
+        remove_file(path)
     return counts

@@ -393,3 +393,30 @@ def test_a_safetensors_write_on_a_full_disk_raises_the_os_error(tmp_path):
             "filler",
             "w.safetensors",
         ]
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_cleanup_removes_only_regular_files_decodekit_names(tmp_path, kind):
+    """Every deletion goes through files.remove_file: a stale temporary, a part file or a run
+    file named as decodekit names them, but a device, a FIFO or a link to one, is left alone."""
+    from decodekit.batch import part_path
+    from decodekit.files import remove_file
+    from decodekit.training.rundir import clean_temporaries
+
+    out = tmp_path / "res.jsonl"
+    stale, part = tmp_path / f".{out.name}.tmp123", part_path(out, 1)
+    nodes = {path: os.lstat(node(path, kind)) for path in (stale, part)}
+    run = tmp_path / "run"
+    run.mkdir()
+    temp = node(run / ".metrics.jsonl.tmp7", kind)
+    before = os.lstat(temp)
+    with pytest.raises(DecodekitError, match="not a regular file"):  # resume reads the parts
+        results.prepare(out, resume=True, parts=[part])
+    results.prepare(out, resume=False, parts=[part])  # removes the parts it may
+    assert clean_temporaries(run) == []
+    for path, st in [*nodes.items(), (temp, before)]:
+        assert same_node(path, st), path
+    assert not remove_file(stale) and not remove_file(tmp_path / "missing")
+    regular = tmp_path / "plain"
+    regular.write_text("x")
+    assert remove_file(regular) and not regular.exists()

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
-import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -34,7 +32,7 @@ from decodekit.checkpoint import (
     write_config,
 )
 from decodekit.errors import CheckpointError, ConfigError, LockedError
-from decodekit.files import read_bytes, writable_target
+from decodekit.files import read_bytes, remove_file, writable_target
 from decodekit.locking import exclusive
 from decodekit.training.resume import RESUME
 
@@ -55,21 +53,11 @@ def check_run_files(out: Path) -> None:
         writable_target(Path(out) / name, f"the run file {name}")
 
 
-def _is_ours(path: Path) -> bool:
-    """A regular file or a symlink: what may be unlinked (a link's target is left alone)."""
-    try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        return False
-    return stat.S_ISREG(mode) or stat.S_ISLNK(mode)
-
-
 def remove_run_files(out: Path) -> None:
     """Delete a previous run's files (``--overwrite``); the caller holds the directory's lock and
     has called :func:`check_run_files`. A symlink is removed as a link: its target is left alone."""
     for name in RUN_FILES:
-        if _is_ours(Path(out) / name):
-            (Path(out) / name).unlink(missing_ok=True)
+        remove_file(Path(out) / name, links=True)
 
 
 def clean_temporaries(out: Path) -> list[str]:
@@ -78,10 +66,8 @@ def clean_temporaries(out: Path) -> list[str]:
     pattern = re.compile(r"^\.(" + "|".join(re.escape(n) for n in RUN_FILES) + r")\.tmp\d+$")
     removed = []
     for path in Path(out).iterdir():
-        if pattern.match(path.name) and stat.S_ISREG(os.lstat(path).st_mode):
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-                removed.append(path.name)
+        if pattern.match(path.name) and remove_file(path):
+            removed.append(path.name)
     return removed
 
 
