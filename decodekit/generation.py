@@ -277,17 +277,27 @@ def generate(
     memory) raises :class:`decodekit.memory.ResourceError` naming the largest setting that fits.
     ``record``: a :class:`~decodekit.outputs.SearchTree` to fill (``record.to_dot(vocab)`` draws
     the search)."""
-    config = GenerationConfig() if config is None else config
-    if options:
-        config = config.replace(**options)
+    config = _config(config, options)
     prompts, single = as_prompts(model, prompts)
     if not prompts:
         return []
-    check_memory(model, prompts, config, limit=max_memory)
-    check_positions(model, prompts, config.max_length)
-    model = with_controls(with_suppression(model, config), config)
+    model = _checked(model, prompts, config, max_memory)
     out = run(model, prompts, config, record=record, max_memory=max_memory)
     return out[0] if single else out
+
+
+def _config(config: GenerationConfig | None, options: dict[str, Any]) -> GenerationConfig:
+    """``config`` (default ``GenerationConfig()``) with ``options``."""
+    config = GenerationConfig() if config is None else config
+    return config.replace(**options) if options else config
+
+
+def _checked(model: LanguageModel, prompts, config: GenerationConfig, max_memory) -> LanguageModel:
+    """Refuse what does not fit (memory, the model's position limit), then ``model`` with the
+    config's suppression and controls: what :func:`generate` and :func:`stream` decode."""
+    check_memory(model, prompts, config, limit=max_memory)
+    check_positions(model, prompts, config.max_length)
+    return with_controls(with_suppression(model, config), config)
 
 
 def stream(
@@ -305,9 +315,7 @@ def stream(
     0) ends unmatched, and :func:`generate` would have returned nothing for it.
 
     Beam searches are refused: their best hypothesis is known only at the end."""
-    config = GenerationConfig() if config is None else config
-    if options:
-        config = config.replace(**options)
+    config = _config(config, options)
     ids, single = as_prompts(model, prompt)
     require(single, "stream() takes one prompt (generate() takes a batch)")
     strategy = config.search
@@ -316,9 +324,7 @@ def stream(
         f"streaming follows one greedy or sampled row; the {config.resolved_strategy} strategy (or "
         "num_samples > 1) gives its result only at the end: use generate()",
     )
-    check_memory(model, ids, config, limit=max_memory)
-    check_positions(model, ids, config.max_length)
-    model = with_controls(with_suppression(model, config), config)
+    model = _checked(model, ids, config, max_memory)
     eos = model.eos_id
     chosen: queue.Queue = queue.Queue()
     done = object()
