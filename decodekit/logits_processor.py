@@ -114,8 +114,10 @@ class ConstraintLogitsProcessor:
         return out.to(logits.dtype)
 
     def _lookup(self, keys: list[tuple[int, ...]]) -> list[int]:
-        """The automaton state of each generated prefix: cached, each new one stepped from its
-        parent's (a prefix whose parent was never seen is walked from the start)."""
+        """The automaton state of each generated prefix, each new one stepped from its parent's
+        (a prefix whose parent was not seen at the last call is walked from the start). Only this
+        call's prefixes are kept: the next call's parents are among them, so the table holds the
+        live rows, not every prefix ever generated."""
         a, table = self.automaton, self._states
         table.setdefault((), a.initial)
         new = [k for k in dict.fromkeys(keys) if k not in table]
@@ -127,6 +129,7 @@ class ConstraintLogitsProcessor:
         for k in new:
             if k not in table:
                 table[k] = a.walk(k)
+        self._states = {k: table[k] for k in keys}
         return [table[k] for k in keys]
 
 
