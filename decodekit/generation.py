@@ -327,9 +327,11 @@ def stream(
     model = _checked(model, ids, config, max_memory)
     eos = model.eos_id
     chosen: queue.Queue = queue.Queue()
-    done = object()
+    done, closed = object(), threading.Event()
 
     def observe(selection) -> None:
+        if closed.is_set():  # the caller stopped iterating: end the search, not only the output
+            raise _StreamClosed
         for token in selection.tokens.tolist():  # one row (none once it ended)
             if token != eos:
                 chosen.put(token)
@@ -338,14 +340,23 @@ def stream(
         try:
             run(model, ids, config, max_memory=max_memory, observe=observe)
             chosen.put(done)
+        except _StreamClosed:
+            pass
         except BaseException as e:  # raised in the caller's thread
             chosen.put(e)
 
     threading.Thread(target=work, name="decodekit-stream", daemon=True).start()
-    while (item := chosen.get()) is not done:
-        if isinstance(item, BaseException):
-            raise item
-        yield item
+    try:
+        while (item := chosen.get()) is not done:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        closed.set()
+
+
+class _StreamClosed(Exception):
+    """Raised inside a stream's search when its caller stopped iterating."""
 
 
 def as_prompts(model: LanguageModel, prompts) -> tuple[list[list[int]], bool]:
