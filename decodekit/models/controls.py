@@ -94,8 +94,8 @@ class Controlled:
             self._sep = getattr(vocab, "separator", "").encode("utf-8")
 
     def __getattr__(self, name: str) -> Any:  # vocab, device, max_positions, ...
-        if name in ("target_logprobs", "initial_logprobs", "reorder_state", "concat_states"):
-            raise AttributeError(name)  # scoring ignores the controls; states are ours
+        if name in ("target_logprobs", "initial_logprobs"):  # scoring a stream ignores the controls
+            raise AttributeError(name)
         return getattr(self.__dict__["model"], name)
 
     def to(self, device: Any) -> Controlled:
