@@ -139,9 +139,9 @@ class GenerationConfig(Settings):
             require(ok, f"constraint must be a regex string or a non-empty list of them, got {shown(c)}")
             object.__setattr__(self, "constraint", c[0] if len(c) == 1 else tuple(c))
         elif c is not None and not isinstance(c, str):
-            from decodekit.constraints import LazyTokenAutomaton, TokenAutomaton
+            from decodekit.constraints.tokens.interface import provides
 
-            ok = isinstance(c, (TokenAutomaton, LazyTokenAutomaton))
+            ok = provides(c)  # a compiled TokenConstraint
             require(
                 ok, f"constraint must be a regex string or null, got {shown(c)} (or a list of regex strings)"
             )

@@ -1,6 +1,8 @@
 """Regex constraints (docs/constraints.md): ``compile_regex(pattern, token_strings, eos_id,
 separator)`` returns a :class:`TokenAutomaton` accepting exactly the token sequences whose text
-``separator.join(token_strings)`` fully matches the pattern. Names are imported on first use
+``separator.join(token_strings)`` fully matches the pattern (or, as its ``lazy=`` :class:`Laziness`
+says, a :class:`LazyTokenAutomaton`); the decoders see either as a :class:`TokenConstraint`, and
+one beam per state needs the :class:`StateTables` refinement. Names are imported on first use
 (PEP 562): ``DEFAULT_MAX_STATES`` is read without importing numpy or torch (``--help``).
 """
 
@@ -13,8 +15,11 @@ DEFAULT_MAX_STATES = 100_000  # the state guard of a compile (its max_states)
 
 _LAZY = {  # public name -> its module
     "ConstraintError": "decodekit.errors",
+    "Laziness": "decodekit.constraints.build",
     "LazyTokenAutomaton": "decodekit.constraints.tokens.lazy",
+    "StateTables": "decodekit.constraints.tokens.interface",
     "TokenAutomaton": "decodekit.constraints.tokens.automaton",
+    "TokenConstraint": "decodekit.constraints.tokens.interface",
     "anderson_automaton": "decodekit.constraints.compile",
     "as_automaton": "decodekit.constraints.compile",
     "check_pattern": "decodekit.constraints.compile",

@@ -1,10 +1,11 @@
 """The build ladder of a constraint: pattern text -> AST -> character DFA -> UTF-8 byte DFA (or the
-product of several) -> a token automaton, whole or lazy. :func:`build` is the one entry;
-:func:`decodekit.constraints.compile.compile_regex` checks the arguments and caches its results."""
+product of several) -> a token automaton, whole or lazy (how lazily: :class:`Laziness`, decided
+here only). :func:`build` is the one entry; :func:`decodekit.constraints.compile.compile_regex`
+checks the arguments and caches its results."""
 
 from __future__ import annotations
 
-import dataclasses
+import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -18,16 +19,62 @@ from decodekit.constraints.automata.utf8 import byte_dfa, code_point_classes
 from decodekit.constraints.syntax.parser import parse
 from decodekit.constraints.syntax.unicode import OCCURRING_BITS
 from decodekit.constraints.tokens.automaton import TokenAutomaton
+from decodekit.constraints.tokens.interface import TokenConstraint, decides_on_host
 from decodekit.constraints.tokens.lazy import LazyTokenAutomaton
 from decodekit.constraints.tokens.lift import lift
 from decodekit.constraints.tokens.trie import EncodedVocab, as_bytes, encode_vocab
 from decodekit.errors import ConstraintError
 
-# lazy=None builds lazily (decodekit.constraints.tokens.lazy) when, before lifting, the byte DFA's
-# states between characters (+ "nothing emitted") x V exceed LAZY_ENTRIES (the lift would
+# Laziness.AUTO builds lazily (decodekit.constraints.tokens.lazy) when, before lifting, the byte
+# DFA's states between characters (+ "nothing emitted") x V exceed LAZY_ENTRIES (the lift would
 # refuse its [S, V] table) or x the widest level of the vocabulary's trie exceed LAZY_STEP
 # (the lift's first round of stepping would)
 LAZY_ENTRIES, LAZY_STEP = 2**27, 2**25
+
+
+class Laziness(enum.Enum):
+    """How much of a token automaton to build before decoding (``compile_regex(..., lazy=)``).
+
+    AUTO: whole (:class:`TokenAutomaton`), or built on first visit
+    (:class:`LazyTokenAutomaton`, masked search only) when the whole automaton would be too large
+    (``LAZY_ENTRIES``, ``LAZY_STEP``: decided before lifting, from the byte DFA's size, or when
+    the lift refuses for size). LAZY: always on first visit. WHOLE: always whole (the size errors
+    instead). MASKED (what the masked searches compile with where the host decides): on first
+    visit whenever its masks equal the whole automaton's (:func:`exact_lazily`: every byte the
+    tokens contain is a token by itself, no separator; near the length limit the whole automaton
+    is built once, on first need), so that compiling costs a parse, two small DFAs and the first
+    mask; else as AUTO.
+
+    The older spellings stay accepted (:meth:`of`): None = AUTO, True = LAZY, False = WHOLE,
+    ``"masked"`` = MASKED.
+    """
+
+    AUTO = "auto"
+    LAZY = "lazy"
+    WHOLE = "whole"
+    MASKED = "masked"
+
+    @classmethod
+    def of(cls, value: Laziness | bool | str | None) -> Laziness:
+        """``value`` as a Laziness: a member, its value (``"auto"``, ...), or an older spelling;
+        ConstraintError for anything else."""
+        if isinstance(value, Laziness):
+            return value
+        if value is None or value is True or value is False:
+            return {None: cls.AUTO, True: cls.LAZY, False: cls.WHOLE}[value]
+        if isinstance(value, str) and value in cls._value2member_map_:
+            return cls(value)
+        raise ConstraintError(
+            "lazy must be None, True, False or 'masked' (or a Laziness: AUTO, LAZY, WHOLE, MASKED), "
+            f"got {value!r}"
+        )
+
+    @classmethod
+    def for_masks(cls, device) -> Laziness:
+        """How a masked search compiles for a model on ``device``: MASKED where the host decides
+        (the CPU: the lazy automaton decides on the host as it goes), else AUTO (whole where it
+        can be, so that masks never wait for the host)."""
+        return cls.MASKED if decides_on_host(device) else cls.AUTO
 
 
 @dataclass
@@ -46,18 +93,23 @@ class Vocabulary:
 
 
 def build(
-    pattern: str | tuple, vocabulary: Vocabulary, eos_id: int | None, separator: str, max_states: int, lazy
-) -> TokenAutomaton | LazyTokenAutomaton:
+    pattern: str | tuple,
+    vocabulary: Vocabulary,
+    eos_id: int | None,
+    separator: str,
+    max_states: int,
+    lazy: Laziness,
+) -> TokenConstraint:
     """The automaton of ``pattern`` (a str, or ``("all", patterns, excludes)``) for ``vocabulary``."""
     if isinstance(pattern, str):
         return _build(pattern, vocabulary, eos_id, separator, max_states, lazy)
     return _build_all(pattern[1], pattern[2], vocabulary, eos_id, separator, max_states, lazy)
 
 
-_LAZY = object()  # what _lift returns when the lift refused for size and lazy=None may go lazy
+_LAZY = object()  # what _lift returns when the lift refused for size and AUTO may go lazy
 
 
-def _lift(dfa, enc: EncodedVocab, sep: bytes, eos_id, max_states: int, lazy: bool | None):
+def _lift(dfa, enc: EncodedVocab, sep: bytes, eos_id, max_states: int, lazy: Laziness):
     """:func:`lift`, or ``_LAZY`` when it refused for size although :func:`_too_large` let it try
     (the in-character rounds of a product of constraints can hold many more states than its
     character boundaries) and ``dfa`` is large (all its states x V over :data:`LAZY_ENTRIES`)."""
@@ -65,7 +117,7 @@ def _lift(dfa, enc: EncodedVocab, sep: bytes, eos_id, max_states: int, lazy: boo
         return lift(dfa, enc, sep, eos_id, max_states)
     except ConstraintError as e:
         large = len(dfa.table) * enc.size > LAZY_ENTRIES
-        if lazy in (None, "masked") and large and str(e).startswith("constraint too large"):
+        if lazy in (Laziness.AUTO, Laziness.MASKED) and large and str(e).startswith("constraint too large"):
             return _LAZY
         raise
 
@@ -112,18 +164,14 @@ def _too_large(dfa, enc: EncodedVocab) -> bool:
 
 
 def _build(
-    pattern: str, entry: Vocabulary, eos_id, separator: str, max_states: int, lazy: bool | None = False
-) -> TokenAutomaton | LazyTokenAutomaton:
+    pattern: str, entry: Vocabulary, eos_id, separator: str, max_states: int, lazy: Laziness
+) -> TokenConstraint:
     """Parse, character DFA, UTF-8 byte DFA, lift, dense tables (or the lazy automaton)."""
     ast, boundaries = parse(pattern)
     if first_char_gate(pattern) is not None:  # regex's first-character test narrows the pattern
-        both = _build_all((pattern,), (), entry, eos_id, separator, max_states, lazy)  # pattern & gate
-        if isinstance(both, LazyTokenAutomaton):
-            both.pattern = pattern
-            return both
-        return dataclasses.replace(both, pattern=pattern)
+        return _build_all((pattern,), (), entry, eos_id, separator, max_states, lazy, pattern)  # & gate
     enc = entry.trie()
-    masked_lazily = lazy == "masked" and exact_lazily(enc, entry.tokens, separator, eos_id)
+    masked_lazily = lazy is Laziness.MASKED and exact_lazily(enc, entry.tokens, separator, eos_id)
     dfa = build_char_dfa(ast, boundaries, max_states, minimal=not masked_lazily)
     if dfa.initial < 0:
         raise ConstraintError(f"regex {pattern!r} matches no text at all")
@@ -142,30 +190,29 @@ def _build(
 @dataclass(frozen=True)
 class _Target:
     """What a byte DFA is built into: the vocabulary, its EOS and separator, the state guard, how
-    lazily (``lazy`` as :func:`compile_regex`'s), and the automaton's ``pattern`` label."""
+    lazily, and the automaton's ``pattern`` label."""
 
     entry: Vocabulary
     eos_id: int | None
     separator: str
     max_states: int
-    lazy: bool | str | None
+    lazy: Laziness
     label: str
 
 
-def _ladder(
-    dfa, target: _Target, stats: dict, masked_lazily: bool, unmatched
-) -> TokenAutomaton | LazyTokenAutomaton:
-    """The one build ladder from a byte DFA: lazily when asked or when the whole automaton would be
-    too large (:func:`_too_large`); lazily with exact masks for the masked searches
-    (:func:`exact_lazily`); else lifted whole, falling back to lazily when the lift refuses for
-    size (:func:`_lift`). ``unmatched()``: the message when no token sequence matches."""
+def _ladder(dfa, target: _Target, stats: dict, masked_lazily: bool, unmatched) -> TokenConstraint:
+    """The one build ladder from a byte DFA, where :class:`Laziness` is decided: lazily when asked
+    (LAZY) or, unless WHOLE, when the whole automaton would be too large (:func:`_too_large`);
+    lazily with exact masks for MASKED where :func:`exact_lazily`; else lifted whole, falling
+    back to lazily when the lift refuses for size (:func:`_lift`, AUTO and MASKED).
+    ``unmatched()``: the message when no token sequence matches."""
     enc, tokens, lazy = target.entry.encoded, target.entry.tokens, target.lazy
     eos_id, separator, label = target.eos_id, target.separator, target.label
 
     def lazily() -> LazyTokenAutomaton:
         return LazyTokenAutomaton(dfa, enc, tokens, separator, eos_id, label, stats)
 
-    if lazy is True or (lazy is not False and _too_large(dfa, enc)):
+    if lazy is Laziness.LAZY or (lazy is not Laziness.WHOLE and _too_large(dfa, enc)):
         return lazily()
     if masked_lazily:
         made = _exact_lazy(dfa, enc, tokens, separator, eos_id, label, stats, target.max_states)
@@ -201,29 +248,31 @@ def _build_all(
     eos_id,
     separator: str,
     max_states: int,
-    lazy: bool | None = False,
-) -> TokenAutomaton | LazyTokenAutomaton:
+    lazy: Laziness,
+    label: str | None = None,
+) -> TokenConstraint:
     """Several constraints: the product byte DFA (:mod:`decodekit.constraints.automata.product`), lifted
-    (or the lazy automaton)."""
+    (or the lazy automaton); ``label``: the automaton's ``pattern`` (default: the product's)."""
     parts = components(patterns, excludes, max_states)
     enc, sep = entry.trie(), separator.encode("utf-8")
-    label = f"the {len(patterns) + len(excludes)} constraints"
-    made = product(parts, enc.available(sep), max_states, label)
+    what = f"the {len(patterns) + len(excludes)} constraints"
+    made = product(parts, enc.available(sep), max_states, what)
     wanted = listed(patterns, excludes)
     head = (
         f"no token sequence of this vocabulary ({enc.size} tokens, separator {separator!r}) matches {wanted}"
     )
     if made.dfa is None:
         try:
-            anywhere = product(parts, None, max_states, label).dfa is not None
+            anywhere = product(parts, None, max_states, what).dfa is not None
         except ConstraintError:  # too large without the vocabulary's restriction: say the likelier
             anywhere = True
         if not anywhere:
             raise ConstraintError(f"no text matches {wanted}: the constraints contradict each other")
         raise ConstraintError(f"{head}: the matching texts need bytes that no token contains")
     stats = {**made.stats, "constraints": len(patterns), "excludes": len(excludes)}
-    masked_lazily = lazy == "masked" and exact_lazily(enc, entry.tokens, separator, eos_id)
-    target = _Target(entry, eos_id, separator, max_states, lazy, describe(patterns, excludes))
+    masked_lazily = lazy is Laziness.MASKED and exact_lazily(enc, entry.tokens, separator, eos_id)
+    label = describe(patterns, excludes) if label is None else label
+    target = _Target(entry, eos_id, separator, max_states, lazy, label)
     why = f"{head}: whole tokens joined by {separator!r} cannot form a matching text"
     return _ladder(made.dfa, target, stats, masked_lazily, lambda: why)
 

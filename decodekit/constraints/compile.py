@@ -11,19 +11,18 @@ from dataclasses import dataclass, field
 
 from decodekit.constraints import DEFAULT_MAX_STATES
 from decodekit.constraints.automata.product import as_patterns
-from decodekit.constraints.build import Vocabulary, build
+from decodekit.constraints.build import Laziness, Vocabulary, build
 from decodekit.constraints.syntax.parser import parse
-from decodekit.constraints.tokens.automaton import TokenAutomaton
-from decodekit.constraints.tokens.lazy import LazyTokenAutomaton
+from decodekit.constraints.tokens.interface import StateTables, TokenConstraint, provides
 from decodekit.errors import ConstraintError
 
 CACHE_VOCABS, CACHE_PATTERNS = 4, 32  # vocabularies kept, and automata kept per vocabulary
 FINGERPRINT_SAMPLE = 256  # tokens hashed into a vocabulary's fingerprint (hashing 10k: 0.3 ms)
-ANDERSON_HINT = (
+ANDERSON_HINT = (  # names the library's API only; the CLI says it with its flags
     "Anderson-style constrained beam search keeps one beam per automaton state and needs every "
     "state built, which is impractical at this size: use a masked search, which builds the "
-    "automaton lazily: masked beam search (--strategy masked-beam, GenerationConfig(strategy="
-    "'masked-beam'), decodekit.beam_search(..., constraint=...)), or greedy / sample"
+    "automaton lazily: masked beam search (strategy='masked-beam', or "
+    "decodekit.beam_search(..., constraint=...)), or greedy / sample"
 )
 
 
@@ -31,7 +30,7 @@ ANDERSON_HINT = (
 class _Cached(Vocabulary):
     """A cached vocabulary: its tokens (to confirm a hit), trie and automata."""
 
-    automata: OrderedDict[tuple, TokenAutomaton] = field(default_factory=OrderedDict)
+    automata: OrderedDict[tuple, TokenConstraint] = field(default_factory=OrderedDict)
 
 
 _cache: OrderedDict[tuple[int, int], _Cached] = OrderedDict()  # fingerprint -> vocabulary
@@ -62,9 +61,11 @@ def compile_regex(
     *,
     exclude: str | Sequence[str] = (),
     max_states: int = DEFAULT_MAX_STATES,
-    lazy: bool | str | None = None,
-) -> TokenAutomaton | LazyTokenAutomaton:
-    """Compile ``pattern`` into a :class:`TokenAutomaton` over ``len(token_strings)`` tokens.
+    lazy: Laziness | bool | str | None = Laziness.AUTO,
+) -> TokenConstraint:
+    """Compile ``pattern`` into a :class:`TokenAutomaton` over ``len(token_strings)`` tokens (or,
+    as ``lazy`` says, a :class:`LazyTokenAutomaton`: both are
+    :class:`~decodekit.constraints.tokens.interface.TokenConstraint`).
 
     Several constraints: ``pattern`` may be a list of regexes, all of which must fully match the
     text, and ``exclude`` a regex or a list of them, none of which may match anywhere in it
@@ -82,15 +83,15 @@ def compile_regex(
     confirmed by comparing the tokens) and (pattern, separator, eos_id, max_states): the last
     32 automata each; compiling again returns the same object.
 
-    ``lazy``: None (default) returns a :class:`~decodekit.constraints.tokens.lazy.LazyTokenAutomaton`
-    (masked search only; built on first visit) when the automaton would be too large to build
-    whole (``LAZY_ENTRIES``, ``LAZY_STEP`` of :mod:`decodekit.constraints.build`: decided before
-    lifting, from the byte DFA's size), True always, False never (the size errors below
-    instead). ``"masked"`` (what the masked searches compile with): lazily whenever the lazy
-    automaton's masks equal the whole one's (:func:`~decodekit.constraints.build.exact_lazily`:
-    every byte the tokens contain is a token by itself, no separator; near the length limit the
-    whole automaton is built once, on first need), so
-    that compiling costs a parse, two small DFAs and the first mask; else as None.
+    ``lazy``: a :class:`~decodekit.constraints.build.Laziness`. ``AUTO`` (default) returns a
+    :class:`~decodekit.constraints.tokens.lazy.LazyTokenAutomaton` (masked search only; built on
+    first visit) when the automaton would be too large to build whole (decided before lifting,
+    from the byte DFA's size), ``LAZY`` always, ``WHOLE`` never (the size errors below instead).
+    ``MASKED`` (what the masked searches compile with on the CPU): lazily whenever the lazy
+    automaton's masks equal the whole one's (every byte the tokens contain is a token by itself,
+    no separator), so that compiling costs a parse, two small DFAs and the first mask; else as
+    ``AUTO``. The older spellings are aliases: None = AUTO, True = LAZY, False = WHOLE,
+    ``"masked"`` = MASKED.
 
     Raises:
         ConstraintError: invalid regex (with the position), unsupported feature (back-references,
@@ -120,8 +121,7 @@ def compile_regex(
     if max_states is None or max_states < 1:
         raise ConstraintError(f"max_states must be a positive integer, got {max_states!r}")
     fingerprint = (len(tokens), hash(tokens[:: max(1, len(tokens) // FINGERPRINT_SAMPLE)]))
-    if lazy not in (None, True, False, "masked"):
-        raise ConstraintError(f"lazy must be None, True, False or 'masked', got {lazy!r}")
+    lazy = Laziness.of(lazy)
     key = (pattern, separator, eos_id, max_states, lazy)  # pattern: a str, or ("all", patterns, excludes)
     with _lock:
         entry = _cache.get(fingerprint)
@@ -157,7 +157,7 @@ def compile_for_vocab(
     *,
     exclude: str | Sequence[str] = (),
     max_states: int = DEFAULT_MAX_STATES,
-) -> TokenAutomaton:
+) -> TokenConstraint:
     """:func:`compile_regex` with a :class:`decodekit.vocab.Vocab`'s token bytes
     (:meth:`~decodekit.vocab.Vocab.surface_bytes`), separator and EOS."""
     tokens = getattr(vocab, "surface_bytes", vocab.surfaces)()  # surfaces(): a vocabulary-like object
@@ -172,21 +172,24 @@ def as_automaton(
     *,
     exclude: str | Sequence[str] = (),
     max_states: int = DEFAULT_MAX_STATES,
-    lazy: bool | str | None = None,
-) -> TokenAutomaton | LazyTokenAutomaton:
+    lazy: Laziness | bool | str | None = Laziness.AUTO,
+) -> TokenConstraint:
     """A compiled automaton for ``model``: a pattern string, or a list of them (all must match),
     with optional ``exclude`` patterns (none may match anywhere), is compiled against
-    ``model.vocab``; a :class:`TokenAutomaton` (or :class:`LazyTokenAutomaton`) is checked against
-    ``model.vocab_size`` (and its EOS). ``constraint=None`` with excludes: any text without them.
-    ``lazy``: as :func:`compile_regex`'s (False: a lazy automaton given is refused)."""
+    ``model.vocab``; a compiled :class:`~decodekit.constraints.tokens.interface.TokenConstraint`
+    is checked against ``model.vocab_size`` (and its EOS). ``constraint=None`` with excludes: any
+    text without them. ``lazy``: as :func:`compile_regex`'s (``WHOLE``: a constraint given
+    without every state's tables, a lazy automaton, is refused)."""
+    lazy = Laziness.of(lazy)
     if constraint is None and not (isinstance(exclude, tuple) and not exclude):
         constraint = ()
-    if isinstance(constraint, LazyTokenAutomaton) and lazy is False:
+    compiled = provides(constraint, TokenConstraint)
+    if compiled and lazy is Laziness.WHOLE and not provides(constraint, StateTables):
         raise ConstraintError(
-            f"the constraint {constraint.pattern!r} is a LazyTokenAutomaton (built on first visit, "
+            f"the constraint {constraint.pattern!r} is a {type(constraint).__name__} (built on first visit, "
             f"{constraint.stats.get('candidate_states')} candidate states). {ANDERSON_HINT}"
         )
-    if isinstance(constraint, (TokenAutomaton, LazyTokenAutomaton)):
+    if compiled:
         if not (isinstance(exclude, tuple) and not exclude):
             raise ConstraintError(
                 "exclude cannot be added to a compiled TokenAutomaton: compile the patterns and the "
@@ -227,12 +230,13 @@ def as_automaton(
     )
 
 
-def anderson_automaton(constraint, model, *, exclude: str | Sequence[str] = ()) -> TokenAutomaton:
-    """:func:`as_automaton` built whole, for Anderson-style search (one beam per state): a size
-    refusal (``constraint too large``, ``exceeds max_states``) or a lazy automaton given says
-    that one beam per state is impractical and names the masked searches."""
+def anderson_automaton(constraint, model, *, exclude: str | Sequence[str] = ()) -> StateTables:
+    """:func:`as_automaton` built whole (:class:`~decodekit.constraints.tokens.interface.StateTables`),
+    for Anderson-style search (one beam per state): a size refusal (``constraint too large``,
+    ``exceeds max_states``) or a lazy automaton given says that one beam per state is impractical
+    and names the masked searches."""
     try:
-        return as_automaton(constraint, model, exclude=exclude, lazy=False)
+        return as_automaton(constraint, model, exclude=exclude, lazy=Laziness.WHOLE)
     except ConstraintError as e:
         text = str(e)
         if ANDERSON_HINT not in text and ("too large" in text or "exceeds max_states" in text):

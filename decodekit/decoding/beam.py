@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import torch
 
 from decodekit.checks import at_least, real
+from decodekit.constraints import StateTables, TokenConstraint
 from decodekit.decoding.prompts import Constraint, Prompt
 from decodekit.decoding.search import NEG_INF, Search, Select, Selection, run
 from decodekit.decoding.strategies import Settings, Strategy
@@ -88,7 +89,7 @@ def _warn_if_short(out, settings):
     return out
 
 
-def beam_selection(beam: int, vocab: int, eos: int | None, automaton) -> Select:
+def beam_selection(beam: int, vocab: int, eos: int | None, automaton: TokenConstraint | None) -> Select:
     """The K best extensions of each prompt's K rows, EOS candidates ranked within the K best
     ending as finished (see :func:`beam_search`)."""
     # A row contributes at most K survivors and one EOS, so its K+1 best tokens suffice (K
@@ -166,7 +167,7 @@ def _start_anderson(search: Search, batch: int) -> tuple[Select, Selection]:
     return anderson_selection(automaton, beam, search.model.eos_id), Selection(cum.view(-1), slot_state)
 
 
-def anderson_selection(automaton, beam: int, eos: int | None) -> Select:
+def anderson_selection(automaton: StateTables, beam: int, eos: int | None) -> Select:
     """One beam of K per automaton state: rows ``(b * S + q) * K + k`` are in state q."""
     states = automaton.num_states
     best_per_state = GroupedTopK(automaton.next_state, states, beam, beam)

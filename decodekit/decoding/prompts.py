@@ -9,12 +9,15 @@ from typing import Any
 import torch
 
 from decodekit.checks import require
+from decodekit.constraints import TokenConstraint
 from decodekit.errors import ConstraintError, ModelOutputError
 from decodekit.models import state as st
 from decodekit.models.base import LanguageModel, State, model_device
 
 Prompt = Sequence[int]
-Constraint = Any  # a regex pattern (str) or a compiled decodekit.constraints TokenAutomaton
+# what a caller constrains with: a regex (str), a list of them (all must match), or a compiled
+# TokenConstraint; compile_constraint makes the TokenConstraint the decoders see
+Constraint = str | Sequence[str] | TokenConstraint
 
 
 def as_batch(prompt: Prompt | Sequence[Prompt]) -> tuple[list[list[int]], bool]:
@@ -103,38 +106,37 @@ def check_logprobs(logprobs: torch.Tensor, rows: int, vocab_size: int, step: int
         )
 
 
-def compile_constraint(settings: Any, needs: str, model: LanguageModel):
-    """The planning step above the loop: ``settings.constraint`` (a regex, a list of them, an
-    automaton, or None) and ``settings.exclude`` compiled once for ``model`` as the strategy
-    ``needs`` (``"states"``: built whole for one beam per state, a size refusal naming the masked
-    searches; ``"masks"``: lazily on the CPU where huge), on the model's device; None without a
-    constraint.
+def compile_constraint(settings: Any, needs: str, model: LanguageModel) -> TokenConstraint | None:
+    """The planning step above the loop, the one place a constraint meets a model:
+    ``settings.constraint`` (a regex, a list of them, a compiled constraint, or None) and
+    ``settings.exclude`` compiled once for ``model`` as the strategy ``needs`` (``"states"``: a
+    :class:`~decodekit.constraints.StateTables`, built whole for one beam per state, a size
+    refusal naming the masked searches; ``"masks"``: a
+    :class:`~decodekit.constraints.TokenConstraint`, as
+    :meth:`Laziness.for_masks <decodekit.constraints.Laziness.for_masks>` says for the model's
+    device), on the model's device; None without a constraint.
 
-    Raises :class:`ConstraintError` when no accepted sequence fits in ``max_length`` tokens."""
+    Raises :class:`ConstraintError` when no sequence the masks allow fits in ``max_length`` tokens."""
     constraint, exclude, max_length = settings.constraint, settings.exclude, settings.max_length
     if constraint is None and not exclude:
         return None
-    from decodekit.constraints import anderson_automaton, as_automaton
+    from decodekit.constraints import Laziness, anderson_automaton, as_automaton
 
-    device = model_device(model)  # lazily only on CPU: the lazy automaton decides on the host
+    device = model_device(model)
     if needs == "states":
         automaton = anderson_automaton(constraint, model, exclude=exclude)
     else:
-        automaton = as_automaton(
-            constraint, model, exclude=exclude, lazy="masked" if device.type == "cpu" else None
-        )
-    if getattr(automaton, "lazy", False) and automaton.fits(max_length):
+        automaton = as_automaton(constraint, model, exclude=exclude, lazy=Laziness.for_masks(device))
+    if automaton.fits(max_length):
         return automaton.to(device)
     shortest = automaton.shortest
-    if shortest > max_length and getattr(automaton, "lazy", False) and not automaton.exact:
+    if not automaton.exact:
         raise ConstraintError(
             f"the constraint {automaton.pattern!r} is built lazily (too large to build whole) and its masks "
             f"guarantee a match within {shortest} tokens (the shortest match spelled one byte per token), "
             f"more than max_length={max_length}: raise max_length"
         )
-    if shortest > max_length:
-        raise ConstraintError(
-            f"the constraint {automaton.pattern!r} needs at least {shortest} tokens, "
-            f"more than max_length={max_length}"
-        )
-    return automaton.to(device)
+    raise ConstraintError(
+        f"the constraint {automaton.pattern!r} needs at least {shortest} tokens, "
+        f"more than max_length={max_length}"
+    )

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from decodekit.checks import at_least
+from decodekit.constraints import TokenConstraint
 from decodekit.decoding import processors
 from decodekit.decoding.prompts import Constraint, Prompt
 from decodekit.decoding.search import NEG_INF, Search, Select, Selection, run
@@ -89,7 +90,7 @@ def _sampler(settings, model: LanguageModel) -> Chooser:
     return choose
 
 
-def rowwise_selection(choose: Chooser, automaton, eos: int | None) -> Select:
+def rowwise_selection(choose: Chooser, automaton: TokenConstraint | None, eos: int | None) -> Select:
     """Each row ends alone (EOS, cannot go on, ``max_length``); the others are the selection."""
 
     def select(logprobs: torch.Tensor, rows: Selection, remaining: int) -> Selection:

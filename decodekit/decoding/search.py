@@ -18,6 +18,7 @@ import torch
 
 from decodekit import memory
 from decodekit.checks import at_least
+from decodekit.constraints import TokenConstraint
 from decodekit.decoding.prompts import (
     Prompt,
     as_batch,
@@ -63,12 +64,14 @@ Select = Callable[[torch.Tensor, Selection, int], Selection]  # (logprobs [N, V]
 class Search:
     """One planned search, what a strategy's ``start`` reads: the model, the strategy (as it
     runs), its settings (a ``GenerationConfig`` or :class:`~.strategies.Settings`) and the
-    constraint compiled for the model (None: unconstrained)."""
+    constraint compiled for the model (None: unconstrained): a
+    :class:`~decodekit.constraints.TokenConstraint`, the
+    :class:`~decodekit.constraints.StateTables` refinement when the strategy ``needs="states"``."""
 
     model: LanguageModel
     strategy: Strategy
     settings: Any
-    automaton: Any
+    automaton: TokenConstraint | None
 
 
 def run(
@@ -153,7 +156,9 @@ def decode(
     return out
 
 
-def _shortest(automaton, states, length: int, max_length: int, eos: int | None, shape):
+def _shortest(
+    automaton: TokenConstraint | None, states, length: int, max_length: int, eos: int | None, shape
+):
     """The fewest tokens (EOS included) a completion of a live row of ``length`` tokens can have
     (:func:`~decodekit.decoding.trace.reachable_bound`): ``length + 1`` (EOS next), ``max_length``
     without EOS; under a constraint ``length + automaton.min_tokens(state)`` (+ 1 for EOS), so an

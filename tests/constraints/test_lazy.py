@@ -205,9 +205,9 @@ def test_masked_lazy_automaton_has_exactly_the_eager_masks(bpe, pattern):
     clear_cache(vocabularies=False)
     eager, lazy = compile_regex(*args, lazy=False), compile_regex(*args, lazy="masked")
     assert isinstance(lazy, LazyTokenAutomaton) and lazy.exact
-    assert lazy._whole["need"] is None  # nothing built whole yet
+    assert lazy._shared.need is None  # nothing built whole yet
     lazy.allowed(torch.tensor([lazy.initial]))
-    assert lazy._whole["need"] is None  # no length limit: the static rows suffice
+    assert lazy._shared.need is None  # no length limit: the static rows suffice
     assert lazy.shortest == eager.shortest
     rng = random.Random(4)
     for _ in range(25):

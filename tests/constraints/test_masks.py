@@ -11,8 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from decodekit.constraints import compile_regex
-from decodekit.constraints.tokens import automaton as automaton_module
-from decodekit.constraints.tokens.automaton import TokenAutomaton, _Tables
+from decodekit.constraints.tokens import masks as automaton_module
+from decodekit.constraints.tokens.automaton import TokenAutomaton
+from decodekit.constraints.tokens.masks import _Tables
 
 from .strategies import regexes
 

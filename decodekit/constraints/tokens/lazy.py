@@ -40,15 +40,16 @@ reads a token's bytes through the byte DFA.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import torch
 
 from decodekit.constraints.automata.graph import distances_to_accept, reverse_distances, unique_rows
 from decodekit.constraints.automata.utf8 import ByteDFA
-from decodekit.constraints.tokens.automaton import SPARSE, Walking, apply_row, sparse_ids
+from decodekit.constraints.tokens import interface
 from decodekit.constraints.tokens.lift import Lifted, byte_table, walk_one
+from decodekit.constraints.tokens.masks import SPARSE, apply_row, sparse_ids
 from decodekit.constraints.tokens.trie import EncodedVocab, as_bytes
 from decodekit.errors import ConstraintError
 
@@ -59,18 +60,12 @@ MAX_ROUNDS = 64  # Moore rounds for sharing rows; a longer longest token: one ro
 GROUP_AFTER = 16  # static rows walked per byte state before byte states with equal rows are grouped
 
 
-class LazyTokenAutomaton(Walking):
-    """The masked-search interface of :class:`~decodekit.constraints.tokens.automaton.TokenAutomaton`
-    (``allowed``, ``mask``, ``step``, ``is_accepting``, ``min_tokens``, ``shortest``, ``walk``,
-    ``accepts``, ``to``), built on first visit (see the module docstring). No ``next_state`` or
-    ``num_states``: Anderson-style search needs every state and refuses it.
-
-    ``shortest``: the fewest tokens the masks guarantee: exact when :attr:`exact`, else a match
-    spelled one byte per token (at least the true fewest). ``min_tokens``: a *lower* bound
-    (bytes to acceptance over the longest token's bytes), as the searches' score bounds need.
-    """
-
-    lazy = True
+class _Shared:
+    """What the device copies of one lazy automaton share: the tables built at compile time (read
+    only) and the parts computed on first need (see the module docstring): ``need`` from
+    ``build`` (the whole automaton's fewest tokens, once a length budget bites and the masks are
+    :attr:`~LazyTokenAutomaton.exact`), ``reach``, the byte-state ``group`` (after ``walks``
+    static rows), each token's byte ``codes``, and the ``copies`` by device."""
 
     def __init__(
         self,
@@ -80,27 +75,16 @@ class LazyTokenAutomaton(Walking):
         separator: str,
         eos_id: int | None,
         pattern: str,
-        stats: Mapping[str, int],
-        device: torch.device | str = "cpu",
-        _shared: dict | None = None,
-        exact: Callable[[], Lifted | None] | None = None,
+        exact: Callable[[], Lifted | None] | None,
     ) -> None:
-        self.eos_id, self.pattern, self.separator, self.initial = eos_id, pattern, separator, 0
-        self.device = torch.device(device)
-        self._static: OrderedDict = OrderedDict()
-        self._exact: OrderedDict = OrderedDict()
-        if _shared is not None:
-            self.__dict__.update(_shared)
-            return
-        self._enc, self._tokens = enc, tokens
+        self.enc, self.tokens = enc, tokens
         num_byte, width = dfa.table.shape
         steps = byte_table(dfa, separator.encode("utf-8"))  # premultiplied, as lift's
-        dead, succ, flat, lut, start = steps.dead, steps.succ, steps.flat, steps.lut, steps.start
+        flat, lut, start = steps.flat, steps.lut, steps.start
         accepting = np.concatenate([[dfa.accepting[dfa.initial]], dfa.accepting])  # [1 + Q]
         usable = enc.valid.copy()
         if eos_id is not None:
             usable[eos_id] = False
-        lengths = enc.lengths
         ids, nodes = enc.by_depth[1] if len(enc.by_depth) > 1 else (np.zeros(0, dtype=np.int64),) * 2
         kinds = np.unique(lut[enc.byte[0][nodes[usable[ids]]]]) if len(ids) else np.zeros(0, dtype=np.intp)
         byte_dist = distances_to_accept(dfa.table, dfa.accepting)
@@ -121,44 +105,95 @@ class LazyTokenAutomaton(Walking):
                 "this vocabulary cannot spell a match one byte per token"
             )
         # a lower bound for min_tokens: bytes to acceptance over the longest token (+ separator)
-        step_bytes = max(1, int(lengths.max(initial=1))) + len(separator.encode("utf-8"))
-        lower = np.where(accepting, 0, -(-np.maximum(byte_dist, 1) // step_bytes))
-        self._width, self._dead, self._flat, self._lut = width, dead, flat, lut
-        self._start, self._accepting, self._usable = start, accepting, usable
-        self._bound, self._lower, self._codes = bound, lower, {}
-        self._whole = {"build": exact, "need": None}  # shared by the device copies
-        self._succ, self._depth = succ, len(enc.by_depth) - 1
-        self._most, self._reach = int(bound.max()), None  # reach: computed when a budget first bites
-        self._grouping = {"group": None, "walks": 0}  # shared by the device copies
-        self.stats = {**stats, "candidate_states": num_byte + 1}
+        step_bytes = max(1, int(enc.lengths.max(initial=1))) + len(separator.encode("utf-8"))
+        self.lower = np.where(accepting, 0, -(-np.maximum(byte_dist, 1) // step_bytes))
+        self.width, self.dead, self.flat, self.lut, self.succ = width, steps.dead, flat, lut, steps.succ
+        self.start, self.accepting, self.usable, self.bound = start, accepting, usable, bound
+        self.depth, self.most = len(enc.by_depth) - 1, int(bound.max())
+        self.candidates = num_byte + 1
+        self.build, self.need = exact, None  # the whole automaton: how to build it, then its need
+        self.reach: np.ndarray | None = None  # computed when a budget first bites
+        self.group: np.ndarray | None = None
+        self.walks = 0
+        self.codes: dict[int, list[int]] = {}
+        self.copies: dict[torch.device, LazyTokenAutomaton] = {}
+
+    def exact_need(self) -> np.ndarray | None:
+        """[1 + Q] the fewest tokens to acceptance from each candidate (-1: none), from the whole
+        automaton built on first call; None when there is no build or it refused."""
+        if self.need is None and self.build is not None:
+            build, self.build = self.build, None
+            lifted = build()
+            if lifted is not None:
+                has = lifted.state_of >= 0
+                self.need = np.where(has, lifted.min_tokens[np.maximum(lifted.state_of, 0)], -1)
+        return self.need
+
+
+class LazyTokenAutomaton:
+    """A :class:`~decodekit.constraints.tokens.interface.TokenConstraint` (``allowed``, ``mask``,
+    ``step``, ``is_accepting``, ``min_tokens``, ``shortest``, ``walk``, ``accepts``, ``fits``,
+    ``to``), built on first visit (see the module docstring). Not the
+    :class:`~decodekit.constraints.tokens.interface.StateTables` refinement: Anderson-style search
+    needs every state and refuses it.
+
+    ``shortest``: the fewest tokens the masks guarantee: exact when :attr:`exact`, else a match
+    spelled one byte per token (at least the true fewest). ``min_tokens``: a *lower* bound
+    (bytes to acceptance over the longest token's bytes), as the searches' score bounds need.
+    Device copies (:meth:`to`) share one :class:`_Shared`; each keeps its own cached rows.
+    """
+
+    def __init__(
+        self,
+        dfa: ByteDFA | None,
+        enc: EncodedVocab | None,
+        tokens: Sequence[str | bytes | None],
+        separator: str,
+        eos_id: int | None,
+        pattern: str,
+        stats: Mapping[str, int],
+        device: torch.device | str = "cpu",
+        exact: Callable[[], Lifted | None] | None = None,
+        *,
+        shared: _Shared | None = None,
+    ) -> None:
+        self.eos_id, self.pattern, self.separator, self.initial = eos_id, pattern, separator, 0
+        self.device = torch.device(device)
+        self._static: OrderedDict = OrderedDict()
+        self._exact: OrderedDict = OrderedDict()
+        if shared is None:
+            shared = _Shared(dfa, enc, tokens, separator, eos_id, pattern, exact)
+            stats = {**stats, "candidate_states": shared.candidates}
+        self._shared, self.stats = shared, stats
 
     # ------------------------------------------------------------------ the public interface
 
     @property
     def vocab_size(self) -> int:
-        return self._enc.size
+        return self._shared.enc.size
 
     @property
     def exact(self) -> bool:
         """Whether the masks equal the whole automaton's: the static rows do when every byte the
         tokens contain is a token by itself (no separator), and near the length limit the whole
         automaton, built once on first need, gives the fewest tokens to acceptance."""
-        return self._whole["build"] is not None or self._whole["need"] is not None
+        return self._shared.build is not None or self._shared.need is not None
 
     @property
     def shortest(self) -> int:
         """The fewest tokens of a match the masks guarantee: exact when :attr:`exact` (the whole
         automaton is built if the one-byte-per-token bound exceeds it), else a match spelled one
         byte per token."""
-        need = self._exact_need() if self._bound[self.initial] > self._lower[self.initial] else None
-        return int(self._bound[self.initial] if need is None else need[self.initial])
+        sh = self._shared
+        need = sh.exact_need() if sh.bound[self.initial] > sh.lower[self.initial] else None
+        return int(sh.bound[self.initial] if need is None else need[self.initial])
 
     def fits(self, max_length: int) -> bool:
         """Whether the masks let a match end within ``max_length`` tokens (builds the whole
         automaton only when the one-byte-per-token bound says no and :attr:`exact`)."""
-        if self._bound[self.initial] <= max_length:
+        if self._shared.bound[self.initial] <= max_length:
             return True
-        need = self._exact_need()
+        need = self._shared.exact_need()
         return need is not None and 0 <= need[self.initial] <= max_length
 
     def to(self, device: torch.device | str) -> LazyTokenAutomaton:
@@ -167,12 +202,10 @@ class LazyTokenAutomaton(Walking):
         device = torch.device(device)
         if device == self.device:
             return self
-        copies = self.__dict__.setdefault("_copies", {})
+        copies = self._shared.copies
         if device not in copies:
-            shared = {k: v for k, v in self.__dict__.items() if k not in ("_static", "_exact", "device")}
-            copies[device] = LazyTokenAutomaton(
-                None, None, (), self.separator, self.eos_id, self.pattern, {}, device, shared
-            )
+            args = (self.separator, self.eos_id, self.pattern, self.stats, device)
+            copies[device] = LazyTokenAutomaton(None, None, (), *args, shared=self._shared)
         return copies[device]
 
     def allowed(self, states: torch.Tensor, remaining: int | torch.Tensor | None = None) -> torch.Tensor:
@@ -186,8 +219,17 @@ class LazyTokenAutomaton(Walking):
             return rows[0][0][None].clone()  # a copy: the row stays cached unchanged
         return torch.stack([r[0] for r in rows])
 
-    def _mask(self, logprobs: torch.Tensor, states: torch.Tensor, remaining, inplace: bool) -> torch.Tensor:
-        """:meth:`Walking.mask` from the rows found on first visit."""
+    def mask(
+        self,
+        logprobs: torch.Tensor,
+        states: torch.Tensor,
+        remaining: int | torch.Tensor | None = None,
+        *,
+        inplace: bool = False,
+    ) -> torch.Tensor:
+        """``logprobs`` [N, V] with -inf wherever ``allowed(states, remaining)`` is False (a new
+        tensor, same dtype; ``inplace``: written into ``logprobs``), from the rows found on first
+        visit."""
         rows = [self._row(c, r) for c, r in zip(*self._args(states, remaining))]
         if not rows:
             return logprobs if inplace else logprobs.clone()
@@ -201,12 +243,12 @@ class LazyTokenAutomaton(Walking):
     def is_accepting(self, states: torch.Tensor) -> torch.Tensor:
         """[N] states -> [N] bool (dead states are not)."""
         s = states.detach().cpu().long().numpy()
-        return torch.from_numpy((s >= 0) & self._accepting[np.maximum(s, 0)]).to(self.device)
+        return torch.from_numpy((s >= 0) & self._shared.accepting[np.maximum(s, 0)]).to(self.device)
 
     def min_tokens(self, states: torch.Tensor) -> torch.Tensor:
         """[N] states -> [N] long, a lower bound on the tokens to acceptance (0 for dead)."""
         s = states.detach().cpu().long().numpy()
-        return torch.from_numpy(np.where(s >= 0, self._lower[np.maximum(s, 0)], 0)).to(self.device)
+        return torch.from_numpy(np.where(s >= 0, self._shared.lower[np.maximum(s, 0)], 0)).to(self.device)
 
     def step(self, states: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         """[N] states, [N] tokens -> [N] next states (-1 if dead; -1 stays -1; EOS -> -1): the
@@ -214,14 +256,21 @@ class LazyTokenAutomaton(Walking):
         out = [self._next(c, t) for c, t in zip(states.tolist(), tokens.tolist())]
         return torch.tensor(out, dtype=torch.long, device=self.device)
 
-    def _accepts_state(self, s: int) -> bool:
-        return bool(self._accepting[s])
+    def walk(self, tokens: Iterable[int], state: int | None = None) -> int:
+        """The state after reading ``tokens`` from ``state`` (default: initial), or -1 if dead."""
+        start = self.initial if state is None else state
+        return interface.walk(self._next, tokens, start, self.vocab_size)
+
+    def accepts(self, tokens: Iterable[int]) -> bool:
+        """Whether the token sequence is accepted (the regex's language); a trailing EOS is allowed."""
+        return interface.accepts(self, lambda c: bool(self._shared.accepting[c]), tokens)
 
     def __repr__(self) -> str:
         states = self.stats["candidate_states"]
         return (
             f"LazyTokenAutomaton(pattern={self.pattern!r}, candidate_states={states}, "
-            f"vocab_size={self.vocab_size}, shortest<={int(self._bound[self.initial])}, eos_id={self.eos_id})"
+            f"vocab_size={self.vocab_size}, shortest<={int(self._shared.bound[self.initial])}, "
+            f"eos_id={self.eos_id})"
         )
 
     # ------------------------------------------------------------------ rows
@@ -234,54 +283,43 @@ class LazyTokenAutomaton(Walking):
         return s, r
 
     def _next(self, c: int, t: int) -> int:
-        if c < 0 or not self._usable[t]:
+        sh = self._shared
+        if c < 0 or not sh.usable[t]:
             return -1
-        codes = self._codes.get(t)
+        codes = sh.codes.get(t)
         if codes is None:
-            codes = self._codes[t] = self._lut[
-                np.frombuffer(as_bytes(self._tokens[t]), dtype=np.uint8)
-            ].tolist()
-        s, flat, dead = int(self._start[c]), self._flat, self._dead
+            codes = sh.codes[t] = sh.lut[np.frombuffer(as_bytes(sh.tokens[t]), dtype=np.uint8)].tolist()
+        s, flat, dead = int(sh.start[c]), sh.flat, sh.dead
         if s == dead:
             return -1
         for k in codes:
             s = int(flat[s + k])
             if s == dead:
                 return -1
-        return 1 + s // self._width
+        return 1 + s // sh.width
 
     def _walk(self, c: int) -> tuple[np.ndarray, np.ndarray]:
         """The usable tokens alive from c whose next state has ``bound >= 0``, and those states."""
-        s = int(self._start[c])
-        if s == self._dead:
+        sh = self._shared
+        s = int(sh.start[c])
+        if s == sh.dead:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        tok, ends = walk_one(s, self._enc, self._lut, self._flat, self._dead)
-        nxt = np.where(ends < self._dead, 1 + ends // self._width, 0)
-        keep = self._usable[tok] & (ends < self._dead) & (self._bound[nxt] >= 0)
+        tok, ends = walk_one(s, sh.enc, sh.lut, sh.flat, sh.dead)
+        nxt = np.where(ends < sh.dead, 1 + ends // sh.width, 0)
+        keep = sh.usable[tok] & (ends < sh.dead) & (sh.bound[nxt] >= 0)
         return tok[keep], nxt[keep]
-
-    def _exact_need(self) -> np.ndarray | None:
-        """[1 + Q] the fewest tokens to acceptance from each candidate (-1: none), from the whole
-        automaton built on first call; None when not :attr:`exact` or the build refused."""
-        holder = self._whole
-        if holder["need"] is None and holder["build"] is not None:
-            build, holder["build"] = holder["build"], None
-            lifted = build()
-            if lifted is not None:
-                has = lifted.state_of >= 0
-                holder["need"] = np.where(has, lifted.min_tokens[np.maximum(lifted.state_of, 0)], -1)
-        return holder["need"]
 
     def _row(self, c: int, remaining: int | None) -> tuple:
         """(bool [V] row, cache entry for biases) of state c under ``remaining``."""
         if c < 0:
             return self._empty()
-        accept = bool(self._accepting[c])
-        if remaining is None or remaining - 1 >= self._most or remaining - 1 >= self._reach_of(c):
-            key = (self._row_key(int(self._start[c] // self._width)), accept)
+        sh = self._shared
+        accept = bool(sh.accepting[c])
+        if remaining is None or remaining - 1 >= sh.most or remaining - 1 >= self._reach_of(c):
+            key = (self._row_key(int(sh.start[c] // sh.width)), accept)
             entry = self._static.get(key)
             if entry is None:
-                self._grouping["walks"] += 1
+                sh.walks += 1
                 tok, _ = self._walk(c)
                 entry = self._static[key] = self._entry(tok, accept)
                 if len(self._static) > STATIC_ROWS:
@@ -297,29 +335,30 @@ class LazyTokenAutomaton(Walking):
         else:
             self._exact.move_to_end(c)
         tok, nxt = exact
-        need = self._exact_need()
-        need = (self._bound if need is None else need)[nxt]
+        need = sh.exact_need()
+        need = (sh.bound if need is None else need)[nxt]
         return self._entry(tok[(need >= 0) & (need <= remaining - 1)], accept)
 
     def _reach_of(self, c: int) -> int:
         """The largest ``bound`` of a token end within L bytes of candidate c (:func:`_reach`,
         computed on first use: a budget above every bound never needs it)."""
-        if self._reach is None:
-            self._reach = _reach(self._succ, self._bound, self._depth)
-        return int(self._reach[self._start[c] // self._width])
+        sh = self._shared
+        if sh.reach is None:
+            sh.reach = _reach(sh.succ, sh.bound, sh.depth)
+        return int(sh.reach[sh.start[c] // sh.width])
 
     def _row_key(self, q: int) -> tuple[str, int]:
         """What static rows are cached under: byte state q itself for the first
         :data:`GROUP_AFTER` rows walked (compiling stays cheap), then its group of byte states
         with the same static row (:func:`_groups`, computed once then: a long pattern such as
         ``a{10000}`` walks a row per group, not per state)."""
-        g = self._grouping
-        if g["group"] is None:
-            if g["walks"] < GROUP_AFTER:
+        sh = self._shared
+        if sh.group is None:
+            if sh.walks < GROUP_AFTER:
                 return ("state", q)
-            g["group"] = _groups(self._succ, self._bound, self._depth)
-            self.stats["row_groups"] = int(g["group"].max()) + 1
-        return ("group", int(g["group"][q]))
+            sh.group = _groups(sh.succ, sh.bound, sh.depth)
+            self.stats["row_groups"] = int(sh.group.max()) + 1
+        return ("group", int(sh.group[q]))
 
     def _entry(self, tok: np.ndarray, accept: bool) -> tuple:
         """(bool [V] row, its 0 / -inf rows by dtype, the few allowed or forbidden ids or None
