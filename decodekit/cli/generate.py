@@ -17,6 +17,7 @@ from decodekit.cli.common import UsageError, load_model_option, model_options, n
 from decodekit.cli.generate_batch import run_batch
 from decodekit.cli.generate_options import (
     described_constraints,
+    flagged,
     from_transformers,
     given_options,
     read_stdin,
@@ -257,7 +258,10 @@ def generate(
     if stream:
         if as_json or dot_path is not None:
             raise UsageError("--stream prints text: it cannot be used with --json or --dot")
-        _stream(model, ids, config, vocab, max_memory)
+        try:
+            _stream(model, ids, config, vocab, max_memory)
+        except ValueError as e:
+            raise flagged(e) or e from None
         return
     tree = None
     if dot_path is not None:
@@ -266,8 +270,8 @@ def generate(
         tree = SearchTree()
     try:
         hyps = run(model, [ids], config, max_memory=max_memory, record=tree)[0]
-    except ValueError:
-        raise  # decodekit's own errors: printed as they are
+    except ValueError as e:  # decodekit's own errors: printed as they are, the library's names as flags
+        raise flagged(e) or e from None
     except (RuntimeError, IndexError, MemoryError) as e:  # the model failed (a backend limit, ...)
         reason = (str(e).strip().splitlines() or [""])[0][:300]
         raise UsageError(f"the model failed on this input: {type(e).__name__}: {reason}") from None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 
 import click
@@ -35,37 +36,49 @@ def given_options(ctx: click.Context) -> set[str]:
     return {name for name in ctx.params if ctx.get_parameter_source(name) in typed}
 
 
+# transformers' generate() options the CLI takes as flags, and the settings folding them may change
+TRANSFORMERS_FLAGS = ("max_new_tokens", "num_beams", "num_return_sequences", "do_sample")
+FOLDED = ("strategy", "max_length", "beam_size", "n_best", "num_samples")
+
+
 def from_transformers(options: dict, given: set[str]) -> None:
-    """Fold transformers' option names into ours (in place), refusing contradictions."""
-    new_tokens = options.pop("max_new_tokens")
-    beams, returned, do_sample = (options.pop(k) for k in ("num_beams", "num_return_sequences", "do_sample"))
-    if new_tokens is not None:
-        if "max_length" in given:
-            raise UsageError("give --max-length or --max-new-tokens (the same option), not both")
-        options["max_length"] = new_tokens
-    if do_sample and beams is not None and beams > 1:
-        raise UsageError(
-            "--num-beams with --do-sample is beam sampling, which decodekit does not have: "
-            "choose beam search (--num-beams) or sampling (--do-sample)"
-        )
-    by_option = {s.transformers[0]: s for s in STRATEGIES.values() if s.transformers is not None}
-    chosen = by_option["do_sample"] if do_sample else None
-    if chosen is None and beams is not None and beams > 1:
-        chosen = by_option["num_beams"]
-    if chosen is not None and options["strategy"] not in (None, chosen.name):
-        raise UsageError(
-            f"--strategy {options['strategy']} contradicts {'--do-sample' if do_sample else '--num-beams'}"
-        )
-    if chosen is not None:
-        options["strategy"] = chosen.name
-    if beams is not None:
-        options[by_option["num_beams"].transformers[1]] = beams
-    if returned is not None:
-        strategy = STRATEGIES[strategy_name(options)]
-        if strategy.returns is None and returned > 1:
-            raise UsageError(f"{strategy.what} returns one sequence: add --num-beams N or --do-sample")
-        if strategy.returns is not None:
-            options[strategy.returns] = returned
+    """Fold transformers' option names into ours (in place) with the library's fold
+    (``GenerationConfig.replace``, which reads the strategies' declarations), the options typed
+    (``given``) counting as set; its refusals of contradictions are usage errors in flags."""
+    theirs = {k: options.pop(k) for k in TRANSFORMERS_FLAGS}
+    theirs = {k: v for k, v in theirs.items() if v is not None and v is not False}  # --do-sample: a flag
+    if not theirs:
+        return
+    from decodekit import GenerationConfig
+
+    ours = {k: options[k] for k in (*FOLDED, "constraint", "exclude")}
+    try:
+        base = GenerationConfig(**{k: v for k, v in ours.items() if k not in given})
+        folded = base.replace(**{k: v for k, v in ours.items() if k in given}, **theirs)
+    except ValueError as e:
+        raise UsageError(as_flags(str(e))) from None
+    options.update({k: getattr(folded, k) for k in FOLDED})
+
+
+def as_flags(message: str) -> str:
+    """A library message with its names for what the CLI takes as flags said as the flags: the
+    strategies (``strategy='masked-beam'`` -> ``--strategy masked-beam``), ``max_length`` and
+    transformers' names (``num_beams`` -> ``--num-beams``). The one table from the library's
+    names to the CLI's."""
+    for name in STRATEGIES:
+        for spelled in (f"strategy='{name}'", f'strategy="{name}"', f"strategy '{name}'"):
+            message = message.replace(spelled, f"--strategy {name}")
+    return re.sub(
+        r"\b(" + "|".join(("max_length", *TRANSFORMERS_FLAGS)) + r")\b",
+        lambda m: "--" + m.group(1).replace("_", "-"),
+        message,
+    )
+
+
+def flagged(error: ValueError) -> UsageError | None:
+    """``error`` said with the CLI's flags (:func:`as_flags`), or None when it names none."""
+    text = str(error)
+    return None if as_flags(text) == text else UsageError(as_flags(text))
 
 
 def warn_ignored(options: dict, given: set[str]) -> None:

@@ -21,8 +21,8 @@ are masked, and near the length limit a merge that a shorter exact completion wo
 be masked too: conservative, never wrong. Without single-byte tokens for the pattern's bytes
 the constraint is refused (byte-level BPE vocabularies have all 256).
 
-Exact masks (``exact``, what ``compile_regex(..., lazy="masked")`` builds where every byte the
-tokens contain is a token by itself): then ``bound >= 0`` iff a match can still be reached with
+Exact masks (``exact``, what ``compile_regex(..., lazy=Laziness.MASKED)`` builds where every
+byte the tokens contain is a token by itself): then ``bound >= 0`` iff a match can still be reached with
 tokens at all, so the static rows are the whole automaton's; for the length check the whole
 automaton is built once, on first need (a callable given by the compiler), and its fewest
 tokens to acceptance replace ``bound``: the masks equal the whole automaton's.
@@ -370,7 +370,7 @@ class LazyTokenAutomaton:
         dense[tok] = True
         row = torch.from_numpy(dense)
         ids = None
-        if self.device.type == "cpu":  # the allowed ids are at hand: no pass over the row for them
+        if interface.decides_on_host(self.device):  # the allowed ids are at hand: no pass over the row
             few = len(tok) <= self.vocab_size // SPARSE
             ids = (True, cols) if few else sparse_ids(row, len(tok))
         return row.to(self.device), {}, ids
