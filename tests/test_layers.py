@@ -88,7 +88,7 @@ DEPENDS = {
     "constraints.syntax": ("errors",),  # regex text -> AST; the Unicode tables
     "constraints.frontends": ("errors", "constraints.syntax"),  # JSON Schema -> regex
     "constraints.automata": ("errors", "constraints.syntax"),  # AST -> char DFA -> byte DFA; products
-    "constraints.tokens": ("errors", "constraints.automata"),  # trie, lift, token automata, masks
+    "constraints.tokens": ("errors", "constraints.automata"),  # trie, lift, the protocols, automata, masks
     "constraints": (  # the face: compile_regex, the cache, one build ladder; beside the models
         "errors",
         "vocab",
