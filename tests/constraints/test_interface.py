@@ -103,7 +103,10 @@ def test_device_copies_of_a_lazy_automaton_share_one_set_of_tables():
     meta = lazy.to("meta")
     assert lazy.to("cpu") is lazy and lazy.to("meta") is meta and meta.to("meta") is meta
     assert meta._shared is lazy._shared and meta.stats is lazy.stats and meta.device.type == "meta"
-    assert lazy._shared.copies == {torch.device("meta"): meta}
+    assert meta.to("cpu") is lazy and lazy._shared.copies == {
+        torch.device("cpu"): lazy,
+        torch.device("meta"): meta,
+    }
 
 
 def test_library_messages_name_the_api_and_the_cli_says_them_with_flags(tmp_path, capfd, monkeypatch):

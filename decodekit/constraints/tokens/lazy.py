@@ -164,6 +164,7 @@ class LazyTokenAutomaton:
         if shared is None:
             shared = _Shared(dfa, enc, tokens, separator, eos_id, pattern, exact)
             stats = {**stats, "candidate_states": shared.candidates}
+            shared.copies[self.device] = self
         self._shared, self.stats = shared, stats
 
     # ------------------------------------------------------------------ the public interface
@@ -197,8 +198,8 @@ class LazyTokenAutomaton:
         return need is not None and 0 <= need[self.initial] <= max_length
 
     def to(self, device: torch.device | str) -> LazyTokenAutomaton:
-        """A copy producing tensors on ``device`` (self if already there); the tables are shared,
-        the cached rows are per device."""
+        """A copy producing tensors on ``device`` (self if already there; one per device, the
+        original's included); the tables are shared, the cached rows are per device."""
         device = torch.device(device)
         if device == self.device:
             return self
