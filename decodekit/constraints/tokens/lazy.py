@@ -264,7 +264,11 @@ class LazyTokenAutomaton:
 
     def accepts(self, tokens: Iterable[int]) -> bool:
         """Whether the token sequence is accepted (the regex's language); a trailing EOS is allowed."""
-        return interface.accepts(self, lambda c: bool(self._shared.accepting[c]), tokens)
+        return interface.accepts(self, self._accepts_state, tokens)
+
+    def _accepts_state(self, c: int) -> bool:
+        """Whether live state c accepts (what :meth:`accepts` asks after the walk)."""
+        return bool(self._shared.accepting[c])
 
     def __repr__(self) -> str:
         states = self.stats["candidate_states"]
