@@ -46,17 +46,17 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "eval_tokens": ("decodekit.data", "eval_tokens"),
     "exclusive": ("decodekit.locking", "exclusive"),
     "generate": ("decodekit.generation", "generate"),
-    "generate_jsonl": ("decodekit.batch", "generate_jsonl"),
+    "generate_jsonl": ("decodekit.jobs", "generate_jsonl"),
     "greedy": ("decodekit.decoding", "greedy"),
     "json_schema": ("decodekit.constraints", "json_schema"),
-    "jsonl_lines": ("decodekit.batch", "jsonl_lines"),
+    "jsonl_lines": ("decodekit.jobs", "jsonl_lines"),
     "load_checkpoint": ("decodekit.checkpoint", "load_checkpoint"),
     "load_data": ("decodekit.data", "load_data"),
     "load_hf": ("decodekit.models.hf", "load_hf"),
     "load_model": ("decodekit.loading", "load_model"),
     "model_config": ("decodekit.models.registry", "make_config"),
     "parse_size": ("decodekit.memory", "parse_size"),
-    "part_path": ("decodekit.batch", "part_path"),
+    "part_path": ("decodekit.jobs", "part_path"),
     "plot_runs": ("decodekit.plotting", "plot_runs"),
     "read_bytes": ("decodekit.files", "read_bytes"),
     "results": ("decodekit.results", None),
@@ -114,7 +114,6 @@ __all__ = [
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ imports on demand
     from decodekit import distributed, results
-    from decodekit.batch import generate_jsonl, jsonl_lines, part_path
     from decodekit.checkpoint import load_checkpoint
     from decodekit.constraints import TokenAutomaton, compile_for_vocab, compile_regex, json_schema
     from decodekit.data import encode_tokens, eval_tokens, load_data
@@ -130,6 +129,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     )
     from decodekit.files import atomic_write, read_bytes, writable_target
     from decodekit.generation import GenerationConfig, generate, stream
+    from decodekit.jobs import generate_jsonl, jsonl_lines, part_path
     from decodekit.loading import load_model
     from decodekit.locking import exclusive
     from decodekit.logits_processor import ConstraintLogitsProcessor

@@ -1,6 +1,6 @@
 """Data flows one way (docs/architecture.md, ../shared/STYLE.md section 3): the import graph says so.
 
-vocab -> models (protocol + nets) -> decoding (strategies) -> generation -> batch -> cli; constraints
+vocab -> models (protocol + nets) -> decoding (strategies) -> generation -> jobs -> cli; constraints
 sit beside the models and import neither them nor the decoders; the decoders see models only through
 the protocol (models.base) and the generic state operations (models.state); training sits beside
 decoding; checkpoint and loading sit above the models. The CLI uses only the public API. The
@@ -120,7 +120,9 @@ DEPENDS = {
     ),
     "logits_processor": ("errors", "constraints", "models.hf"),  # constraints in transformers' generate
     "results": ("errors", "files"),
-    "batch": ("errors", "files", "generation", "memory", "locking", "results", "models.base"),
+    # generation jobs over JSON lines: one process or every rank of a torchrun run
+    "jobs": ("errors", "files", "generation", "memory", "locking", "results", "distributed", "models.base"),
+    "batch": ("jobs",),  # the former name of jobs: the same module object
     # beside decoding: never imports the decoders, generation or the CLI
     "training": ("errors", "checks", "files", "locking", "distributed", "data", "models", "checkpoint"),
     "cli": ("",),  # the public API only: test_cli_uses_the_public_api
@@ -193,11 +195,37 @@ def public_names(module: str) -> set[str]:
 
 PUBLIC = ("decodekit", "decodekit.constraints", "decodekit.training", "decodekit.models")
 
+# The plumbing the CLI shares with the library but a user of the library does not need (so it is
+# not in decodekit.__all__): from these modules the CLI imports what they define themselves, under
+# a public name (no re-exports, no _private names).
+PLUMBING = (
+    "decodekit.jobs",  # the rank split of a JSON-lines job, its errors, the progress total
+    "decodekit.distributed",  # torchrun's rank and world
+    "decodekit.locking",  # one writer per output
+    "decodekit.files",  # checked reads and writes of the files a command names
+    "decodekit.memory",  # --max-memory sizes
+    "decodekit.data",  # corpora as token ids
+)
+
+
+def defined_in(module: str) -> set[str]:
+    """The public names a module defines itself (functions, classes, assignments at top level)."""
+    path = PACKAGE.parent.joinpath(*module.split(".")).with_suffix(".py")
+    names = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return {n for n in names if not n.startswith("_")}
+
 
 @pytest.mark.parametrize("path", files("cli"), ids=lambda p: p.name)
 def test_cli_uses_the_public_api(path):
-    """The CLI imports names from ``decodekit`` (and the packages above, by their ``__all__``) and
-    its own modules, never a module inside the library."""
+    """The CLI imports names from ``decodekit`` (and the packages above, by their ``__all__``),
+    the names the PLUMBING modules define, and its own modules; never another module inside the
+    library."""
     bad = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
@@ -206,8 +234,20 @@ def test_cli_uses_the_public_api(path):
             if node.module == "decodekit.cli" or node.module.startswith("decodekit.cli."):
                 continue
             public = public_names(node.module) if node.module in PUBLIC else set()
+            if node.module in PLUMBING:
+                public = defined_in(node.module)
             bad += [f"{node.module}.{a.name}" for a in node.names if a.name not in public]
     assert not bad, f"{path.relative_to(PACKAGE.parent)} imports {', '.join(sorted(bad))}"
+
+
+def test_the_plumbing_stays_out_of_the_public_api():
+    """No name of a PLUMBING module the CLI uses is also in ``decodekit.__all__`` (one way in)."""
+    both = []
+    for path in files("cli"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module in PLUMBING:
+                both += [a.name for a in node.names if a.name in public_names("decodekit")]
+    assert not both, f"in decodekit.__all__ and imported as plumbing: {sorted(set(both))}"
 
 
 def test_only_the_cli_uses_click():
