@@ -74,6 +74,7 @@ def test_imports_flow_one_way(sub, forbidden, allowed):
 # sub-package listed by its dotted name ("constraints.syntax"): a module belongs to the longest
 # listed part that contains it. Lowest first; a new module needs a line here.
 DEPENDS = {
+    "lazy": (),  # names imported on first use: the packages' __getattr__ and __dir__
     "errors": (),
     "checks": ("errors",),  # argument checks (ConfigError), torch-free
     "files": ("errors",),  # checked reads of regular files
@@ -90,6 +91,7 @@ DEPENDS = {
     "constraints.automata": ("errors", "constraints.syntax"),  # AST -> char DFA -> byte DFA; products
     "constraints.tokens": ("errors", "constraints.automata"),  # trie, lift, the protocols, automata, masks
     "constraints": (  # the face: compile_regex, the cache, one build ladder; beside the models
+        "lazy",
         "errors",
         "vocab",
         "constraints.syntax",
@@ -97,7 +99,7 @@ DEPENDS = {
         "constraints.automata",
         "constraints.tokens",
     ),
-    "models": ("errors", "checks", "files", "vocab"),  # the step protocol and the nets
+    "models": ("lazy", "errors", "checks", "files", "vocab"),  # the step protocol and the nets
     "checkpoint": ("errors", "files", "vocab", "models"),
     "loading": ("errors", "checkpoint", "models"),
     # a search's memory estimate: it sums what the strategy it is handed (config.search)

@@ -35,7 +35,7 @@ def eval_command(
     (each line's <eos> included) predicted from the whole preceding stream. A progress bar is
     drawn on stderr when it is a terminal."""
 
-    from decodekit import encode_tokens, eval_tokens
+    from decodekit.data import encode_tokens, eval_tokens
     from decodekit.training import evaluate
 
     model = load_model_option(model_spec, hf_model, device)

@@ -228,7 +228,7 @@ def generate(
         raise UsageError("--dot draws the search of one PROMPT; it cannot be used with --input")
     _check_outputs(output_path, dot_path)
     if max_memory is not None:
-        from decodekit import parse_size
+        from decodekit.memory import parse_size
 
         try:
             max_memory = parse_size(max_memory)
@@ -283,7 +283,7 @@ def generate(
         )
         raise SystemExit(1)
     if tree is not None:
-        from decodekit import atomic_write
+        from decodekit.files import atomic_write
 
         text = tree.to_dot(vocab)
         try:
@@ -314,7 +314,7 @@ def _stream(model, ids: list[int], config, vocab, max_memory) -> None:
 def _check_outputs(output_path: str | None, dot_path: str | None) -> None:
     """Refuse an output that exists and is not a regular file (``/dev/null``, a FIFO) before the
     model is loaded; a symlink is followed (its target is written)."""
-    from decodekit import writable_target
+    from decodekit.files import writable_target
 
     for path, what in ((output_path, "--output"), (dot_path, "--dot")):
         if path is not None:

@@ -8,8 +8,7 @@ one beam per state needs the :class:`StateTables` refinement. Names are imported
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from decodekit.lazy import lazy_exports
 
 DEFAULT_MAX_STATES = 100_000  # the state guard of a compile (its max_states)
 
@@ -34,12 +33,4 @@ _LAZY = {  # public name -> its module
 __all__ = ["DEFAULT_MAX_STATES", *_LAZY]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value = getattr(importlib.import_module(_LAZY[name]), name)
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY)

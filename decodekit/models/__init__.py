@@ -7,8 +7,9 @@ nor transformers; ``HuggingFaceLM`` and ``load_hf`` need the optional ``decodeki
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from decodekit.lazy import lazy_exports
 
 # public name -> module that defines it
 _LAZY: dict[str, str] = {
@@ -70,17 +71,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'decodekit.models' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY)
 
 
 if TYPE_CHECKING:
