@@ -5,6 +5,8 @@ whose public names would otherwise import torch at ``import`` time (``decodekit`
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -17,8 +19,16 @@ def lazy_exports(
     ``table`` maps each lazy name to where it lives: ``"pkg.module"`` (the attribute of the same
     name in it), ``"pkg.module:attr"`` (another attribute) or ``"pkg.module:"`` (the module itself).
     A name is imported once: its value is then stored in ``namespace``, so later look-ups skip
-    ``__getattr__``. ``__dir__`` lists ``namespace`` and its ``__all__``."""
+    ``__getattr__``. ``__dir__`` lists ``namespace`` and its ``__all__``.
+
+    A lazy name spelled like a submodule that defines it (``decodekit.training.evaluate``, the
+    function of ``decodekit/training/evaluate.py``) keeps naming the function when the submodule
+    is imported: the import system's binding of the submodule to the package is skipped (it stays
+    in ``sys.modules``), as an eager ``from .evaluate import evaluate`` would have overwritten it."""
     package = namespace["__name__"]
+    shadowed = {name for name, where in table.items() if where == f"{package}.{name}"}
+    if shadowed:
+        _keep_names(sys.modules[package], shadowed)
 
     def __getattr__(name: str) -> Any:
         try:
@@ -36,3 +46,15 @@ def lazy_exports(
         return sorted({*namespace, *namespace.get("__all__", ())})
 
     return __getattr__, __dir__
+
+
+def _keep_names(module: types.ModuleType, names: set[str]) -> None:
+    """Make ``module`` ignore the binding of its submodules called ``names`` to its attributes."""
+
+    class Package(type(module)):
+        def __setattr__(self, name: str, value: Any) -> None:
+            if name in names and isinstance(value, types.ModuleType):
+                return
+            super().__setattr__(name, value)
+
+    module.__class__ = Package

@@ -56,6 +56,8 @@ RULES = [
     # what the decoders see of the models imports no concrete model
     ("models/base.py", ("decodekit.models",), ()),
     ("models/state.py", ("decodekit.models",), ("decodekit.models.base",)),
+    # the configs (read by train --help without torch) import no model
+    ("models/configs.py", ("decodekit.models",), ()),
 ]
 
 
@@ -126,7 +128,17 @@ DEPENDS = {
     "jobs": ("errors", "files", "generation", "memory", "locking", "results", "distributed", "models.base"),
     "batch": ("jobs",),  # the former name of jobs: the same module object
     # beside decoding: never imports the decoders, generation or the CLI
-    "training": ("errors", "checks", "files", "locking", "distributed", "data", "models", "checkpoint"),
+    "training": (
+        "lazy",
+        "errors",
+        "checks",
+        "files",
+        "locking",
+        "distributed",
+        "data",
+        "models",
+        "checkpoint",
+    ),
     "cli": ("",),  # the public API only: test_cli_uses_the_public_api
     "__main__": ("cli",),
     "__init__": ("",),  # the public API: every name, imported lazily
@@ -255,3 +267,23 @@ def test_the_plumbing_stays_out_of_the_public_api():
 def test_only_the_cli_uses_click():
     users = [p for p in PACKAGE.rglob("*.py") if "import click" in p.read_text(encoding="utf-8")]
     assert all(p.parent.name == "cli" for p in users), users
+
+
+def test_commands_are_registered_from_one_table():
+    """No module of ``cli/`` imports the group (``decodekit.cli``, the package that imports them):
+    each defines a plain ``click.Command``, and ``cli.COMMANDS`` is the one table of them."""
+    from decodekit.cli import COMMANDS
+
+    back, defined = [], set()
+    for path in files("cli"):
+        if path.name == "__init__.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "decodekit.cli":
+                back.append(f"{path.name} imports {', '.join(a.name for a in node.names)} from decodekit.cli")
+            elif isinstance(node, ast.Call) and ast.unparse(node.func) in ("click.command", "click.group"):
+                name = node.args[0].value if node.args else None
+                defined.add(f"{name}={path.stem}")
+    assert not back, back
+    listed = {f"{name}={where.split(':')[0].rsplit('.', 1)[1]}" for name, where in COMMANDS.items()}
+    assert defined == listed

@@ -7,7 +7,6 @@ import warnings
 
 import click
 
-from decodekit.cli import cli
 from decodekit.cli.common import (
     load_model_option,
     model_options,
@@ -17,7 +16,7 @@ from decodekit.cli.common import (
 )
 
 
-@cli.command("eval")
+@click.command("eval")
 @model_options
 @click.option(
     "--data",

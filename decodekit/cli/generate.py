@@ -12,7 +12,6 @@ from pathlib import Path
 import click
 
 from decodekit import STRATEGIES
-from decodekit.cli import cli
 from decodekit.cli.common import UsageError, load_model_option, model_options, need_vocab, set_threads
 from decodekit.cli.generate_batch import run_batch
 from decodekit.cli.generate_options import (
@@ -32,7 +31,7 @@ STRATEGY_HELP = (
 )
 
 
-@cli.command()
+@click.command("generate")
 @click.argument("prompt", required=False)
 @model_options
 @click.option("--strategy", type=click.Choice(list(STRATEGIES)), help=STRATEGY_HELP)

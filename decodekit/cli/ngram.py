@@ -8,11 +8,10 @@ import time
 
 import click
 
-from decodekit.cli import cli
 from decodekit.cli.common import UsageError
 
 
-@cli.command("ngram")
+@click.command("ngram")
 @click.option(
     "--data",
     required=True,

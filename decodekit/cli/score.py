@@ -8,7 +8,6 @@ import sys
 
 import click
 
-from decodekit.cli import cli
 from decodekit.cli.common import (
     UsageError,
     load_model_option,
@@ -19,7 +18,7 @@ from decodekit.cli.common import (
 )
 
 
-@cli.command("score")
+@click.command("score")
 @click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
 @model_options
 @threads_option

@@ -29,6 +29,7 @@ _LAZY: dict[str, str] = {
     "fit_weights": "decodekit.models.mixture",
     "NeuralLM": "decodekit.models.neural",
     "NgramLM": "decodekit.models.ngram",
+    "CONFIGS": "decodekit.models.configs",
     "MODELS": "decodekit.models.registry",
     "config_from_dict": "decodekit.models.registry",
     "config_to_dict": "decodekit.models.registry",
@@ -46,6 +47,7 @@ __all__ = [
     "Controlled",
     "HuggingFaceLM",
     "LanguageModel",
+    "CONFIGS",
     "MODELS",
     "MixtureLM",
     "NeuralLM",
@@ -77,6 +79,7 @@ __getattr__, __dir__ = lazy_exports(globals(), _LAZY)
 if TYPE_CHECKING:
     from decodekit.models.arpa import ArpaError, read_arpa, write_arpa
     from decodekit.models.base import LanguageModel, State, model_device
+    from decodekit.models.configs import CONFIGS
     from decodekit.models.controls import Controlled
     from decodekit.models.hf import HuggingFaceLM, load_hf
     from decodekit.models.kneser_ney import kn_discounts, train_kneser_ney, train_kneser_ney_on_sentences

@@ -10,27 +10,14 @@ Training runs the fused ``nn.RNN`` over whole chunks; ``step`` runs the same mod
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 from torch import nn
 
-from decodekit.checks import at_least, fraction, positive, require
+from decodekit.models.configs import RNNConfig
 from decodekit.models.neural import NeuralLM
 from decodekit.vocab import Vocab
-
-
-def check_recurrent_config(config: Any) -> None:
-    """Raise ConfigError for impossible sizes of an RNN/LSTM config (its ``__post_init__``)."""
-    for name in ("embed", "hidden", "layers"):
-        at_least(name, getattr(config, name))
-    fraction("dropout", config.dropout)
-    positive("init_range", config.init_range)
-    require(
-        not config.tie or config.embed == config.hidden,
-        f"tied embeddings need embed == hidden, got embed={config.embed}, hidden={config.hidden}",
-    )
 
 
 def init_uniform_(module: nn.Module, r: float) -> None:
@@ -61,22 +48,6 @@ def build_recurrent_lm(model: NeuralLM, config: Any, vocab: Vocab, core: type, *
     init_uniform_(model, config.init_range)
     if config.tie:
         model.head.weight = model.embedding.weight
-
-
-@dataclass(frozen=True)
-class RNNConfig:
-    """Sizes of an Elman RNN LM (see :class:`decodekit.models.lstm.LSTMConfig` for the fields)."""
-
-    kind: ClassVar[str] = "rnn"
-    embed: int = 200
-    hidden: int = 200
-    layers: int = 1
-    dropout: float = 0.0
-    tie: bool = False
-    init_range: float = 0.1
-
-    def __post_init__(self) -> None:
-        check_recurrent_config(self)
 
 
 class RNNLM(NeuralLM):
