@@ -16,7 +16,7 @@ from torch import nn
 
 from decodekit.models.configs import LSTMConfig
 from decodekit.models.neural import NeuralLM
-from decodekit.models.rnn import build_recurrent_lm
+from decodekit.models.recurrent import build_recurrent_lm
 from decodekit.vocab import Vocab
 
 

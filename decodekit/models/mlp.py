@@ -20,7 +20,7 @@ from torch import nn
 from decodekit.checks import require
 from decodekit.models.configs import MLPConfig
 from decodekit.models.neural import NeuralLM
-from decodekit.models.rnn import init_uniform_
+from decodekit.models.recurrent import init_uniform_
 from decodekit.vocab import Vocab
 
 
