@@ -6,9 +6,9 @@ Public API::
 
 Every name is imported on first use (PEP 562), so ``import decodekit`` and ``decodekit --help``
 do not import torch. ``results`` and ``distributed`` are public modules: the JSON-lines result
-files of batch generation, and the torchrun helpers. What the command line shares with the
-library but a user does not need (locks, checked file writes, size parsing) is imported from its
-module (``decodekit.files``, ``decodekit.locking``, ...), not from here.
+file of a generation job (:mod:`decodekit.result_file`), and the torchrun helpers. What the
+command line shares with the library but a user does not need (locks, checked file writes, size
+parsing) is imported from its module (``decodekit.files``, ``decodekit.locking``, ...).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ _LAZY: dict[str, str] = {
     "load_model": "decodekit.loading",
     "model_config": "decodekit.models.registry:make_config",
     "plot_runs": "decodekit.plotting",
-    "results": "decodekit.results:",
+    "results": "decodekit.result_file:",  # the module, under its public name
     "sample": "decodekit.decoding",
     "stream": "decodekit.generation",
 }
@@ -97,7 +97,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ imports on demand
-    from decodekit import distributed, results
+    from decodekit import distributed
+    from decodekit import result_file as results
     from decodekit.checkpoint import load_checkpoint
     from decodekit.constraints import TokenAutomaton, compile_for_vocab, compile_regex, json_schema
     from decodekit.data import load_data

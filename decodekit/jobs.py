@@ -13,7 +13,7 @@ error record ``{"id": ... or null, "line": N, "error": "..."}``. A bad line (inv
 JSON, nesting too deep, a bad option, an unknown or out-of-vocabulary token id, a lone surrogate,
 a search too large for the memory, a duplicate id, a model failure) gets its own error record and
 the other lines go on. With ``resume=True`` the ids with a result are skipped and error records
-are dropped and retried (:mod:`decodekit.results`), so no record is ever written twice.
+are dropped and retried (:mod:`decodekit.result_file`), so no record is ever written twice.
 
 Sampling with a seed draws each record from its own generator seeded by (seed, id)
 (:func:`record_seed`): a record's samples do not depend on the batch size, on the other lines or on
@@ -42,7 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from decodekit import distributed, results
+from decodekit import distributed
+from decodekit import result_file as results
 from decodekit.errors import ConfigError, DecodekitError
 from decodekit.files import MiB, bounded_lines
 from decodekit.generation import GenerationConfig, generate

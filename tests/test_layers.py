@@ -83,7 +83,7 @@ DEPENDS = {
     "locking": ("errors",),  # one writer per output file
     "distributed": (),  # torchrun helpers
     "vocab": ("errors", "files"),
-    "outputs": ("vocab",),  # Hypothesis: plain results and their rendering
+    "outputs": ("vocab",),  # what one search returns, in memory: Hypothesis, SearchTree
     "data": ("errors", "files", "vocab"),  # corpora -> token ids -> BPTT batches
     "tasks": ("errors", "vocab"),  # formal languages and PCFGs (synthetic corpora)
     "plotting": ("errors", "files"),  # training curves (matplotlib, optional)
@@ -123,9 +123,18 @@ DEPENDS = {
         "models.suppress",
     ),
     "logits_processor": ("errors", "constraints", "models.hf"),  # constraints in transformers' generate
-    "results": ("errors", "files"),
+    "result_file": ("errors", "files"),  # a job's JSON-lines result file on disk (decodekit.results)
     # generation jobs over JSON lines: one process or every rank of a torchrun run
-    "jobs": ("errors", "files", "generation", "memory", "locking", "results", "distributed", "models.base"),
+    "jobs": (
+        "errors",
+        "files",
+        "generation",
+        "memory",
+        "locking",
+        "result_file",
+        "distributed",
+        "models.base",
+    ),
     "batch": ("jobs",),  # the former name of jobs: the same module object
     # beside decoding: never imports the decoders, generation or the CLI
     "training": (
