@@ -139,7 +139,8 @@ def test_the_options_are_the_configs_fields():
 
     import click
 
-    from decodekit.cli.train import NEGATED, NOT_OPTIONS, SPELLED, train_command
+    from decodekit.cli.train import train_command
+    from decodekit.cli.train_options import NEGATED, NOT_OPTIONS, SPELLED
     from decodekit.models import CONFIGS, MODELS
     from decodekit.training import TrainConfig
 

@@ -3,9 +3,10 @@
 vocab -> models (protocol + nets) -> decoding (strategies) -> generation -> jobs -> cli; constraints
 sit beside the models and import neither them nor the decoders; the decoders see models only through
 the protocol (models.base) and the generic state operations (models.state); training sits beside
-decoding; checkpoint and loading sit above the models. The CLI uses only the public API. The
-constraint compiler is filed by stage (syntax -> automata -> tokens -> its face compile.py; frontends
-on syntax), and each stage imports only the earlier ones."""
+decoding; checkpoint and loading sit above the models; the utilities (errors, checks, files, locking,
+lazy) are the lowest layer. The CLI uses only the public API and the named plumbing modules, and
+registers its commands from one table. The constraint compiler is filed by stage (syntax -> automata
+-> tokens -> its face compile.py; frontends on syntax), and each stage imports only the earlier ones."""
 
 import ast
 import importlib
