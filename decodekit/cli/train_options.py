@@ -89,13 +89,15 @@ def _type(f: dataclasses.Field) -> Any:
     return _TYPES[str(f.type).split("|")[0].strip()]
 
 
-def _option(name: str, f: dataclasses.Field, help: str, default: Any, show: bool) -> Any:
+def _option(name: str, f: dataclasses.Field, help: str, default: Any, show: bool = False) -> Any:
+    """The option ``--name`` setting field ``f``: a bool is a flag (``--x/--no-x`` unless it
+    defaults to False)."""
     flag = "--" + name.replace("_", "-")
     kind = _type(f)
-    if kind is bool and default:
-        return click.option(f"{flag}/--no-{flag[2:]}", name, default=default, show_default=show, help=help)
+    if kind is bool and default is False:
+        return click.option(flag, name, is_flag=True, default=False, help=help)
     if kind is bool:
-        return click.option(flag, name, is_flag=True, default=default, help=help)
+        return click.option(f"{flag}/--no-{flag[2:]}", name, default=default, show_default=show, help=help)
     return click.option(flag, name, type=kind, default=default, show_default=show, help=help)
 
 
@@ -127,11 +129,7 @@ def model_options() -> list[Any]:
             continue
         name = SPELLED.get(field, (field,))[0]
         help = f"{MODEL_HELP.get(field, field.replace('_', ' ') + '.')} Default: {_defaults(field)}."
-        if _type(f) is bool:  # --x/--no-x, None when not given
-            flag = "--" + name.replace("_", "-")
-            out.append(click.option(f"{flag}/--no-{flag[2:]}", name, default=None, help=help))
-        else:
-            out.append(click.option("--" + name.replace("_", "-"), name, type=_type(f), help=help))
+        out.append(_option(name, f, help, None))  # None: the chosen kind's default
     return out
 
 
@@ -140,18 +138,16 @@ def train_options() -> list[Any]:
     out = []
     for f in dataclasses.fields(TrainConfig):
         help = TRAIN_HELP.get(f.name, f.name.replace("_", " ") + ".")
-        if f.name in NEGATED:
-            out.append(
-                click.option(
-                    "--" + NEGATED[f.name].replace("_", "-"), NEGATED[f.name], is_flag=True, help=help
-                )
-            )
+        if f.name in NEGATED:  # a flag that sets the field False
+            out.append(_option(NEGATED[f.name], f, help, False))
         else:
             out.append(_option(f.name, f, help, f.default, show=True))
     return out
 
 
 def options(decorators: list[Any]) -> Any:
+    """One decorator applying ``decorators`` (click options), the first listed first in ``--help``."""
+
     def apply(command: Any) -> Any:
         for decorate in reversed(decorators):
             command = decorate(command)
@@ -184,9 +180,7 @@ def model_config(kind: str, opts: dict):
 
 def _check_stack(fields: dict) -> None:
     """``stack-lstm``. The state is carried across BPTT chunks, so the stack must be bounded."""
-    stack = (
-        fields.get("stack") or {f.name: f.default for f in dataclasses.fields(CONFIGS["stack-lstm"])}["stack"]
-    )
+    stack = fields.get("stack") or CONFIGS["stack-lstm"].stack  # the field's default
     if stack in ("ns", "rns") and fields.get("window") is None:
         raise UsageError(
             "--stack ns/rns needs --window D (memory-limited; e.g. 35): the state is carried across chunks"
