@@ -26,7 +26,8 @@ decodes lines r + 1, r + 1 + world, ... into its part file (:func:`part_path`), 
 output's lock for the whole run and merges the parts into the output at the end, and a failure
 to start (the output locked or refused, a full disk) is raised on rank 0 and as
 :class:`OtherRankError` on the others. The output is the same file, with the same records, as one
-process writes (in another order), and ``resume`` works the same.
+process writes (in another order; a line repeating the id of another rank's earlier line gets
+the same error record, each rank reading every line's id), and ``resume`` works the same.
 """
 
 from __future__ import annotations
@@ -307,14 +308,19 @@ class _Run:
     def read(self, lines, defaults: GenerationConfig, done: set[str], keep) -> None:
         seen: dict[str, int] = {}  # id -> the line that used it first
         for number, text in enumerate(lines, start=1):
-            if keep is not None and not keep(number):
-                continue
+            mine = keep is None or keep(number)
             if isinstance(text, LineError):
-                self.error(number, None, str(text))
+                if mine:
+                    self.error(number, None, str(text))
                 continue
             if number == 1:  # utf-8-sig: a byte order mark is no part of the first line
                 text = text.removeprefix(_BOM) if isinstance(text, str) else text.removeprefix(_BOM.encode())
             if not text.strip():
+                continue
+            if not mine:  # another rank's line: its id still makes a later line with it a duplicate
+                rid = _peek_id(text)
+                if rid is not None:
+                    seen.setdefault(results.id_key(rid), number)
                 continue
             try:
                 record = parse_line(self.model, number, text, defaults)
