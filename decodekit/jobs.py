@@ -25,7 +25,8 @@ Under torchrun (``WORLD_SIZE`` > 1) :func:`generate_jsonl` splits the work over 
 decodes lines r + 1, r + 1 + world, ... into its part file (:func:`part_path`), rank 0 holds the
 output's lock for the whole run and merges the parts into the output at the end, and a failure
 to start (the output locked or refused, a full disk) is raised on rank 0 and as
-:class:`OtherRankError` on the others. The output is the same file, with the same records, as one
+:class:`OtherRankError` on the others; so is a rank's failure to write its part (the parts
+written are kept: ``resume`` takes their results). The output is the same file, with the same records, as one
 process writes (in another order; a line repeating the id of another rank's earlier line gets
 the same error record, each rank reading every line's id), and ``resume`` works the same.
 """
@@ -56,8 +57,8 @@ PROMPT_KEYS = {"id", "prompt"}
 
 
 class OtherRankError(DecodekitError):
-    """Raised on the ranks other than 0 when rank 0 could not start a distributed run (rank 0
-    raises the reason itself)."""
+    """Raised on the other ranks when one rank of a distributed run failed (rank 0 to start it,
+    or any rank to write its part); that rank raises the reason itself."""
 
 
 class LineError(DecodekitError):
@@ -233,7 +234,8 @@ def share(rank: int, size: int) -> Callable[[int], bool]:
 
 def _ranked(job: _Job, lines, output: str | Path, resume: bool, rank: int, size: int) -> dict:
     """The torchrun protocol: rank 0 locks and prepares ``output`` (a failure is broadcast), each
-    rank writes its part file, rank 0 merges the parts (after a barrier)."""
+    rank writes its part file (a rank's failure is told to all), rank 0 merges the parts (after a
+    barrier)."""
     parts = [part_path(output, r) for r in range(size)]
     with contextlib.ExitStack() as stack:
         error: BaseException | None = None
@@ -247,8 +249,15 @@ def _ranked(job: _Job, lines, output: str | Path, resume: bool, rank: int, size:
             if error is not None:
                 raise error
             raise OtherRankError("rank 0 could not start the run; it says why")
-        counts = job.write(lines, parts[rank], keep=share(rank, size), skip_ids=results.done_ids(output))
-        counts["skipped"] = distributed.all_sum(counts["skipped"])  # also a barrier: every part is written
+        try:
+            counts = job.write(lines, parts[rank], keep=share(rank, size), skip_ids=results.done_ids(output))
+        except (DecodekitError, OSError) as e:  # its part refused, a full disk: no rank waits on it
+            error, counts = e, {}
+        if distributed.all_sum(error is not None):  # also a barrier: every part is written
+            if error is not None:
+                raise error
+            raise OtherRankError("another rank failed; it says why (the parts written are kept for resume)")
+        counts["skipped"] = distributed.all_sum(counts["skipped"])
         if rank == 0:
             counts |= results.merge(output, parts)  # the totals of all ranks
         counts["errors"] = distributed.broadcast_int(counts["errors"])

@@ -118,3 +118,16 @@ def test_rank_0_failing_to_start_stops_every_rank(model, tmp_path, monkeypatch):
     assert isinstance(got[0], DecodekitError) and "is a directory, not a regular file" in str(got[0])
     assert isinstance(got[1], jobs.OtherRankError)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"] and not list(out.iterdir())
+
+
+def test_a_rank_failing_to_write_its_part_stops_every_rank_and_resume_finishes(model, tmp_path, monkeypatch):
+    out = tmp_path / "out.jsonl"
+    jobs.part_path(out, 1).mkdir()  # rank 1's part cannot be written
+    got = on_ranks(monkeypatch, 2, lambda: generate_jsonl(model, lines(), out, CONFIG))
+    assert isinstance(got[1], DecodekitError) and "is a directory, not a regular file" in str(got[1])
+    assert isinstance(got[0], jobs.OtherRankError)  # not waiting on rank 1 forever
+    jobs.part_path(out, 1).rmdir()
+    got = on_ranks(monkeypatch, 2, lambda: generate_jsonl(model, lines(), out, CONFIG, resume=True))
+    assert got[0]["skipped"] == 4  # rank 0 wrote its part in the failed run: ids 0, 2, 3, 5
+    generate_jsonl(model, lines(), tmp_path / "one.jsonl", CONFIG)
+    assert by_id(out) == by_id(tmp_path / "one.jsonl")
