@@ -110,7 +110,16 @@ DEPENDS = {
     "memory": ("errors", "constraints", "models.base"),
     # the strategies (decoding.strategies: the one table of them), their selections and the
     # loop; the decoders see models only through the protocol and the state operations
-    "decoding": ("errors", "checks", "outputs", "constraints", "memory", "models.base", "models.state"),
+    "decoding": (
+        "lazy",
+        "errors",
+        "checks",
+        "outputs",
+        "constraints",
+        "memory",
+        "models.base",
+        "models.state",
+    ),
     # GenerationConfig names a strategy of decoding.strategies.STRATEGIES; generate runs it
     "generation": (
         "errors",
