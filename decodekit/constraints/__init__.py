@@ -13,6 +13,11 @@ DEFAULT_MAX_STATES = 100_000  # the state guard of a compile (its max_states)
 
 _LAZY = {  # public name -> its module
     "ConstraintError": "decodekit.errors",
+    "DerivedTokenAutomaton": "decodekit.constraints.tokens.derived",
+    "Pattern": "decodekit.constraints.automata.derivatives",
+    "complement": "decodekit.constraints.automata.derivatives",
+    "intersect": "decodekit.constraints.automata.derivatives",
+    "union": "decodekit.constraints.automata.derivatives",
     "LazyTokenAutomaton": "decodekit.constraints.tokens.lazy",
     "TokenAutomaton": "decodekit.constraints.tokens.automaton",
     "anderson_automaton": "decodekit.constraints.compile",

@@ -18,6 +18,9 @@ from __future__ import annotations
 import numpy as np
 
 from decodekit.constraints.automata.derivatives import CharLevel
+from decodekit.constraints.automata.graph import distances_to_accept, distinct_columns, minimize
+from decodekit.constraints.automata.utf8 import ByteDFA
+from decodekit.errors import ConstraintError
 
 UNKNOWN = -2
 
@@ -135,3 +138,32 @@ class LazyBytes:
             return got
         q, level, _ = self.keys[s]
         return self.char.lower(q) if level == 0 else level
+
+    def whole(self, available: np.ndarray, max_states: int, label: str) -> ByteDFA | None:
+        """Every byte state reachable over the ``available`` [256] bytes, as a trim, minimal
+        :class:`ByteDFA` (what the whole token automaton is lifted from); None if nothing is
+        accepted. Past ``max_states`` reachable byte states, ConstraintError."""
+        codes = np.flatnonzero(available).tolist()
+        s = 0
+        while s < self.size:
+            for b in codes:
+                self.step(s, b)
+            s += 1
+            if self.size > max_states:
+                raise ConstraintError(
+                    f"constraint too large: {label} has more than {max_states} reachable byte-level states "
+                    f"(max_states={max_states}); use a masked search, which builds it on first visit"
+                )
+        n = self.size
+        table = self.table[:n].astype(np.int64)
+        table[:, ~available] = -1
+        acc = np.array([self.accepting(x) for x in range(n)], dtype=bool)
+        dist = distances_to_accept(table, acc)
+        live = dist >= 0
+        if not live[0]:
+            return None
+        remap = np.append(np.where(live, np.cumsum(live) - 1, -1), -1)
+        out = minimize(remap[table[live]], acc[live], 0, hint=dist[live])
+        boundary = np.array([k[1] == 0 for k in self.keys], dtype=bool)[np.flatnonzero(live)[out.reps]]
+        columns, which = distinct_columns(out.table)
+        return ByteDFA(columns.astype(np.int32), out.accepting, 0, which.astype(np.int64), boundary)

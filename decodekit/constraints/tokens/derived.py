@@ -190,10 +190,12 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
             alive, state = child[keep], nxt[keep].astype(np.int64)
             ids, nodes = enc.by_depth[d]
             if len(ids):
-                pos = np.minimum(np.searchsorted(alive, nodes), len(alive) - 1)
-                hit = alive[pos] == nodes
+                every = np.full(len(enc.byte[d - 1]), -1, dtype=np.int64)
+                every[alive] = state
+                ends = every[nodes]
+                hit = ends >= 0
                 found_t.append(ids[hit])
-                found_e.append(state[pos[hit]])
+                found_e.append(ends[hit])
         if not found_t:
             z = np.zeros(0, dtype=np.int64)
             return z, z, z
