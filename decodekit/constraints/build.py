@@ -67,9 +67,11 @@ def build(
     return _build_all(pattern[1], pattern[2], vocabulary, eos_id, separator, max_states, lazy)
 
 
-def _derivable(entry: Vocabulary, eos_id, separator: str, lazy) -> bool:
-    """Whether the derivative engine's masks are exact here and ``lazy`` lets it build lazily."""
-    return lazy in (None, "masked") and exact_lazily(entry.trie(), entry.tokens, separator, eos_id)
+def _derivable(entry: Vocabulary, eos_id, separator: str, lazy, modes=("masked",)) -> bool:
+    """Whether the derivative engine's masks are exact here and ``lazy`` is one of ``modes``
+    (a regex: only what the masked searches compile, ``"masked"``; ``lazy=None`` keeps the
+    eager ladder and its size errors)."""
+    return lazy in modes and exact_lazily(entry.trie(), entry.tokens, separator, eos_id)
 
 
 def _derived(expr: Pattern, entry: Vocabulary, eos_id, label: str, stats: dict) -> DerivedTokenAutomaton:
@@ -84,7 +86,7 @@ def _build_expression(
     """An expression with ``&`` / ``~``: on first visit from its derivatives where that is exact
     (:func:`_derivable`), else its byte DFA explored whole from them and built as any other."""
     label = str(expr)
-    if _derivable(entry, eos_id, separator, lazy):
+    if _derivable(entry, eos_id, separator, lazy, (None, "masked")):
         return _derived(expr, entry, eos_id, label, {})
     enc, sep = entry.trie(), separator.encode("utf-8")
     available = enc.available(sep)
