@@ -61,7 +61,10 @@ REACH = {  # name -> (pattern, a matching text or a prefix of one)
     "ab30": (r"(a|b)*a(a|b){30}", _AB),
     "dot2000": (r".{2000}", ("the stock market rose sharply today while the bond market fell " * 40)[:2000]),
     "a10000": (r"a{10000}", "a" * 10000),
-    "words50": (r"(?:[a-z]+ ){50}", "the cat sat on the mat and the dog ran far away " * 6),
+    "words50": (
+        r"(?:[a-z]+ ){50}",
+        " ".join(("the cat sat on the mat and the dog ran far away " * 6).split()[:50]) + " ",
+    ),
 }
 ENGINES = ("decodekit", "xgrammar", "llguidance")
 

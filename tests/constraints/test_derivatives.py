@@ -347,3 +347,18 @@ def test_the_rung_keeps_small_patterns_eager(bpe, monkeypatch):
         compile_regex(r"\d{4}-\d{2}", tokens, vocab.eos_id, lazy="masked"), DerivedTokenAutomaton
     )
     clear_cache(vocabularies=False)
+
+
+def test_several_constraints_for_the_masked_searches_are_one_intersection(bpe):
+    """Several patterns compiled for the masked searches go through the engine as ``A & B``, with
+    the product's masks at every budget; with excludes they stay a product."""
+    _, vocab = bpe
+    tokens = vocab.surface_bytes()
+    patterns = [r".*\bcat\b.*", r".*\bmat\b.*", r"[a-z ]{0,30}"]
+    clear_cache(vocabularies=False)
+    whole = compile_regex(patterns, tokens, vocab.eos_id, lazy=False)
+    lazy = compile_regex(patterns, tokens, vocab.eos_id, lazy="masked")
+    assert isinstance(lazy, DerivedTokenAutomaton) and lazy.pattern == whole.pattern
+    same_masks(whole, lazy, walks=6, steps=10, budgets=12, seed=2)
+    kept = compile_regex(patterns[:1], tokens, vocab.eos_id, exclude="dog", lazy="masked")
+    assert not isinstance(kept, DerivedTokenAutomaton)

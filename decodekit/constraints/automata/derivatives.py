@@ -533,24 +533,26 @@ class CharLevel:
         usable = [k for k in range(self.num_classes) if cost[k] > 0]
         best = {q0: 0}
         parent: dict[int, int] = {}
-        heap = [(0, q0)]
+        heap = [(0, 0, q0)]  # (bytes, 1 if the rest of the way is known, state)
         done = set()
         visited = 0
         while heap:
-            d, q = heapq.heappop(heap)
-            if q in done:
-                continue
-            done.add(q)
-            known = self._dist.get(q)
-            if self.accepting(q) or (known is not None and known >= 0):
-                total = d + (0 if self.accepting(q) else known)
+            d, final, q = heapq.heappop(heap)
+            if final:  # the first final entry popped is the shortest way
                 x = q
-                while True:  # the states on the shortest path get their exact distance
-                    self._dist[x] = total - best[x]
+                while True:  # the states on it get their exact distance
+                    self._dist[x] = d - best[x]
                     if x == q0:
                         break
                     x = parent[x]
-                return total
+                return d
+            if q in done:
+                continue
+            done.add(q)
+            known = 0 if self.accepting(q) else self._dist.get(q)
+            if known is not None and known >= 0:  # the rest of the way from q is known
+                heapq.heappush(heap, (d + known, 1, q))
+                continue
             if known is not None:  # a dead state: nothing beyond it
                 continue
             visited += 1
@@ -567,7 +569,7 @@ class CharLevel:
                 nd = d + cost[k]
                 if nd < best.get(r, 1 << 60):
                     best[r], parent[r] = nd, q
-                    heapq.heappush(heap, (nd, r))
+                    heapq.heappush(heap, (nd, 0, r))
         for x in done:  # every state reachable from q0 was seen: none accepts
             self._dist[x] = -1
         return -1
