@@ -77,7 +77,7 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
         ] = {}  # state -> (largest R known no, least R known yes)
         self._reach: dict[int, int] = {}
         self._copies: dict = {}
-        self.stats = dict(stats or {})
+        self._stats = dict(stats or {})
         if self.bytes.distance(0) < 0:
             raise ConstraintError(
                 f"no token sequence of this vocabulary ({enc.size} tokens) matches {pattern!r}: "
@@ -93,6 +93,11 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
     @property
     def exact(self) -> bool:
         return True
+
+    @property
+    def stats(self) -> dict:
+        """Sizes so far: ``candidate_states`` (byte states discovered), ``char_states``."""
+        return {**self._stats, "candidate_states": self.bytes.size, "char_states": len(self._char.states)}
 
     @property
     def shortest(self) -> int:
