@@ -279,25 +279,17 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
 
     def _within(self, s: int, budget: int) -> bool:
         """Whether some token sequence of at most ``budget`` tokens leads s to acceptance: the
-        byte bounds first, then a breadth-first search over tokens (states pruned by the lower
-        bound; ConstraintError past :data:`NEED_WALKS` walks)."""
-        lb, longest = self.bytes, self._longest
-        d = lb.distance(s)
-        if d < 0 or budget < 0:
-            return False
-        if d <= budget:
-            return True
-        if -(-d // longest) > budget:
-            return False
-        no, yes = self._within_known.get(s, (-1, 1 << 62))
-        if budget <= no:
-            return False
-        if budget >= yes:
-            return True
-        frontier, seen, walks, found = {s}, {s}, 0, False
-        for used in range(budget):
-            nxt = set()
-            for x in frontier:
+        byte bounds first, then a depth-first search over tokens, closest states first (answers
+        per (state, budget) kept, monotone in the budget; ConstraintError past
+        :data:`NEED_WALKS` walks)."""
+        quick = self._bounds(s, budget)
+        if quick is not None:
+            return quick
+        walks = 0
+        stack = [(s, budget, None)]  # (state, tokens left, candidates not tried yet)
+        while stack:
+            x, left, todo = stack[-1]
+            if todo is None:
                 walks += 1
                 if walks > NEED_WALKS:
                     raise ConstraintError(
@@ -306,21 +298,44 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
                         "raise max_length"
                     )
                 _, ends, dist = self._walked(x)
-                left = budget - used - 1
-                if (dist <= left).any():
-                    found = True
-                    break
-                fine = -(-dist // longest) <= left
-                nxt.update(e for e in np.unique(ends[fine]).tolist() if e not in seen)
-            if found or not nxt:
-                break
-            seen |= nxt
-            frontier = nxt
-        known = self._within_known.get(s, (-1, 1 << 62))
-        self._within_known[s] = (
-            (known[0], min(known[1], budget)) if found else (max(known[0], budget), known[1])
-        )
-        return found
+                if (dist <= left - 1).any():
+                    for y, k, _ in stack:  # every state on the way is within its budget
+                        self._known(y, k, True)
+                    return True
+                fine = -(-dist // self._longest) <= left - 1
+                order = np.unique(ends[fine], return_index=True)
+                todo = order[0][np.argsort(dist[fine][order[1]], kind="stable")].tolist()[::-1]
+                stack[-1] = (x, left, todo)
+            if not todo:
+                self._known(x, left, False)
+                stack.pop()
+                continue
+            e = todo.pop()
+            quick = self._bounds(e, left - 1)
+            if quick is None:
+                stack.append((e, left - 1, None))
+            elif quick:
+                for y, k, _ in stack:
+                    self._known(y, k, True)
+                return True
+        return False
+
+    def _bounds(self, s: int, budget: int) -> bool | None:
+        """Whether s reaches acceptance within ``budget`` tokens when the byte bounds or an
+        earlier answer decide it, else None."""
+        d = self.bytes.distance(s)
+        if d < 0 or budget < 0:
+            return False
+        if d <= budget:
+            return True
+        if -(-d // self._longest) > budget:
+            return False
+        no, yes = self._within_known.get(s, (-1, 1 << 62))
+        return False if budget <= no else True if budget >= yes else None
+
+    def _known(self, s: int, budget: int, answer: bool) -> None:
+        no, yes = self._within_known.get(s, (-1, 1 << 62))
+        self._within_known[s] = (no, min(yes, budget)) if answer else (max(no, budget), yes)
 
 
 def _prefix_key(e: Expr, budget: int, memo: dict):
