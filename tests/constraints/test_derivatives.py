@@ -362,3 +362,11 @@ def test_several_constraints_for_the_masked_searches_are_one_intersection(bpe):
     same_masks(whole, lazy, walks=6, steps=10, budgets=12, seed=2)
     kept = compile_regex(patterns[:1], tokens, vocab.eos_id, exclude="dog", lazy="masked")
     assert not isinstance(kept, DerivedTokenAutomaton)
+
+
+def test_device_copies_share_the_states():
+    auto = derived("(a|b)*a(a|b){3}", ["a", "b", "ab"])
+    assert auto.to("cpu") is auto
+    copy = auto.to(torch.device("meta"))
+    assert copy is auto.to("meta") and copy.bytes is auto.bytes and copy.device.type == "meta"
+    assert copy.step(torch.tensor([0]), torch.tensor([0])).device.type == "meta"
