@@ -370,3 +370,20 @@ def test_device_copies_share_the_states():
     copy = auto.to(torch.device("meta"))
     assert copy is auto.to("meta") and copy.bytes is auto.bytes and copy.device.type == "meta"
     assert copy.step(torch.tensor([0]), torch.tensor([0])).device.type == "meta"
+
+
+def test_masked_searches_take_an_expression(bpe):
+    """``constraint=`` of the masked searches accepts a Pattern; every output satisfies it as
+    ``regex`` says of its parts."""
+    tok, vocab = bpe
+    from tests.fakes import TableLM
+
+    g = torch.Generator().manual_seed(7)
+    model = TableLM(torch.randn(len(vocab), len(vocab), generator=g) * 3, None, vocab.eos_id, vocab)
+    expr = Pattern("[a-z ]{3,12}") & ~Pattern(".*(?:at|the).*")
+    hyps = decodekit.greedy(model, tok.encode("ab"), 14, constraint=expr)
+    hyps += decodekit.beam_search(model, tok.encode("ab"), 3, 14, n_best=3, constraint=expr)
+    assert hyps
+    for hyp in hyps:
+        text = b"".join(vocab.surface_bytes()[t] for t in hyp.tokens if t != vocab.eos_id).decode("utf-8")
+        assert regex.fullmatch("[a-z ]{3,12}", text) and not regex.search("at|the", text), text
