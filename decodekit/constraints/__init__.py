@@ -15,6 +15,11 @@ DEFAULT_MAX_STATES = 100_000  # the state guard of a compile (its max_states)
 _LAZY = {  # public name -> its module
     "ConstraintError": "decodekit.errors",
     "Laziness": "decodekit.constraints.build",
+    "DerivedTokenAutomaton": "decodekit.constraints.tokens.derived",
+    "Pattern": "decodekit.constraints.automata.derivatives",
+    "complement": "decodekit.constraints.automata.derivatives",
+    "intersect": "decodekit.constraints.automata.derivatives",
+    "union": "decodekit.constraints.automata.derivatives",
     "LazyTokenAutomaton": "decodekit.constraints.tokens.lazy",
     "StateTables": "decodekit.constraints.tokens.interface",
     "TokenAutomaton": "decodekit.constraints.tokens.automaton",
