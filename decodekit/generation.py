@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from decodekit.checks import at_least, one_of, real, require, shown
+from decodekit.decoding.banked import default_search
 from decodekit.decoding.search import run
 from decodekit.decoding.strategies import STRATEGIES, Settings
 from decodekit.errors import ConfigError
@@ -281,6 +282,7 @@ def generate(
     prompts, single = as_prompts(model, prompts)
     if not prompts:
         return []
+    config = default_search(model, config)  # under a constraint: the grid, or banked where it is large
     model = _checked(model, prompts, config, max_memory)
     out = run(model, prompts, config, record=record, max_memory=max_memory)
     return out[0] if single else out
