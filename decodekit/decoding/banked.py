@@ -48,6 +48,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -96,9 +97,20 @@ def bank_count(automaton, beam: int) -> int:
     return max(1, min(beam, int(automaton.shortest) + 1))
 
 
+_tables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # automaton -> {B: table}
+
+
 def bank_table(automaton, banks: int) -> torch.Tensor:
     """``[S, V]`` int8: the bank ``min(m(next), B - 1)`` each token leads to from each state of a
-    whole automaton, ``B`` where it leads nowhere (dead, EOS)."""
+    whole automaton, ``B`` where it leads nowhere (dead, EOS); kept while the automaton lives
+    (the compiler's cache returns the same automaton for the same constraint)."""
+    kept = _tables.setdefault(automaton, {})
+    if banks not in kept:
+        kept[banks] = _bank_table(automaton, banks)
+    return kept[banks]
+
+
+def _bank_table(automaton, banks: int) -> torch.Tensor:
     nxt, need = automaton.next_state, automaton.min_tokens_to_accept
     out = torch.empty(nxt.shape, dtype=torch.int8, device=nxt.device)
     step = max(1, _CHUNK // max(1, nxt.shape[1]))

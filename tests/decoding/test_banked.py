@@ -219,3 +219,20 @@ def test_without_a_constraint_it_is_beam_search():
     model = HistoryLM(len(vocab), seed=3, vocab=vocab)
     config = GenerationConfig(strategy="banked-beam", beam_size=3, max_length=5, n_best=2)
     assert generate(model, [2], config) == decodekit.beam_search(model, [2], 3, 5, n_best=2)
+
+
+def test_the_default_counts_the_states_of_a_word_vocabulary(monkeypatch):
+    # Words are not single bytes, so the automaton cannot be compiled lazily: it is built to count.
+    from decodekit.vocab import WordVocab
+
+    vocab = WordVocab(["<unk>", "<eos>", "dog", "park", "ran", "the"])
+    model = TableLM(torch.zeros(6, 6), bos_id=1, eos_id=1, vocab=vocab)
+    config = GenerationConfig(constraint=(r".*\bdog\b.*", r".*\bpark\b.*"), max_length=6, beam_size=2)
+    states = decodekit.compile_regex(config.constraint, vocab.surfaces(), 1, " ").num_states
+    assert default_search(model, config) is config
+    monkeypatch.setattr(banked, "GRID_ENTRIES", states * 2 * 6 - 1)
+    with pytest.warns(UserWarning, match=f"about {states} automaton states"):
+        chosen = default_search(model, config)
+    assert chosen.strategy == "banked-beam"
+    hyps = generate(model, [[]], chosen)[0]
+    assert hyps and all(w in vocab.decode(hyps[0].tokens).split() for w in ("dog", "park"))
