@@ -61,7 +61,7 @@ from decodekit.decoding.strategies import Settings
 from decodekit.models.base import LanguageModel, model_device
 from decodekit.outputs import Hypothesis, SearchTree
 
-WHOLE_ENTRIES = 1 << 23  # candidate states x V up to which a lazy automaton is built whole
+WHOLE_ENTRIES = 1 << 24  # candidate states x V up to which a lazy automaton is built whole
 _CHUNK = 1 << 22  # entries of next_state read at once while building the bank table
 # The default under a constraint: the per-state grid while its rows x vocabulary stay within
 # GRID_ENTRIES (docs/decoding.md, "Choosing between the grid and the banked search").
@@ -158,10 +158,9 @@ def _start_banked(search: Search, batch: int) -> tuple[Select, Selection]:
 
     def translated(logprobs: torch.Tensor, rows: Selection, remaining: int) -> Selection:
         assert rows is carried["rows"], "a banked search's selection runs once per step, in order"
-        sel = select(logprobs, dataclasses.replace(rows, states=carried["states"]), remaining)
-        states = automaton.step(rows.states[sel.parents], sel.tokens)
-        states = states.masked_fill(sel.states < 0, -1)
-        out = dataclasses.replace(sel, states=states)
+        sel = select(logprobs, Selection(rows.logprob, carried["states"]), remaining)
+        states = automaton.step(rows.states[sel.parents], sel.tokens).masked_fill(sel.states < 0, -1)
+        out = Selection(sel.logprob, states, sel.parents, sel.tokens, sel.ended, sel.ended_logprob)
         carried.update(rows=out, states=sel.states)
         return out
 
@@ -173,66 +172,79 @@ def banked_selection(automaton, beam: int, vocab: int, eos: int | None) -> Selec
     banks = bank_count(automaton, beam)
     table = bank_table(automaton, banks) if hasattr(automaton, "next_state") else None
     per_row = min(beam, vocab) if table is not None else min(2 * beam, vocab)
-    order = torch.arange(banks)
+    lanes = torch.arange(banks, dtype=torch.int8)[None, :, None]  # [1, B, 1]
 
     def select(logprobs: torch.Tensor, rows: Selection, remaining: int) -> Selection:
-        n, device = logprobs.shape[0], logprobs.device
+        n, states = logprobs.shape[0], rows.states
         batch = n // beam
-        states = rows.states
-        lp = automaton.mask(logprobs, states, remaining)  # [N, V]
+        lp = automaton.mask(logprobs, states, remaining)  # [N, V], a new tensor
         accepting = automaton.is_accepting(states)  # [N]
         if eos is not None:  # EOS ends every accepting row (finite ones join the pool)
             done = (rows.logprob + lp[:, eos]).masked_fill(~accepting, NEG_INF)
-            ended = torch.isfinite(done).nonzero()[:, 0]
+            ended = (done > NEG_INF).nonzero()[:, 0]
             ended_logprob = done[ended]
             lp[:, eos] = NEG_INF
         else:  # an accepting row that cannot go on (no allowed token of p > 0) ends here
             stuck = (lp.amax(-1) == NEG_INF) & accepting
             ended, ended_logprob = stuck.nonzero()[:, 0], rows.logprob[stuck]
-        cum = rows.logprob[:, None] + lp  # [N, V]
-        rows_of = torch.arange(n, device=device)[:, None]
-        if table is not None:  # per bank, each row's k best: [N, B, k]
-            bank_of = table[states.clamp(min=0)]  # [N, V]
-            parts = [cum.masked_fill(bank_of != j, NEG_INF).topk(per_row, dim=1) for j in range(banks)]
-            value = torch.stack([p.values for p in parts], 1)
-            token = torch.stack([p.indices for p in parts], 1)
-            bank = order.to(device)[None, :, None].expand_as(token)
-            parent = rows_of[:, :, None].expand_as(token)
+        cum = lp.add_(rows.logprob[:, None])  # [N, V]
+        if table is not None:  # each row's k best per bank, then each prompt's K best per bank
+            bank_of = table[states.clamp(min=0)][:, None, :]  # [N, 1, V]
+            val, tok = cum[:, None, :].masked_fill(bank_of != lanes.to(cum.device), NEG_INF).topk(per_row)
+            val = val.view(batch, beam, banks, per_row).transpose(1, 2).reshape(batch, banks, -1)
+            tok = tok.view(batch, beam, banks, per_row).transpose(1, 2).reshape(batch, banks, -1)
+            top, pos = val.topk(min(beam, val.shape[2]), dim=2)  # [P, B, W]
+            token, row = tok.gather(2, pos), pos // per_row
         else:  # a lazy automaton: each row's 2K best, banked by their next states
-            value, token = cum.topk(per_row, dim=1)  # [N, 2K]
-            parent = rows_of.expand_as(token)
-            nxt = automaton.step(states[parent.reshape(-1)], token.reshape(-1)).view_as(token)
+            val, tok = cum.topk(per_row, dim=1)  # [N, 2K]
+            parent = torch.arange(n, device=cum.device)[:, None].expand_as(tok)
+            nxt = automaton.step(states[parent.reshape(-1)], tok.reshape(-1)).view_as(tok)
             bank = automaton.min_tokens(nxt).clamp(max=banks - 1).masked_fill(nxt < 0, banks)
-        value, parent, token, bank = (x.reshape(batch, -1) for x in (value, parent, token, bank))
-        keep = fill_banks(value, bank, banks, beam)  # [P, K]; R: an empty slot
-        safe = keep.clamp(max=value.shape[1] - 1)
-        value, parent, token = (x.gather(1, safe) for x in (value, parent, token))
-        value = value.masked_fill(keep >= bank.shape[1], NEG_INF)
-        parents, tokens = parent.reshape(-1), token.reshape(-1)
-        nxt = automaton.step(states[parents], tokens)
-        nxt = nxt.masked_fill(~torch.isfinite(value.reshape(-1)), -1)
-        return Selection(value.reshape(-1), nxt, parents, tokens, ended, ended_logprob)
+            top, pos = per_bank(val.reshape(batch, -1), bank.reshape(batch, -1), banks, beam)
+            token, row = tok.reshape(batch, 1, -1).expand(-1, banks, -1).gather(2, pos), pos // per_row
+        keep = round_robin(top, beam)  # [P, K] into [B * W]; B * W: an empty slot
+        value, token, row = (x.flatten(1) for x in (top, token, row))
+        value = torch.cat([value, value.new_full((batch, 1), NEG_INF)], 1).gather(1, keep)
+        safe = keep.clamp(max=token.shape[1] - 1)
+        tokens = token.gather(1, safe).view(-1)
+        parents = (row.gather(1, safe) + torch.arange(batch, device=cum.device)[:, None] * beam).view(-1)
+        nxt = automaton.step(states[parents], tokens).masked_fill(value.view(-1) == NEG_INF, -1)
+        return Selection(value.view(-1), nxt, parents, tokens, ended, ended_logprob)
 
     return select
 
 
+def per_bank(value: torch.Tensor, bank: torch.Tensor, banks: int, beam: int):
+    """``value [P, R]`` candidates in ``bank [P, R]`` (``banks``: none) -> the ``W = min(K, R)``
+    best of each bank, ``(values, positions)`` each ``[P, B, W]``, best first (-inf: none)."""
+    lanes = torch.arange(banks, device=value.device)[None, :, None]
+    masked = value[:, None, :].masked_fill(bank[:, None, :] != lanes, NEG_INF)  # [P, B, R]
+    return masked.topk(min(beam, value.shape[1]), dim=-1)
+
+
+def round_robin(top: torch.Tensor, beam: int) -> torch.Tensor:
+    """``top [P, B, W]``, each bank's candidates best first (-inf: none) -> ``[P, K]`` positions
+    in ``top.flatten(1)`` of the K kept: the r-th of bank j has priority ``r * B + j`` and the
+    lowest K finite ones are kept, in that order; ``B * W`` pads a prompt with fewer than K."""
+    p, banks, width = top.shape
+    rank = torch.arange(width, device=top.device)[None, None, :] * banks
+    none = banks * width  # the priority of an empty candidate
+    lanes = torch.arange(banks, device=top.device)[None, :, None]
+    priority = (rank + lanes).masked_fill(top == NEG_INF, none).flatten(1)  # [P, B * W]
+    low, chosen = priority.topk(min(beam, priority.shape[1]), dim=1, largest=False)
+    keep = chosen.masked_fill(low >= none, none)
+    if keep.shape[1] < beam:
+        keep = torch.cat([keep, keep.new_full((p, beam - keep.shape[1]), none)], 1)
+    return keep
+
+
 def fill_banks(value: torch.Tensor, bank: torch.Tensor, banks: int, beam: int) -> torch.Tensor:
     """``value [P, R]`` candidates in ``bank [P, R]`` (``banks``: none) -> ``[P, K]`` positions of
-    the K kept, by priority ``r * B + j`` for the r-th best finite candidate of bank j (ties:
-    the lower position first); position R (empty) pads a prompt with fewer than K finite ones."""
-    p, r = value.shape
-    width = min(beam, r)
-    lanes = torch.arange(banks, device=value.device)[None, :, None]
-    per_bank = value[:, None, :].masked_fill(bank[:, None, :] != lanes, NEG_INF)  # [P, B, R]
-    top, pos = per_bank.topk(width, dim=-1)  # [P, B, k], best first
-    rank = torch.arange(width, device=value.device)[None, None, :]
-    none = banks * width  # the priority of an empty candidate
-    priority = (rank * banks + lanes).expand_as(top).masked_fill(~torch.isfinite(top), none).flatten(1)
-    low, chosen = priority.topk(min(beam, priority.shape[1]), dim=1, largest=False)
-    keep = pos.flatten(1).gather(1, chosen).masked_fill(low >= none, r)
-    if keep.shape[1] < beam:
-        keep = torch.cat([keep, keep.new_full((p, beam - keep.shape[1]), r)], 1)
-    return keep
+    the K kept (R: an empty slot): :func:`per_bank` then :func:`round_robin`."""
+    top, pos = per_bank(value, bank, banks, beam)
+    keep = round_robin(top, beam)
+    r = value.shape[1]
+    return torch.cat([pos.flatten(1), pos.new_full((pos.shape[0], 1), r)], 1).gather(1, keep)
 
 
 def _banked_units(settings) -> float:
