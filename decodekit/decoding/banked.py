@@ -66,6 +66,7 @@ _CHUNK = 1 << 22  # entries of next_state read at once while building the bank t
 # The default under a constraint: the per-state grid while its rows x vocabulary stay within
 # GRID_ENTRIES (docs/decoding.md, "Choosing between the grid and the banked search").
 GRID_ENTRIES = 1 << 21
+BANK_GROUP = 4  # banks masked at once (the working set: a [N, 4, V] copy)
 
 
 @torch.inference_mode()
@@ -189,8 +190,12 @@ def banked_selection(automaton, beam: int, vocab: int, eos: int | None) -> Selec
             ended, ended_logprob = stuck.nonzero()[:, 0], rows.logprob[stuck]
         cum = lp.add_(rows.logprob[:, None])  # [N, V]
         if table is not None:  # each row's k best per bank, then each prompt's K best per bank
-            bank_of = table[states.clamp(min=0)][:, None, :]  # [N, 1, V]
-            val, tok = cum[:, None, :].masked_fill(bank_of != lanes.to(cum.device), NEG_INF).topk(per_row)
+            bank_of, lane = table[states.clamp(min=0)][:, None, :], lanes.to(cum.device)  # [N, 1, V]
+            parts = [  # BANK_GROUP banks at a time: a masked [N, G, V] copy each
+                cum[:, None, :].masked_fill(bank_of != lane[:, g : g + BANK_GROUP], NEG_INF).topk(per_row)
+                for g in range(0, banks, BANK_GROUP)
+            ]
+            val, tok = (torch.cat(x, 1) for x in zip(*parts)) if len(parts) > 1 else parts[0]
             val = val.view(batch, beam, banks, per_row).transpose(1, 2).reshape(batch, banks, -1)
             tok = tok.view(batch, beam, banks, per_row).transpose(1, 2).reshape(batch, banks, -1)
             top, pos = val.topk(min(beam, val.shape[2]), dim=2)  # [P, B, W]
@@ -248,9 +253,9 @@ def fill_banks(value: torch.Tensor, bank: torch.Tensor, banks: int, beam: int) -
 
 
 def _banked_units(settings) -> float:
-    """A beam's units, plus the candidate sums, the bank of each token (int8: a quarter) and one
-    bank's masked copy at a time with its top-k."""
-    return BEAM.working_set(settings) + 2.5
+    """A beam's units, plus the bank of each token (int8: a quarter) and the masked copy of up to
+    :data:`BANK_GROUP` banks at once (the candidate sums are the mask's copy, added in place)."""
+    return BEAM.working_set(settings) + 0.25 + BANK_GROUP
 
 
 BANKED = dataclasses.replace(

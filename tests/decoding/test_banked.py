@@ -236,3 +236,16 @@ def test_the_default_counts_the_states_of_a_word_vocabulary(monkeypatch):
     assert chosen.strategy == "banked-beam"
     hyps = generate(model, [[]], chosen)[0]
     assert hyps and all(w in vocab.decode(hyps[0].tokens).split() for w in ("dog", "park"))
+
+
+@pytest.mark.parametrize("eos", [True, False])
+def test_more_banks_than_are_masked_at_once(eos):
+    # "a[ab]{4}b" needs 6 tokens: 7 banks, masked BANK_GROUP = 4 at a time.
+    vocab = small_vocab(["a", "b"])
+    pattern = "a[ab]{4}b"
+    for seed in range(3):
+        model = SparseLM(len(vocab), seed, 0.2, bos_id=1, eos_id=1 if eos else None, vocab=vocab)
+        automaton = decodekit.compile_regex(pattern, vocab.surfaces(), model.eos_id)
+        assert banked.bank_count(automaton, 64) == 7 > banked.BANK_GROUP
+        hyps = banked_beam_search(model, [2], pattern, 64, 7, 1.0, 2)
+        assert_n_best(hyps, Oracle(model, [2], 7, pattern), 1.0, 2)
