@@ -343,7 +343,7 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--bpe-size", type=int, default=2000)
     ap.add_argument("--train-seconds", type=float, default=120.0)
-    ap.add_argument("--grid-rows", type=int, default=1200, help="run the grid only up to S*K rows")
+    ap.add_argument("--grid-rows", type=int, default=3000, help="run the grid only up to S*K rows")
     ap.add_argument("--models", nargs="+", default=["ptb", "bpe"], choices=["ptb", "bpe"])
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)

@@ -172,8 +172,8 @@ def banked_selection(automaton, beam: int, vocab: int, eos: int | None) -> Selec
     """The selection of the module docstring over rows ``b * K + k`` (states: ``automaton``'s)."""
     banks = bank_count(automaton, beam)
     table = bank_table(automaton, banks) if hasattr(automaton, "next_state") else None
-    per_row = min(beam, vocab) if table is not None else min(2 * beam, vocab)
-    lanes = torch.arange(banks, dtype=torch.int8)[None, :, None]  # [1, B, 1]
+    per_row, width = min(2 * beam, vocab), min(beam, beam * vocab)
+    lanes = torch.arange(banks, dtype=torch.int8, device=automaton.device).view(1, -1, 1, 1)  # [1, B, 1, 1]
 
     def select(logprobs: torch.Tensor, rows: Selection, remaining: int) -> Selection:
         n, states = logprobs.shape[0], rows.states
@@ -189,17 +189,17 @@ def banked_selection(automaton, beam: int, vocab: int, eos: int | None) -> Selec
             stuck = (lp.amax(-1) == NEG_INF) & accepting
             ended, ended_logprob = stuck.nonzero()[:, 0], rows.logprob[stuck]
         cum = lp.add_(rows.logprob[:, None])  # [N, V]
-        if table is not None:  # each row's k best per bank, then each prompt's K best per bank
-            bank_of, lane = table[states.clamp(min=0)][:, None, :], lanes.to(cum.device)  # [N, 1, V]
-            parts = [  # BANK_GROUP banks at a time: a masked [N, G, V] copy each
-                cum[:, None, :].masked_fill(bank_of != lane[:, g : g + BANK_GROUP], NEG_INF).topk(per_row)
+        if table is not None:  # each prompt's K best per bank, from its K x V candidates
+            bank_of = table[states.clamp(min=0)].view(batch, 1, beam, -1)  # [P, 1, K, V]
+            cand = cum.view(batch, 1, beam, -1)
+            parts = [  # BANK_GROUP banks at a time: a masked [P, G, K, V] copy each
+                cand.masked_fill(bank_of != lanes[:, g : g + BANK_GROUP], NEG_INF)
+                .flatten(2)
+                .topk(width, dim=2)
                 for g in range(0, banks, BANK_GROUP)
             ]
-            val, tok = (torch.cat(x, 1) for x in zip(*parts)) if len(parts) > 1 else parts[0]
-            val = val.view(batch, beam, banks, per_row).transpose(1, 2).reshape(batch, banks, -1)
-            tok = tok.view(batch, beam, banks, per_row).transpose(1, 2).reshape(batch, banks, -1)
-            top, pos = val.topk(min(beam, val.shape[2]), dim=2)  # [P, B, W]
-            token, row = tok.gather(2, pos), pos // per_row
+            top, pos = (torch.cat(x, 1) for x in zip(*parts)) if len(parts) > 1 else parts[0]  # [P, B, W]
+            token, row = pos % vocab, pos // vocab
         else:  # a lazy automaton: each row's 2K best, banked by their next states
             val, tok = cum.topk(per_row, dim=1)  # [N, 2K]
             parent = torch.arange(n, device=cum.device)[:, None].expand_as(tok)
