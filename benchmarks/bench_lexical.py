@@ -13,8 +13,9 @@ Per strategy and model: coverage (share of outputs containing every word as a wo
 log-probability per token under the model, perplexity of the outputs under an independent KN5
 (decodekit's Kneser-Ney on PTB train words), seconds and peak resident-memory growth per
 sentence (the first run: compiling the constraint included), rows per step, and seconds per step
-against plain beam search (a second run, the constraint compiled; one thread, CPU time). Then rows per step for 1-4 words and for ``.*\\bmarket\\b.*`` on the BPE model, and
-the choice rule's measurement: grid vs banked seconds per step against S*K*V.
+against plain beam search (a second run, the constraint compiled; one thread, CPU time). Then
+rows per step for 1-4 words and for ``.*\\bmarket\\b.*`` on the BPE model, and the choice
+rule's measurement: grid vs banked seconds per step against S*K*V.
 
     python benchmarks/bench_lexical.py [--data ../shared/data/ptb] [--cache runs/lexical]
         [--sets 6] [--beam 4] [--threads 1] [--json out.json]
