@@ -335,6 +335,43 @@ def rule_table(model, name, sets, args, max_length) -> None:
         print(f"| {' '.join(words)} | {states} | {entries:,} | {g:.4f} | {b:.4f} | {g / b:.1f} |", flush=True)
 
 
+def cli_demo(args) -> None:
+    """``decodekit generate ... --constraint '.*\\bprofit\\b.*'`` (the README's command) on a
+    random 2-layer GPT-2 over the 50,000-token byte-level BPE of bench_byte_patterns (trained
+    and cached there): the default strategy against greedy, CPU time and peak memory of the
+    whole command (imports included)."""
+    import resource
+    import subprocess
+
+    import transformers
+    from bench_byte_patterns import byte_bpe
+
+    _, tok, _, _ = byte_bpe(args.data.parent, cache=args.bpe_cache, verbose=False)
+    where = args.cache / "gpt2-tiny"
+    if not (where / "config.json").exists():
+        torch.manual_seed(0)
+        config = transformers.GPT2Config(
+            vocab_size=len(tok), n_positions=256, n_embd=64, n_layer=2, n_head=2,
+            bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id,
+        )  # fmt: skip
+        transformers.GPT2LMHeadModel(config).save_pretrained(where)
+        tok.save_pretrained(where)
+    print(f"\n| `decodekit generate` on a random GPT-2 (V = {len(tok):,}) | CPU s | peak RSS MB | output |")
+    print("|---|---|---|---|")
+    for extra in ([], ["--strategy", "greedy"]):
+        cmd = [sys.executable, "-m", "decodekit", "generate", "the company said", "--hf-model", str(where)]
+        cmd += ["--constraint", r".*\bprofit\b.*", *extra]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+        shown = (done.stdout.strip() or done.stderr.strip())[-60:]
+        print(
+            f"| {' '.join(extra) or 'default'} | {cpu:.1f} | {after.ru_maxrss / 1024:.0f} | {shown!r} |",
+            flush=True,
+        )
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=Path("../shared/data/ptb"))
@@ -348,6 +385,8 @@ def main(argv=None) -> None:
     ap.add_argument("--grid-rows", type=int, default=3000, help="run the grid only up to S*K rows")
     ap.add_argument("--models", nargs="+", default=["ptb", "bpe"], choices=["ptb", "bpe"])
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--cli-demo", action="store_true", help="also time the README's command on a GPT-2")
+    ap.add_argument("--bpe-cache", type=Path, default=None, help="bench_byte_patterns' BPE cache")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     print("$ python benchmarks/bench_lexical.py " + " ".join(sys.argv[1:]), flush=True)
@@ -365,6 +404,8 @@ def main(argv=None) -> None:
         results += evaluate_model("BPE LSTM", model, sets, lm, args, 40)
         rows_table(model, args, ["market", "stock", "prices", "trading"])
         rule_table(model, "BPE LSTM", sets, args, 40)
+    if args.cli_demo:
+        cli_demo(args)
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=1))
 
