@@ -34,7 +34,7 @@ def path(request, monkeypatch):
     return request.param
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     pattern=regexes(),
     seed=st.integers(0, 10_000),
@@ -76,7 +76,7 @@ def test_wide_banked_search_on_both_paths(path, alpha, eos):
         assert_n_best(hyps, Oracle(model, [2], 3, pattern), alpha, 3)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     pattern=regexes(),
     seed=st.integers(0, 10_000),
