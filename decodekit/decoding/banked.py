@@ -130,7 +130,8 @@ def _whole(search: Search):
         return automaton
     settings, model = search.settings, search.model
     states = automaton.stats.get("candidate_states", math.inf)
-    if states * model.vocab_size > WHOLE_ENTRIES or not isinstance(settings.constraint, (str, tuple, list)):
+    patterns = isinstance(settings.constraint, (str, tuple, list)) or settings.constraint is None
+    if states * model.vocab_size > WHOLE_ENTRIES or not patterns:  # not a compiled automaton given
         return None
     from decodekit.constraints import ConstraintError, as_automaton
 
