@@ -282,14 +282,20 @@ def default_search(model: LanguageModel, settings: Any) -> Any:
     grid = states * settings.beam_size * model.vocab_size
     if grid <= GRID_ENTRIES:
         return settings
-    warnings.warn(
-        f"the constraint has about {states:,} automaton states: one beam per state would search "
-        f"{states * settings.beam_size:,} rows x {model.vocab_size:,} tokens per step, so the banked "
-        f"search runs instead ({settings.beam_size} rows per prompt); name strategy 'beam' for the "
-        "per-state grid",
-        stacklevel=3,
-    )
+    said = (id(model), repr(settings.constraint), settings.exclude, settings.beam_size)
+    if said not in _said:  # once per model and constraint (batch generation asks per batch)
+        _said.add(said)
+        warnings.warn(
+            f"the constraint has about {states:,} automaton states: one beam per state would search "
+            f"{states * settings.beam_size:,} rows x {model.vocab_size:,} tokens per step, so the banked "
+            f"search runs instead ({settings.beam_size} rows per prompt); name strategy 'beam' for the "
+            "per-state grid",
+            stacklevel=3,
+        )
     return settings.replace(strategy=BANKED.name)
+
+
+_said: set = set()  # what default_search warned about
 
 
 def _states(model: LanguageModel, settings: Any) -> float:

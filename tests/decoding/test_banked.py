@@ -203,10 +203,12 @@ def test_the_default_keeps_the_grid_where_it_fits_and_banks_beyond(monkeypatch):
             model, [2], config.constraint, 2, 6
         )
     monkeypatch.setattr(banked, "GRID_ENTRIES", 10)
+    monkeypatch.setattr(banked, "_said", set())
     with pytest.warns(UserWarning, match="banked search runs instead"):
         chosen = default_search(model, config)
     assert chosen.search is banked.BANKED
-    with pytest.warns(UserWarning, match="banked search"):
+    with warnings.catch_warnings():  # said once for this model and constraint
+        warnings.simplefilter("error")
         out = generate(model, [2], config)
     assert out == banked_beam_search(model, [2], config.constraint, 2, 6)
     named = config.replace(strategy="beam")
@@ -231,6 +233,7 @@ def test_the_default_counts_the_states_of_a_word_vocabulary(monkeypatch):
     states = decodekit.compile_regex(config.constraint, vocab.surfaces(), 1, " ").num_states
     assert default_search(model, config) is config
     monkeypatch.setattr(banked, "GRID_ENTRIES", states * 2 * 6 - 1)
+    monkeypatch.setattr(banked, "_said", set())
     with pytest.warns(UserWarning, match=f"about {states} automaton states"):
         chosen = default_search(model, config)
     assert chosen.strategy == "banked-beam"
