@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from decodekit.checks import at_least, one_of, real, require, shown
+from decodekit.decoding.banked import default_search
 from decodekit.decoding.search import run
 from decodekit.decoding.strategies import STRATEGIES, Settings
 from decodekit.errors import ConfigError
@@ -260,10 +261,11 @@ def generate(
     *,
     max_memory: int | str | None = None,
     record: SearchTree | None = None,
+    observe: Any = None,
     **options: Any,
 ) -> list[Hypothesis] | list[list[Hypothesis]]:
     """Run the configured strategy on one prompt or a batch (one ``step`` call per time step for
-    the whole batch).
+    the whole batch; ``observe(selection)`` after each step, as :func:`~.decoding.search.run`).
 
     ``prompts``: text (encoded by ``model.vocab``), token ids, a 1-D tensor (one prompt), or a
     list of texts / of id lists, or a 2-D tensor (a batch). ``config`` (default
@@ -281,8 +283,9 @@ def generate(
     prompts, single = as_prompts(model, prompts)
     if not prompts:
         return []
+    config = default_search(model, config)  # under a constraint: the grid, or banked where it is large
     model = _checked(model, prompts, config, max_memory)
-    out = run(model, prompts, config, record=record, max_memory=max_memory)
+    out = run(model, prompts, config, record=record, max_memory=max_memory, observe=observe)
     return out[0] if single else out
 
 

@@ -267,13 +267,20 @@ def generate(
         from decodekit import SearchTree
 
         tree = SearchTree()
+    from tqdm import tqdm
+
+    # a bar on a terminal's stderr once a run has taken 3 s (a grid over a large automaton)
+    bar = tqdm(total=config.max_length, unit="step", delay=3, leave=False, disable=not sys.stderr.isatty())
+    step = lambda _: bar.update()  # noqa: E731
     try:
-        hyps = run(model, [ids], config, max_memory=max_memory, record=tree)[0]
+        hyps = run(model, [ids], config, max_memory=max_memory, record=tree, observe=step)[0]
     except ValueError as e:  # decodekit's own errors: printed as they are, the library's names as flags
         raise flagged(e) or e from None
     except (RuntimeError, IndexError, MemoryError) as e:  # the model failed (a backend limit, ...)
         reason = (str(e).strip().splitlines() or [""])[0][:300]
         raise UsageError(f"the model failed on this input: {type(e).__name__}: {reason}") from None
+    finally:
+        bar.close()
     if not hyps:
         click.echo(
             f"Error: no continuation matching {described_constraints(config)} was found within "
