@@ -140,11 +140,14 @@ class GenerationConfig(Settings):
             require(ok, f"constraint must be a regex string or a non-empty list of them, got {shown(c)}")
             object.__setattr__(self, "constraint", c[0] if len(c) == 1 else tuple(c))
         elif c is not None and not isinstance(c, str):
+            from decodekit.constraints.automata.derivatives import Pattern
             from decodekit.constraints.tokens.interface import provides
 
-            ok = provides(c)  # a compiled TokenConstraint
+            ok = isinstance(c, Pattern) or provides(c)  # an expression, or a compiled TokenConstraint
             require(
-                ok, f"constraint must be a regex string or null, got {shown(c)} (or a list of regex strings)"
+                ok,
+                f"constraint must be a regex string or null, got {shown(c)} "
+                "(or a list of regex strings, a Pattern expression or a compiled automaton)",
             )
         x = (x,) if isinstance(x, str) else x
         ok = isinstance(x, (list, tuple)) and all(isinstance(p, str) for p in x)
@@ -153,7 +156,8 @@ class GenerationConfig(Settings):
         if x and c is not None:
             require(
                 isinstance(self.constraint, (str, tuple)),
-                "exclude cannot be added to a compiled TokenAutomaton constraint: compile them together",
+                "exclude cannot be added to a compiled TokenAutomaton or a Pattern constraint: compile them "
+                "together (a Pattern: write it with & ~Pattern(...))",
             )
 
     def replace(self, **changes: Any) -> GenerationConfig:
