@@ -10,7 +10,7 @@ import pytest
 import decodekit.jobs as jobs
 from decodekit import GenerationConfig, generate_jsonl
 from decodekit.errors import DecodekitError
-from tests.fakes import HistoryLM, word_vocab
+from tests.support.fakes import HistoryLM, word_vocab
 
 WORDS = ["the", "company", "said", "profit", "rose"]
 CONFIG = GenerationConfig(max_length=3)

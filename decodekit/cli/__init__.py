@@ -15,7 +15,7 @@ from decodekit.cli.common import run_main
 
 # command name -> "module:the click.Command in it". The modules import only click at module level
 # (the library, and torch with it, inside the commands), so `decodekit --help` and usage errors
-# never import torch (tests/test_cli_startup.py).
+# never import torch (tests/cli/test_startup.py).
 COMMANDS = {
     "constraint": "decodekit.cli.constraint:constraint",
     "eval": "decodekit.cli.evaluate:eval_command",

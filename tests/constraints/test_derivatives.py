@@ -32,8 +32,8 @@ from decodekit.constraints import (
 from decodekit.constraints.automata import derivatives
 from decodekit.constraints.automata.derivatives import CharLevel
 from decodekit.constraints.tokens.trie import encode_vocab
-from tests.constraints.strategies import SYNTAX_LEAVES, regexes, vocabularies
 from tests.constraints.test_boundaries import FIXED
+from tests.support.regex_strategies import SYNTAX_LEAVES, regexes, vocabularies
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FEW = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -256,7 +256,7 @@ def bpe():
     pytest.importorskip("tokenizers")
     pytest.importorskip("transformers")
     from decodekit.models.hf import HFVocab
-    from tests.fakes import byte_bpe
+    from tests.support.fakes import byte_bpe
 
     texts = ["naïve café 中文 😀 ab", "the cat sat on the mat", "aaaa abab 2024-05-17 \x00"] * 4
     tok = byte_bpe(texts, 360)
@@ -317,7 +317,7 @@ def test_huge_patterns_compile_and_constrain_masked_search(bpe, pattern):
             assert row.any() and not row[0, vocab.eos_id]
             state = auto.step(state, row[0].nonzero()[-1])
         return
-    from tests.fakes import TableLM
+    from tests.support.fakes import TableLM
 
     g = torch.Generator().manual_seed(2)
     model = TableLM(torch.randn(len(vocab), len(vocab), generator=g) * 3, None, vocab.eos_id, vocab)
@@ -376,7 +376,7 @@ def test_masked_searches_take_an_expression(bpe):
     """``constraint=`` of the masked searches accepts a Pattern; every output satisfies it as
     ``regex`` says of its parts."""
     tok, vocab = bpe
-    from tests.fakes import TableLM
+    from tests.support.fakes import TableLM
 
     g = torch.Generator().manual_seed(7)
     model = TableLM(torch.randn(len(vocab), len(vocab), generator=g) * 3, None, vocab.eos_id, vocab)

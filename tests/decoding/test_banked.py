@@ -18,9 +18,9 @@ from decodekit import GenerationConfig, generate
 from decodekit.decoding import banked
 from decodekit.decoding.banked import banked_beam_search, default_search, fill_banks
 from decodekit.outputs import SearchTree
-from tests.decoding.exhaustive import Oracle, SparseLM, assert_n_best, regexes
 from tests.decoding.test_constrained import small_vocab, spellable
-from tests.fakes import HistoryLM, TableLM, char_vocab
+from tests.support.exhaustive import Oracle, SparseLM, assert_n_best, regexes
+from tests.support.fakes import HistoryLM, TableLM, char_vocab
 
 ALPHAS = [-1.0, -0.5, 0.0, 0.5, 1.0, 2.0]
 

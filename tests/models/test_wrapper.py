@@ -10,7 +10,7 @@ from decodekit.models import state as st
 from decodekit.models.base import prefill
 from decodekit.models.controls import Controlled
 from decodekit.models.suppress import Suppressed
-from tests.fakes import HistoryLM, word_vocab
+from tests.support.fakes import HistoryLM, word_vocab
 
 WRAPPERS = {
     "suppressed": lambda m: Suppressed(m, [2, 3]),
