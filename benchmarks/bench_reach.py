@@ -31,7 +31,6 @@ import gc  # noqa: E402
 import json  # noqa: E402
 import resource  # noqa: E402
 import statistics  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -47,6 +46,7 @@ from bench_structured import (  # noqa: E402
     bench_compile,
     bench_tokens,
     check_walk,
+    child_result,
     load,
     load_vocabulary,
     make_engines,
@@ -123,17 +123,7 @@ def run(args, names: list[str]) -> list[dict]:
             cmd = [sys.executable, __file__, "--child-engine", n, "--child-pattern", pname]
             cmd += ["--repeats", str(args.repeats), "--walk", str(args.walk), "--memory", str(args.memory)]
             cmd += ["--data", str(args.data), "--cache", str(args.cache)]
-            try:
-                p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
-            except subprocess.TimeoutExpired:
-                row["engines"][n] = {"error": f"timeout after {args.timeout} s"}
-                continue
-            lines = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
-            if lines:
-                row["engines"][n] = json.loads(lines[-1][7:])
-            else:
-                tail = " ".join((p.stderr or p.stdout).split()[-40:])
-                row["engines"][n] = {"error": f"child exited {p.returncode}: {tail[-300:]}"}
+            row["engines"][n] = child_result(cmd, args.timeout)
         rows.append(row)
         print_row(row, names, rows[0] if rows[0]["name"] == "date" else None)
     return rows

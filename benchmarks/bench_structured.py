@@ -777,6 +777,20 @@ def child(args) -> None:
     print("RESULT " + json.dumps(out), flush=True)
 
 
+def child_result(cmd: list[str], timeout: float) -> dict:
+    """Run a benchmark child process and read its last ``RESULT {json}`` line: that dict, or
+    ``{"error": ...}`` (a timeout, or the end of what it printed when it failed)."""
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timeout after {timeout} s"}
+    lines = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
+    if lines:
+        return json.loads(lines[-1][7:])
+    tail = " ".join((p.stderr or p.stdout).split()[-40:])
+    return {"error": f"child exited {p.returncode}: {tail[-300:]}"}
+
+
 def run_reach(args, names: list[str], small: dict) -> list[dict]:
     """Each reach pattern in a child process per engine; ``small``: engine -> its mask + apply time
     on a small pattern (µs), for the ratio."""
@@ -795,18 +809,9 @@ def run_reach(args, names: list[str], small: dict) -> list[dict]:
             ]
             cmd += ["--data", str(args.data), "--cache", str(args.cache)]
             t0 = time.perf_counter()
-            try:
-                p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.reach_timeout)
-            except subprocess.TimeoutExpired:
-                row["engines"][n] = {"error": f"timeout after {args.reach_timeout} s"}
-                continue
-            lines = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
-            if lines:
-                row["engines"][n] = json.loads(lines[-1][7:])
-            else:
-                tail = " ".join((p.stderr or p.stdout).split()[-40:])
-                row["engines"][n] = {"error": f"child exited {p.returncode}: {tail[-300:]}"}
-            row["engines"][n]["child_s"] = time.perf_counter() - t0
+            row["engines"][n] = child_result(cmd, args.reach_timeout)
+            if "error" not in row["engines"][n] or not row["engines"][n]["error"].startswith("timeout"):
+                row["engines"][n]["child_s"] = time.perf_counter() - t0
         rows.append(row)
         print_reach_row(row, names, small)
     return rows

@@ -53,12 +53,9 @@ def check_vector_stack(stack_embed: int, depth: int | None, push_hidden_size: in
 
 
 @dataclass(frozen=True)
-class LSTMConfig:
-    """Sizes of an LSTM LM. ``tie`` shares the embedding with the output layer
-    (Press & Wolf 2017; needs ``embed == hidden``); ``init_range`` r: every parameter
-    starts uniform in [-r, r]; ``dropout`` is applied to non-recurrent connections only."""
+class _RecurrentSizes:
+    """The fields and checks an LSTM and an Elman RNN share (their configs subclass it)."""
 
-    kind: ClassVar[str] = "lstm"
     embed: int = 200
     hidden: int = 200
     layers: int = 2
@@ -71,19 +68,21 @@ class LSTMConfig:
 
 
 @dataclass(frozen=True)
-class RNNConfig:
-    """Sizes of an Elman RNN LM (see :class:`decodekit.models.lstm.LSTMConfig` for the fields)."""
+class LSTMConfig(_RecurrentSizes):
+    """Sizes of an LSTM LM. ``tie`` shares the embedding with the output layer
+    (Press & Wolf 2017; needs ``embed == hidden``); ``init_range`` r: every parameter
+    starts uniform in [-r, r]; ``dropout`` is applied to non-recurrent connections only."""
+
+    kind: ClassVar[str] = "lstm"
+
+
+@dataclass(frozen=True)
+class RNNConfig(_RecurrentSizes):
+    """Sizes of an Elman RNN LM (see :class:`decodekit.models.lstm.LSTMConfig` for the fields);
+    one layer by default."""
 
     kind: ClassVar[str] = "rnn"
-    embed: int = 200
-    hidden: int = 200
     layers: int = 1
-    dropout: float = 0.0
-    tie: bool = False
-    init_range: float = 0.1
-
-    def __post_init__(self) -> None:
-        check_recurrent_config(self)
 
 
 @dataclass(frozen=True)
