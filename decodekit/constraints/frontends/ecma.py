@@ -47,11 +47,14 @@ _SIMPLE = {"t": 0x09, "n": 0x0A, "v": 0x0B, "f": 0x0C, "r": 0x0D}
 class Translated(NamedTuple):
     """``decoded``: a regex (decodekit's dialect) whose full matches are strings the pattern
     matches; ``encoded``: the same strings as JSON text between the quotes; ``states``: an upper
-    bound of the NFA states of ``encoded``."""
+    bound of the NFA states of ``encoded``; ``shortest``, ``longest``: the lengths (characters) of
+    the strings ``decoded`` matches (``longest`` None: unbounded)."""
 
     decoded: str
     encoded: str
     states: int
+    shortest: int
+    longest: int | None
 
 
 # A parsed pattern: ("set", frozenset-free interval tuple) | ("seq", [..]) | ("alt", [..])
@@ -369,6 +372,23 @@ def _emit(node, encoded: bool) -> tuple[str, int]:
     raise AssertionError(kind)
 
 
+def _lengths(node) -> tuple[int, int | None]:
+    kind = node[0]
+    if kind == "set":
+        return (1, 1) if node[1] else (0, 0)
+    if kind in ("start", "end"):
+        return 0, 0
+    if kind == "rep":
+        lo, hi = _lengths(node[1])
+        return lo * node[2], None if hi is None or node[3] is None else hi * node[3]
+    parts = [_lengths(x) for x in node[1]]
+    if kind == "seq":
+        return sum(a for a, _ in parts), None if any(b is None for _, b in parts) else sum(b for _, b in parts)
+    if not parts:
+        return 0, 0
+    return min(a for a, _ in parts), None if any(b is None for _, b in parts) else max(b for _, b in parts)
+
+
 def _anchors_inside(node) -> bool:
     if node[0] in ("start", "end"):
         return True
@@ -391,7 +411,7 @@ def translate(pattern: str, ptr: str = "") -> Translated:
     if reader.i != len(pattern):
         reader.fail("an unmatched ')'")
     branches = tree[1] if tree[0] == "alt" else [tree]
-    dec, enc, states = [], [], 0
+    dec, enc, states, shortest, longest = [], [], 0, [], []
     for b in branches:
         items = list(b[1]) if b[0] == "seq" else [b]
         start = bool(items) and items[0][0] == "start"
@@ -400,6 +420,9 @@ def translate(pattern: str, ptr: str = "") -> Translated:
         items = items[:-1] if end else items
         if any(_anchors_inside(x) for x in items):
             reader.fail("'^' or '$' inside the pattern (only at the ends of an alternative) is not supported")
+        lo, hi = _lengths(("seq", items))
+        shortest.append(lo)
+        longest.append(hi if start and end else None)
         d, _ = _emit(("seq", items), False)
         e, n = _emit(("seq", items), True)
         if not start:
@@ -411,7 +434,11 @@ def translate(pattern: str, ptr: str = "") -> Translated:
         states += n + 200
     join = "|".join
     return Translated(
-        f"(?:{join(dec)})" if len(dec) > 1 else dec[0], f"(?:{join(enc)})" if len(enc) > 1 else enc[0], states
+        f"(?:{join(dec)})" if len(dec) > 1 else dec[0],
+        f"(?:{join(enc)})" if len(enc) > 1 else enc[0],
+        states,
+        min(shortest),
+        None if None in longest else max(longest),
     )
 
 

@@ -143,7 +143,9 @@ def json_schema(schema: dict | bool | str, *, whitespace: str = "compact") -> st
     except RecursionError:  # an enum or const value nested hundreds of levels deep
         raise ConstraintError("a value in the JSON Schema is nested too deeply to compile") from None
     if frag is None:
-        raise ConstraintError("/: the JSON Schema allows no value the regex can write")
+        raise ConstraintError(
+            "/: the JSON Schema allows no value (its bounds, enum or required properties exclude every one)"
+        )
     return frag[0]
 
 
@@ -879,9 +881,9 @@ class _Compiler:
             return _frag(f'"{FORMATS[f]}"')
         if c.patterns:
             p, ptr = c.patterns[0]
-            if lo or hi is not None:
-                _needs(ptr, "pattern beside minLength/maxLength")
             t = translate(p, ptr)
+            if (lo or hi is not None) and not (lo <= t.shortest and t.longest is not None and (hi is None or t.longest <= hi)):
+                _needs(ptr, "pattern beside minLength/maxLength")  # unless every match has a length allowed
             return _frag(f'"{t.encoded}"', t.states)
         if lo == 0 and hi is None:
             return _frag(STRING, _CHAR_STATES + 4)
