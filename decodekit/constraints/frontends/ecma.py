@@ -40,7 +40,15 @@ _SURROGATES = (0xD800, 0xDFFF)
 _ECMA_SPACE = [0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x20, 0xA0, 0x1680, *range(0x2000, 0x200B)]
 _ECMA_SPACE += [0x2028, 0x2029, 0x202F, 0x205F, 0x3000, 0xFEFF]
 _LINE_ENDS = (0x0A, 0x0D, 0x2028, 0x2029)
-_SHORT = {0x22: '\\\\"', 0x5C: "\\\\\\\\", 0x08: "\\\\b", 0x0C: "\\\\f", 0x0A: "\\\\n", 0x0D: "\\\\r", 0x09: "\\\\t"}
+_SHORT = {
+    0x22: '\\\\"',
+    0x5C: "\\\\\\\\",
+    0x08: "\\\\b",
+    0x0C: "\\\\f",
+    0x0A: "\\\\n",
+    0x0D: "\\\\r",
+    0x09: "\\\\t",
+}
 _SIMPLE = {"t": 0x09, "n": 0x0A, "v": 0x0B, "f": 0x0C, "r": 0x0D}
 
 
@@ -104,13 +112,13 @@ def _cut(s: tuple) -> tuple:
     return tuple(out)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _python_class(name: str) -> tuple:
     pred = re.compile("\\" + name)
     return _intervals(c for c in range(BMP) if pred.match(chr(c)))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _escape_sets(letter: str) -> tuple[tuple, tuple]:
     """(narrow, wide) readings of ``\\d \\w \\s \\D \\W \\S`` over the BMP."""
     ecma = {
@@ -206,7 +214,9 @@ class _Reader:
             if self.p.startswith("?:", self.i):
                 self.i += 2
             elif self.peek() == "?":
-                self.fail("lookarounds, named groups and inline flags are not supported (not regular, or not ECMA-262)")
+                self.fail(
+                    "lookarounds, named groups and inline flags are not supported (not regular, or not ECMA)"
+                )
             inner = self.alternation(depth + 1)
             if self.peek() != ")":
                 self.fail("an unclosed group")
@@ -227,7 +237,9 @@ class _Reader:
     def literal(self, c: str):
         code = ord(c)
         if code >= BMP or _SURROGATES[0] <= code <= _SURROGATES[1]:
-            self.fail("characters outside the Basic Multilingual Plane are not supported (UTF-16 reads them as two)")
+            self.fail(
+                "characters outside the Basic Multilingual Plane are not supported (UTF-16 reads them as two)"
+            )
         one = ((code, code),)
         return ("set", one, one)
 
@@ -304,13 +316,17 @@ class _Reader:
                 return ((0x2D, 0x2D),), ((0x2D, 0x2D),), 0x2D
             node = self.escape(in_class=True)
             narrow, wide = node[1], node[2]
-            single = narrow[0][0] if len(narrow) == 1 and narrow[0][0] == narrow[0][1] and narrow == wide else None
+            single = (
+                narrow[0][0] if len(narrow) == 1 and narrow[0][0] == narrow[0][1] and narrow == wide else None
+            )
             return narrow, wide, single
         if c == "[" and self.peek() in ":=.":
             pass  # POSIX-looking: ECMA-262 reads '[' and ':' as members (Python re warns, reads the same)
         code = ord(c)
         if code >= BMP or _SURROGATES[0] <= code <= _SURROGATES[1]:
-            self.fail("characters outside the Basic Multilingual Plane are not supported (UTF-16 reads them as two)")
+            self.fail(
+                "characters outside the Basic Multilingual Plane are not supported (UTF-16 reads them as two)"
+            )
         return ((code, code),), ((code, code),), code
 
 
@@ -366,8 +382,16 @@ def _emit(node, encoded: bool) -> tuple[str, int]:
     if kind == "rep":
         t, n = _emit(node[1], encoded)
         lo, hi = node[2], node[3]
-        q = "*" if (lo, hi) == (0, None) else "+" if (lo, hi) == (1, None) else "?" if (lo, hi) == (0, 1) else None
-        q = q or ("{%d}" % lo if lo == hi else "{%d,%s}" % (lo, "" if hi is None else hi))
+        q = (
+            "*"
+            if (lo, hi) == (0, None)
+            else "+"
+            if (lo, hi) == (1, None)
+            else "?"
+            if (lo, hi) == (0, 1)
+            else None
+        )
+        q = q or (f"{{{lo}}}" if lo == hi else f"{{{lo},{'' if hi is None else hi}}}")
         return f"(?:{t}){q}", n * max(lo, hi or 0, 1) + 2
     raise AssertionError(kind)
 
@@ -383,7 +407,9 @@ def _lengths(node) -> tuple[int, int | None]:
         return lo * node[2], None if hi is None or node[3] is None else hi * node[3]
     parts = [_lengths(x) for x in node[1]]
     if kind == "seq":
-        return sum(a for a, _ in parts), None if any(b is None for _, b in parts) else sum(b for _, b in parts)
+        return sum(a for a, _ in parts), None if any(b is None for _, b in parts) else sum(
+            b for _, b in parts
+        )
     if not parts:
         return 0, 0
     return min(a for a, _ in parts), None if any(b is None for _, b in parts) else max(b for _, b in parts)

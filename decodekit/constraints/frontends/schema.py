@@ -34,13 +34,14 @@ from decodekit.errors import ConstraintError
 # Keywords that constrain a value (JSON Schema drafts 4 to 2020-12); every other keyword is an
 # annotation or unknown, and ignored as validators ignore it (title, description, examples,
 # default, $comment, $id, $schema, $anchor, deprecated, readOnly, id, self, links, x-*, javaType...).
-CONSTRAINING = frozenset(
+_CONSTRAINING = (
     "type enum const multipleOf maximum exclusiveMaximum minimum exclusiveMinimum maxLength minLength "
     "pattern format maxItems minItems uniqueItems maxContains minContains contains items prefixItems "
     "additionalItems maxProperties minProperties required dependentRequired dependentSchemas "
     "dependencies properties patternProperties additionalProperties propertyNames allOf anyOf oneOf "
-    "not if then else $ref $dynamicRef $recursiveRef unevaluatedItems unevaluatedProperties".split()
+    "not if then else $ref $dynamicRef $recursiveRef unevaluatedItems unevaluatedProperties"
 )
+CONSTRAINING = frozenset(_CONSTRAINING.split(" "))
 SUPPORTED = CONSTRAINING - {"$dynamicRef", "$recursiveRef", "unevaluatedItems", "unevaluatedProperties"}
 TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
 # The kinds of value a clause allows: "integer" is an integral number (1 and 1.0), "fraction" the others
@@ -104,7 +105,13 @@ FORMATS = {  # each matches only texts that need no JSON escape (a "/" is writte
 FORMATS |= {"idn-email": FORMATS["email"], "idn-hostname": _HOST, "uri-reference": _URI, "iri": _URI}
 FORMATS |= {"iri-reference": _URI, "uri-template": _URI}
 # (shortest, longest) text of a format; None: unbounded (a length beside it needs an intersection)
-_FORMAT_LENGTHS = {"date": (10, 10), "uuid": (36, 36), "ipv4": (7, 15), "time": (9, 21), "date-time": (20, 32)}
+_FORMAT_LENGTHS = {
+    "date": (10, 10),
+    "uuid": (36, 36),
+    "ipv4": (7, 15),
+    "time": (9, 21),
+    "date-time": (20, 32),
+}
 # formats validators check that are not supported (unknown formats are annotations: ignored)
 UNSUPPORTED_FORMATS = frozenset(("regex", "duration", "relative-json-pointer"))
 _META = frozenset(r"\.^$|?*+()[]{}#")
@@ -178,11 +185,12 @@ class Clause:
     kept as lists of ``(schema, ctx, pointer)``, all of which apply. ``exact``: False where a
     keyword was read as a part of what it allows (if/then/else without else, a recursion cut)."""
 
-    __slots__ = (
-        "kinds enum lo hi mult min_len max_len patterns formats prefix items min_items max_items unique "
-        "contains min_contains props required patprops additional extras min_props max_props names "
-        "dep_required dep_schemas exact ptr"
-    ).split()
+    _FIELDS = (
+        "kinds enum lo hi mult min_len max_len patterns formats prefix items min_items max_items "
+        "unique contains min_contains props required patprops additional extras min_props max_props "
+        "names dep_required dep_schemas exact ptr"
+    )
+    __slots__ = tuple(_FIELDS.split(" "))
 
     def __init__(self, ptr: str):
         self.kinds, self.enum, self.lo, self.hi, self.mult = set(KINDS), None, [], [], []
@@ -205,11 +213,27 @@ class Clause:
         return c
 
     def constrains_only_kinds(self) -> bool:
-        return not (
-            self.lo or self.hi or self.mult or self.min_len or self.max_len is not None or self.patterns
-        ) and not (self.formats or self.prefix or self.items or self.min_items or self.max_items is not None) and not (
-            self.unique or self.contains or self.props or self.required or self.patprops or self.additional
-        ) and not (self.min_props or self.max_props is not None or self.names or self.dep_required or self.dep_schemas)
+        return (
+            not (self.lo or self.hi or self.mult or self.min_len or self.max_len is not None or self.patterns)
+            and not (
+                self.formats or self.prefix or self.items or self.min_items or self.max_items is not None
+            )
+            and not (
+                self.unique
+                or self.contains
+                or self.props
+                or self.required
+                or self.patprops
+                or self.additional
+            )
+            and not (
+                self.min_props
+                or self.max_props is not None
+                or self.names
+                or self.dep_required
+                or self.dep_schemas
+            )
+        )
 
 
 def _kinds_of_types(types, ptr: str) -> set:
@@ -292,7 +316,9 @@ class _Normalizer:
                     self.check_disjoint(parts, f"{ptr}/oneOf")
                 alts = self.product(alts, [x for p in parts for x in p], ptr)
         if "if" in s and "then" in s:  # (if and then) or (not if and else): the first part only
-            both = self.product(self.clauses(s["if"], ctx, f"{ptr}/if"), self.clauses(s["then"], ctx, f"{ptr}/then"), ptr)
+            both = self.product(
+                self.clauses(s["if"], ctx, f"{ptr}/if"), self.clauses(s["then"], ctx, f"{ptr}/then"), ptr
+            )
             alts = self.product(alts, both, ptr)
             for a in alts:
                 a.exact = False
@@ -318,7 +344,9 @@ class _Normalizer:
 
     def ref(self, target, ctx: _Ctx, ptr: str) -> list[Clause]:
         if not isinstance(target, str) or not target.startswith("#"):
-            raise ConstraintError(f"{_show(ptr)}: only local references (#...) are supported, got {target!r:.80}")
+            raise ConstraintError(
+                f"{_show(ptr)}: only local references (#...) are supported, got {target!r:.80}"
+            )
         key = (id(ctx.base), target)
         if ctx.refs.count(key) >= MAX_REF_UNROLL:  # recursion cut: no value here (sound)
             c = Clause(ptr)
@@ -347,7 +375,12 @@ class _Normalizer:
             if "const" in s:
                 values = [s["const"]] if values is None else [v for v in values if _equal(v, s["const"])]
             c.enum = values
-        for key, down in (("minimum", True), ("exclusiveMinimum", True), ("maximum", False), ("exclusiveMaximum", False)):
+        for key, down in (
+            ("minimum", True),
+            ("exclusiveMinimum", True),
+            ("maximum", False),
+            ("exclusiveMaximum", False),
+        ):
             if key not in s:
                 continue
             if isinstance(s[key], bool):  # draft 4: a flag on minimum / maximum
@@ -507,7 +540,9 @@ def _merge(a: Clause, b: Clause, ptr: str) -> Clause | None:
     c.hi += b.hi
     c.mult += b.mult
     c.min_len = max(a.min_len, b.min_len)
-    c.max_len = b.max_len if a.max_len is None else a.max_len if b.max_len is None else min(a.max_len, b.max_len)
+    c.max_len = (
+        b.max_len if a.max_len is None else a.max_len if b.max_len is None else min(a.max_len, b.max_len)
+    )
     c.patterns += [p for p in b.patterns if p[0] not in [q[0] for q in a.patterns]]
     c.formats += [f for f in b.formats if f[0] not in [g[0] for g in a.formats]]
     n = max(len(a.prefix), len(b.prefix))
@@ -528,7 +563,11 @@ def _merge(a: Clause, b: Clause, ptr: str) -> Clause | None:
         (p, subs + a.additional) for p, subs in b.patprops
     ]
     c.additional = a.additional + b.additional
-    c.extras = a.extras and b.extras if (a.additional or a.patprops) and (b.additional or b.patprops) else a.extras or b.extras
+    c.extras = (
+        a.extras and b.extras
+        if (a.additional or a.patprops) and (b.additional or b.patprops)
+        else a.extras or b.extras
+    )
     if (a.additional or a.patprops) and not (b.additional or b.patprops):
         c.extras = a.extras
     elif (b.additional or b.patprops) and not (a.additional or a.patprops):
@@ -676,7 +715,9 @@ def _check(c: Clause, v, norm: _Normalizer, depth: int = 0):
         if c.contains:
             hits = [_check_subs(c.contains, x, norm, depth) for x in v]
             n_true, n_maybe = hits.count(True), hits.count(None)
-            verdicts.append(True if n_true >= c.min_contains else None if n_true + n_maybe >= c.min_contains else False)
+            verdicts.append(
+                True if n_true >= c.min_contains else None if n_true + n_maybe >= c.min_contains else False
+            )
     elif kind == "object":
         verdicts.append(c.required <= v.keys())
         verdicts.append(c.min_props <= len(v) and (c.max_props is None or len(v) <= c.max_props))
@@ -743,7 +784,15 @@ def _rep(p, lo: int, hi: int | None):
         return _frag("") if lo == 0 else None
     if (lo, hi) == (1, 1):
         return p
-    q = "*" if (lo, hi) == (0, None) else "?" if (lo, hi) == (0, 1) else "+" if (lo, hi) == (1, None) else None
+    q = (
+        "*"
+        if (lo, hi) == (0, None)
+        else "?"
+        if (lo, hi) == (0, 1)
+        else "+"
+        if (lo, hi) == (1, None)
+        else None
+    )
     q = q or (f"{{{lo}}}" if lo == hi else f"{{{lo},{'' if hi is None else hi}}}")
     return (f"(?:{p[0]}){q}", p[1] * max(lo, hi or 1, 1) + 2)
 
@@ -768,7 +817,9 @@ class _Compiler:
     def value(self, subs: list, ptr: str):
         """The fragment of the values satisfying every ``(schema, ctx)`` of ``subs`` (None: none)."""
         if self.depth >= MAX_DEPTH:
-            raise ConstraintError(f"{_show(ptr)}: the JSON Schema nests subschemas more than {MAX_DEPTH} levels deep")
+            raise ConstraintError(
+                f"{_show(ptr)}: the JSON Schema nests subschemas more than {MAX_DEPTH} levels deep"
+            )
         self.depth += 1
         try:
             if all(s is True or s == {} for s, _ in subs):
@@ -789,7 +840,9 @@ class _Compiler:
             return _frag(f"(?:{scalar})")
         v = self.any(depth - 1)[0]
         member = f"{STRING}{self.colon}{v}"
-        return _frag(rf"(?:{scalar}|\[(?:{v}(?:{self.comma}{v})*)?\]|\{{(?:{member}(?:{self.comma}{member})*)?\}})")
+        return _frag(
+            rf"(?:{scalar}|\[(?:{v}(?:{self.comma}{v})*)?\]|\{{(?:{member}(?:{self.comma}{member})*)?\}})"
+        )
 
     def clause(self, c: Clause):
         if c.enum is not None:
@@ -816,7 +869,9 @@ class _Compiler:
             try:
                 text = json.dumps(v, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
             except ValueError as e:
-                raise ConstraintError(f"{_show(c.ptr)}/enum: {str(v)[:60]!r} has no JSON form ({e})") from None
+                raise ConstraintError(
+                    f"{_show(c.ptr)}/enum: {str(v)[:60]!r} has no JSON form ({e})"
+                ) from None
             if text in texts:
                 continue
             if not plain and _check(_without_enum(c), v, self.norm) is not True:
@@ -824,7 +879,9 @@ class _Compiler:
             texts[text] = None
         if not texts:
             raise ConstraintError(f"{_show(c.ptr)}/enum: no value satisfies the rest of the schema")
-        return _alts([_frag(_escape(t)) for t in texts])
+        # a literal alternation: counted as the trie of its texts is, about a state per value
+        out = _alts([_frag(_escape(t), 2) for t in texts])
+        return out and (out[0], max(out[1], 2 * len(texts)))
 
     # numbers ------------------------------------------------------------------------------------
     def number(self, c: Clause):
@@ -838,8 +895,16 @@ class _Compiler:
         lo, lo_s, hi, hi_s = _intervals(c)
         parts = []
         if "integer" in c.kinds:
-            ilo = None if lo is None else (math.floor(lo) + 1 if lo_s and lo == math.floor(lo) else math.ceil(lo))
-            ihi = None if hi is None else (math.ceil(hi) - 1 if hi_s and hi == math.ceil(hi) else math.floor(hi))
+            ilo = (
+                None
+                if lo is None
+                else (math.floor(lo) + 1 if lo_s and lo == math.floor(lo) else math.ceil(lo))
+            )
+            ihi = (
+                None
+                if hi is None
+                else (math.ceil(hi) - 1 if hi_s and hi == math.ceil(hi) else math.floor(hi))
+            )
             parts.append(_signed_range(ilo, ihi))
         if "fraction" in c.kinds:
             parts.append(_fractions(lo, lo_s, hi, hi_s))
@@ -851,17 +916,25 @@ class _Compiler:
         m = ms.pop() if len(ms) == 1 else None
         ptr = c.mult[0][1]
         if m is None or not (isinstance(m, int) or float(m).is_integer()) or c.lo or c.hi:
-            raise ConstraintError(f"{_show(ptr)}/multipleOf is not supported (only an integer dividing 1000, unbounded)")
+            raise ConstraintError(
+                f"{_show(ptr)}/multipleOf is not supported (only an integer dividing 1000, unbounded)"
+            )
         m = int(m)
         k = next((k for k in range(4) if 10**k % m == 0), None)
         if k is None:
-            raise ConstraintError(f"{_show(ptr)}/multipleOf is not supported (only an integer dividing 1000, unbounded)")
+            raise ConstraintError(
+                f"{_show(ptr)}/multipleOf is not supported (only an integer dividing 1000, unbounded)"
+            )
         if k == 0:
             return _frag(INTEGER)
         ends = [f"{r:0{k}d}" for r in range(0, 10**k, m)]
         head = f"[1-9][0-9]{{0,{MAX_INT_DIGITS - k - 1}}}"
         small = [str(int(e)) for e in ends if e != "0" * k]  # below 10**k
-        return _frag(f"(?:0|-?(?:{head}(?:{'|'.join(ends)})|{'|'.join(small)}))" if small else f"(?:0|-?{head}{'0' * k})")
+        return _frag(
+            f"(?:0|-?(?:{head}(?:{'|'.join(ends)})|{'|'.join(small)}))"
+            if small
+            else f"(?:0|-?{head}{'0' * k})"
+        )
 
     # strings ------------------------------------------------------------------------------------
     def string(self, c: Clause):
@@ -882,7 +955,9 @@ class _Compiler:
         if c.patterns:
             p, ptr = c.patterns[0]
             t = translate(p, ptr)
-            if (lo or hi is not None) and not (lo <= t.shortest and t.longest is not None and (hi is None or t.longest <= hi)):
+            if (lo or hi is not None) and not (
+                lo <= t.shortest and t.longest is not None and (hi is None or t.longest <= hi)
+            ):
                 _needs(ptr, "pattern beside minLength/maxLength")  # unless every match has a length allowed
             return _frag(f'"{t.encoded}"', t.states)
         if lo == 0 and hi is None:
@@ -898,7 +973,9 @@ class _Compiler:
         rest = c.items
         if c.contains and c.min_contains > 0:
             if prefix or c.unique:
-                raise ConstraintError(f"{_show(c.ptr)}/contains is only supported without prefixItems and uniqueItems")
+                raise ConstraintError(
+                    f"{_show(c.ptr)}/contains is only supported without prefixItems and uniqueItems"
+                )
             prefix = [rest + c.contains for _ in range(c.min_contains)]
             lo = max(lo, c.min_contains)
         if c.unique and (hi is None or hi > 1):
@@ -918,7 +995,11 @@ class _Compiler:
             if parts and all(p.enum is not None or p.kinds <= {"null", "boolean"} for p in parts):
                 values = []
                 for p in parts:
-                    cands = p.enum if p.enum is not None else [v for v in (None, True, False) if _kind_of(v) in p.kinds]
+                    cands = (
+                        p.enum
+                        if p.enum is not None
+                        else [v for v in (None, True, False) if _kind_of(v) in p.kinds]
+                    )
                     for v in cands:
                         if _check(p, v, self.norm) is True and not any(_equal(v, w) for w in values):
                             values.append(v)
@@ -952,7 +1033,9 @@ class _Compiler:
                 forbidden.add(name)  # written only with its dependencies: never written
             if name in c.dep_schemas:
                 if name in required:
-                    raise ConstraintError(f"{_show(c.ptr)}/dependentSchemas of a required property is not supported")
+                    raise ConstraintError(
+                        f"{_show(c.ptr)}/dependentSchemas of a required property is not supported"
+                    )
                 forbidden.add(name)
             if c.names and _check_subs(c.names, name, self.norm, 0) is not True:
                 forbidden.add(name)
@@ -1014,7 +1097,9 @@ def _array(texts: list, rest, lo: int, hi: int | None, comma: str):
         if rest is None or rest_hi == 0:
             tail = _frag("") if rest_lo == 0 else None
         else:
-            more = _rep(_cat(_frag(comma), rest), max(rest_lo - 1, 0), None if rest_hi is None else rest_hi - 1)
+            more = _rep(
+                _cat(_frag(comma), rest), max(rest_lo - 1, 0), None if rest_hi is None else rest_hi - 1
+            )
             tail = _cat(rest, more)
             if rest_lo == 0:
                 tail = _rep(tail, 0, 1)
@@ -1037,14 +1122,16 @@ def _members(members: list, extra, min_props: int, max_props: int | None, comma:
     n = len(members)
 
     def tail(count: int):
-        if count < min_props:
+        need = 1 if count == min_props - 1 and extra is not None else 0  # one extra member: distinct
+        if count + need < min_props:
             return None
         room = None if max_props is None else max_props - count
         if extra is None or room == 0:
-            return _frag("")
+            return _frag("") if not need else None
         if count == 0:
-            return _rep(_cat(extra, _rep(_cat(_frag(comma), extra), 0, None if room is None else room - 1)), 0, 1)
-        return _rep(_cat(_frag(comma), extra), 0, room)
+            first = _cat(extra, _rep(_cat(_frag(comma), extra), 0, None if room is None else room - 1))
+            return first if need else _rep(first, 0, 1)
+        return _rep(_cat(_frag(comma), extra), need, room)
 
     def gen(i: int, count: int):
         key = (i, min(count, cap))
@@ -1065,8 +1152,8 @@ def _members(members: list, extra, min_props: int, max_props: int | None, comma:
                 out = _alts([present, gen(i + 1, count)])
         if out is not None and out[1] > MAX_STATES:
             raise ConstraintError(
-                f"the JSON Schema's regex would exceed {MAX_PATTERN_CHARS:,} characters or {MAX_STATES:,} automaton "
-                "states (an object's optional properties): simplify the schema"
+                f"the JSON Schema's regex would exceed {MAX_PATTERN_CHARS:,} characters or {MAX_STATES:,} "
+                "automaton states (an object's optional properties): simplify the schema"
             )
         memo[key] = out
         return out
@@ -1181,13 +1268,19 @@ def _positive_fractions(lo: Decimal, lo_s: bool, hi: Decimal | None, hi_s: bool)
         unit = 10**j
         low, high = lo * unit, None if hi is None else hi * unit
         a = int(low) + (1 if lo_s else 0) if low == int(low) else math.ceil(low)
-        b = 10**15 - 1 if high is None else int(high) - (1 if hi_s else 0) if high == int(high) else math.floor(high)
+        b = (
+            10**15 - 1
+            if high is None
+            else int(high) - (1 if hi_s else 0)
+            if high == int(high)
+            else math.floor(high)
+        )
         a, b = max(a, 1), min(b, 10**15 - 1)
         if a > b:
             continue
         qa, qb = a // 10, b // 10  # M = 10 q + r with r in 1-9: the last digit non-zero
 
-        def head(x: int, y: int) -> str:
+        def head(x: int, y: int, j: int = j) -> str:
             return _fixed(x, y, j - 1) + ("\\." if j == 1 else "")
 
         def digit(x: int, y: int) -> str:
@@ -1213,6 +1306,8 @@ def _fractions(lo, lo_s, hi, hi_s) -> str:
     if hi is None or hi > 0:
         pos = _positive_fractions(lo if lo is not None and lo > 0 else zero, lo_s, hi, hi_s)
     if lo is None or lo < 0:
-        neg = _positive_fractions(-hi if hi is not None and hi < 0 else zero, hi_s, None if lo is None else -lo, lo_s)
+        neg = _positive_fractions(
+            -hi if hi is not None and hi < 0 else zero, hi_s, None if lo is None else -lo, lo_s
+        )
     alts = pos + ["-" + p for p in neg]
     return alts[0] if len(alts) == 1 else f"(?:{'|'.join(alts)})" if alts else ""
