@@ -99,7 +99,10 @@ def worker(args) -> None:
         except BaseException as e:  # ConstraintError, ValueError, a pyo3 PanicException
             if isinstance(e, KeyboardInterrupt):
                 raise
-            handle, out = None, {"ok": False, "error": f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"}
+            handle, out = (
+                None,
+                {"ok": False, "error": f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"},
+            )
         out["seconds"] = time.process_time() - t0
         if handle is not None and req.get("texts"):
             out["accepted"] = [_accepts(engine, handle, encode(t), eos) for t in req["texts"]]
@@ -212,7 +215,9 @@ def run_suite(args, workers: dict) -> dict:
                     r["valid accepted"] += 1
                 elif hit and not ok:
                     r["false accepts"] += 1
-                    false_accepts["decodekit"].append(f"{draft}/{name}: {group['description']}: {test['description']}")
+                    false_accepts["decodekit"].append(
+                        f"{draft}/{name}: {group['description']}: {test['description']}"
+                    )
                 elif ok:
                     why_valid_rejected[_why(schema, test["data"])] += 1
         for n, w in workers.items():
@@ -227,7 +232,9 @@ def run_suite(args, workers: dict) -> dict:
                         rw["valid accepted"] += 1
                     elif hit and not ok:
                         rw["false accepts"] += 1
-                        false_accepts[n].append(f"{draft}/{name}: {group['description']}: {test['description']}")
+                        false_accepts[n].append(
+                            f"{draft}/{name}: {group['description']}: {test['description']}"
+                        )
     return {
         "rows": {n: dict(c) for n, c in rows.items()},
         "valid not accepted (decodekit), why": why_valid_rejected.most_common(),
@@ -242,13 +249,17 @@ def _why(schema, value) -> str:
         return "an object: other key order or properties not written (extra, or beyond the subset)"
     if isinstance(value, dict) and value:
         return "an object: a property not written (extra, or beyond the subset)"
-    if isinstance(value, float) or (isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**18):
+    if isinstance(value, float) or (
+        isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**18
+    ):
         return "a number outside the written forms (exponent, over 6 fraction digits or 18 digits)"
     if isinstance(value, list) and len(value) > 1:
         return "an array: items beyond the subset (uniqueItems, contains, depth of free values)"
     if isinstance(value, str) and any(ord(c) >= 0x10000 or c in "\x7f" for c in value):
         return "a string with characters a pattern's translation leaves out (outside the BMP)"
-    return "a part of the schema read narrower (if/else, a recursion cut, a pattern's translation, free depth)"
+    return (
+        "a part of the schema read narrower (if/else, a recursion cut, a pattern's translation, free depth)"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -293,7 +304,9 @@ def run_bench(args, workers: dict) -> dict:
         line = ", ".join(
             f"{n} {sum(r['ok'] for r in rs)}/{per['schemas']}" for n, rs in per["engines"].items()
         )
-        print(f"  {subset}: front end {per['front end']}/{per['schemas']}; {line}", file=sys.stderr, flush=True)
+        print(
+            f"  {subset}: front end {per['front end']}/{per['schemas']}; {line}", file=sys.stderr, flush=True
+        )
     return results
 
 
@@ -305,7 +318,9 @@ def pct(xs: list[float], q: float) -> float:
 def report(args, suite: dict | None, bench: dict | None, names: list[str]) -> None:
     if suite is not None:
         print("\n### Official JSON-Schema-Test-Suite (draft 2020-12 and draft 7, required tests)\n")
-        print("| engine | groups compiled | valid instances accepted | invalid instances accepted (false accepts) |")
+        print(
+            "| engine | groups compiled | valid instances accepted | invalid instances accepted (false accepts) |"
+        )
         print("|---|---|---|---|")
         for n, r in suite["rows"].items():
             print(
@@ -319,7 +334,9 @@ def report(args, suite: dict | None, bench: dict | None, names: list[str]) -> No
         for why, k in suite["refusals (decodekit)"][:10]:
             print(f"* {k}: {why}")
     if bench is not None:
-        print(f"\n### JSONSchemaBench, {args.sample} schemas per subset (seed {args.seed}), compiled over the 50k BPE\n")
+        print(
+            f"\n### JSONSchemaBench, {args.sample} schemas per subset (seed {args.seed}), compiled over the 50k BPE\n"
+        )
         head = " | ".join(names)
         print(f"| subset | schemas | decodekit front end | {head} |")
         print("|---|---|---|" + "---|" * len(names))
@@ -338,14 +355,18 @@ def report(args, suite: dict | None, bench: dict | None, names: list[str]) -> No
         cells = [f"{100 * totals[n] / max(totals['schemas'], 1):.0f} %" for n in names]
         front = 100 * totals["front end"] / max(totals["schemas"], 1)
         print(f"| all | {totals['schemas']} | {front:.0f} % | " + " | ".join(cells) + " |")
-        print("\nCompile time per compiled schema (CPU s, worker process; the vocabulary prepared beforehand):\n")
+        print(
+            "\nCompile time per compiled schema (CPU s, worker process; the vocabulary prepared beforehand):\n"
+        )
         print("| engine | median | 95th percentile | timeouts |")
         print("|---|---|---|---|")
         for n in names:
             rs = [r for per in bench.values() for r in per["engines"][n]]
             times = [r["seconds"] for r in rs if r["ok"]]
             timeouts = sum(1 for r in rs if str(r.get("error", "")).startswith("timeout"))
-            print(f"| {n} | {statistics.median(times) if times else float('nan'):.3f} | {pct(times, 0.95):.3f} | {timeouts} |")
+            print(
+                f"| {n} | {statistics.median(times) if times else float('nan'):.3f} | {pct(times, 0.95):.3f} | {timeouts} |"
+            )
         for n in names:
             errors = collections.Counter(
                 reason(r["error"]) for per in bench.values() for r in per["engines"][n] if not r["ok"]

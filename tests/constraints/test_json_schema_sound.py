@@ -221,7 +221,7 @@ def test_a_property_name_with_a_newline_gives_a_one_line_message():
     [
         ({"type": "integer", "multipleOf": 3}, "/multipleOf is not supported"),
         (
-            {"type": "string", "pattern": "^a+$", "maxLength": 3},
+            {"type": "string", "pattern": "^(?:ab)+$", "minLength": 3},
             "/pattern: pattern beside minLength/maxLength",
         ),
         ({"type": "string", "format": "email", "maxLength": 3}, "/format: format 'email' beside"),
@@ -462,3 +462,27 @@ def test_masked_greedy_decoding_gives_valid_json(schema):
         [hyp] = decodekit.greedy(model, [], 80, constraint=json_schema(schema))
         text = hyp.decode(VOCAB)
         assert hyp.finished and valid(schema, text), text
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    pattern=st.sampled_from(
+        ["^[a-z]+$", "^[a-z]*$", "x", "^a", "b$", r"^[A-Z]{2}-\d+$", "^(?:ab|c)+$", "^a?b*c{1,3}$"]
+    ),
+    lo=st.integers(0, 4),
+    width=st.one_of(st.none(), st.integers(0, 4)),
+    data=st.data(),
+)
+def test_pattern_beside_lengths_is_cut_to_fit(pattern, lo, width, data):
+    """A pattern beside minLength/maxLength: its repetitions capped or repeated more, so every
+    string written has an allowed length and matches the pattern; else refused."""
+    schema = {"type": "string", "pattern": pattern, "minLength": lo}
+    if width is not None:
+        schema["maxLength"] = lo + width
+    try:
+        compiled = json_schema(schema)
+    except ConstraintError as e:
+        assert "needs the intersection" in str(e) or "allows no value" in str(e)
+        return
+    text = data.draw(st.from_regex(compiled, fullmatch=True))
+    assert valid(schema, text), (schema, text)

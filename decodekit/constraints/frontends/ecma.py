@@ -428,10 +428,35 @@ def _anchors_inside(node) -> bool:
 ANY_CHAR = (((0, BMP - 1),), ((0, BMP - 1),))
 
 
+def _capped(node, cap: int):
+    """``node`` with every repetition at most ``cap`` times (or its minimum): a part of its strings."""
+    kind = node[0]
+    if kind == "rep":
+        hi = node[3] if node[3] is not None and node[3] <= cap else max(node[2], cap)
+        return ("rep", _capped(node[1], cap), node[2], hi)
+    if kind in ("seq", "alt"):
+        return (kind, [_capped(x, cap) for x in node[1]])
+    return node
+
+
+def _raised(items: list, need: int) -> list:
+    """``items`` (a sequence) with repetitions of one character class repeated more often, adding
+    up to ``need`` characters to the shortest match: a part of its strings."""
+    out = []
+    for x in items:
+        if need > 0 and x[0] == "rep" and x[1][0] == "set":
+            more = need if x[3] is None else min(need, x[3] - x[2])
+            x, need = ("rep", x[1], x[2] + more, x[3]), need - more
+        out.append(x)
+    return out
+
+
 @functools.lru_cache(maxsize=4096)
-def translate(pattern: str, ptr: str = "") -> Translated:
+def translate(pattern: str, ptr: str = "", cap: int | None = None, need: int = 0) -> Translated:
     """The ECMA-262 ``pattern`` as a search, in both forms (see the module docstring); raises
-    ConstraintError naming ``ptr`` for what it refuses."""
+    ConstraintError naming ``ptr`` for what it refuses. ``cap``: every repetition (and the free
+    text around an unanchored pattern) at most ``cap`` times; ``need``: at least that many more
+    characters from repeated classes (both give a part of the pattern's strings, to fit lengths)."""
     reader = _Reader(pattern, ptr)
     tree = reader.alternation()
     if reader.i != len(pattern):
@@ -446,15 +471,21 @@ def translate(pattern: str, ptr: str = "") -> Translated:
         items = items[:-1] if end else items
         if any(_anchors_inside(x) for x in items):
             reader.fail("'^' or '$' inside the pattern (only at the ends of an alternative) is not supported")
+        if cap is not None:
+            items = [_capped(x, cap) for x in items]
+        if need:
+            items = _raised(items, need)
         lo, hi = _lengths(("seq", items))
+        free = "*" if cap is None else f"{{0,{cap}}}"
         shortest.append(lo)
-        longest.append(hi if start and end else None)
+        free_len = 0 if start and end else None if cap is None else cap * (2 - start - end)
+        longest.append(None if hi is None or free_len is None else hi + free_len)
         d, _ = _emit(("seq", items), False)
         e, n = _emit(("seq", items), True)
         if not start:
-            d, e = r"[\s\S]*" + d, _JSON_CHAR + "*" + e
+            d, e = r"[\s\S]" + free + d, f"{_JSON_CHAR}{free}{e}"
         if not end:
-            d, e = d + r"[\s\S]*", e + _JSON_CHAR + "*"
+            d, e = d + r"[\s\S]" + free, f"{e}{_JSON_CHAR}{free}"
         dec.append(d)
         enc.append(e)
         states += n + 200

@@ -955,10 +955,8 @@ class _Compiler:
         if c.patterns:
             p, ptr = c.patterns[0]
             t = translate(p, ptr)
-            if (lo or hi is not None) and not (
-                lo <= t.shortest and t.longest is not None and (hi is None or t.longest <= hi)
-            ):
-                _needs(ptr, "pattern beside minLength/maxLength")  # unless every match has a length allowed
+            if lo or hi is not None:
+                t = _fit(p, ptr, lo, hi, t) or _needs(ptr, "pattern beside minLength/maxLength")
             return _frag(f'"{t.encoded}"', t.states)
         if lo == 0 and hi is None:
             return _frag(STRING, _CHAR_STATES + 4)
@@ -1075,6 +1073,35 @@ class _Compiler:
             if value is not None:
                 alts.append(_cat(_frag(f'"{_not_words(names)}"{self.colon}'), value))
         return _alts(alts)
+
+
+def _fit(p: str, ptr: str, lo: int, hi: int | None, t):
+    """The pattern's translation cut to strings of lo..hi characters (its repetitions capped,
+    repeated classes repeated more), or None when that does not fit."""
+
+    def ok(t) -> bool:
+        return lo <= t.shortest and (hi is None or t.longest is not None and t.longest <= hi)
+
+    if ok(t):
+        return t
+    if lo > t.shortest:
+        t = translate(p, ptr, None, lo - t.shortest)
+        if t.shortest < lo:
+            return None
+        if ok(t):
+            return t
+    if hi is None:
+        return None
+    need = max(lo - translate(p, ptr).shortest, 0)
+    best, a, b = None, 0, hi
+    while a <= b:  # the largest cap that fits (longest grows with the cap)
+        mid = (a + b) // 2
+        cand = translate(p, ptr, mid, need)
+        if cand.longest is not None and cand.longest <= hi:
+            best, a = cand, mid + 1
+        else:
+            b = mid - 1
+    return best if best is not None and ok(best) else None
 
 
 def _without_enum(c: Clause) -> Clause:
