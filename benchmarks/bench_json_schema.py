@@ -319,7 +319,8 @@ def report(args, suite: dict | None, bench: dict | None, names: list[str]) -> No
     if suite is not None:
         print("\n### Official JSON-Schema-Test-Suite (draft 2020-12 and draft 7, required tests)\n")
         print(
-            "| engine | groups compiled | valid instances accepted | invalid instances accepted (false accepts) |"
+            "| engine | groups compiled | valid instances accepted | invalid instances accepted "
+            "(false accepts) |"
         )
         print("|---|---|---|---|")
         for n, r in suite["rows"].items():
@@ -335,7 +336,8 @@ def report(args, suite: dict | None, bench: dict | None, names: list[str]) -> No
             print(f"* {k}: {why}")
     if bench is not None:
         print(
-            f"\n### JSONSchemaBench, {args.sample} schemas per subset (seed {args.seed}), compiled over the 50k BPE\n"
+            f"\n### JSONSchemaBench, {args.sample} schemas per subset (seed {args.seed}), "
+            "compiled over the 50k BPE\n"
         )
         head = " | ".join(names)
         print(f"| subset | schemas | decodekit front end | {head} |")
@@ -356,7 +358,8 @@ def report(args, suite: dict | None, bench: dict | None, names: list[str]) -> No
         front = 100 * totals["front end"] / max(totals["schemas"], 1)
         print(f"| all | {totals['schemas']} | {front:.0f} % | " + " | ".join(cells) + " |")
         print(
-            "\nCompile time per compiled schema (CPU s, worker process; the vocabulary prepared beforehand):\n"
+            "\nCompile time per compiled schema (CPU s, worker process; the vocabulary prepared "
+            "beforehand):\n"
         )
         print("| engine | median | 95th percentile | timeouts |")
         print("|---|---|---|---|")
@@ -364,9 +367,8 @@ def report(args, suite: dict | None, bench: dict | None, names: list[str]) -> No
             rs = [r for per in bench.values() for r in per["engines"][n]]
             times = [r["seconds"] for r in rs if r["ok"]]
             timeouts = sum(1 for r in rs if str(r.get("error", "")).startswith("timeout"))
-            print(
-                f"| {n} | {statistics.median(times) if times else float('nan'):.3f} | {pct(times, 0.95):.3f} | {timeouts} |"
-            )
+            med = statistics.median(times) if times else float("nan")
+            print(f"| {n} | {med:.3f} | {pct(times, 0.95):.3f} | {timeouts} |")
         for n in names:
             errors = collections.Counter(
                 reason(r["error"]) for per in bench.values() for r in per["engines"][n] if not r["ok"]
