@@ -385,7 +385,12 @@ def parse_args(argv=None):
     ap.add_argument("--sample", type=int, default=150)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=20.0, help="seconds per schema and engine")
-    ap.add_argument("--engines", nargs="+", default=["decodekit", "llguidance", "xgrammar"])
+    ap.add_argument(
+        "--engines",
+        nargs="*",
+        default=["decodekit", "llguidance", "xgrammar"],
+        help="none: the front end only",
+    )
     ap.add_argument("--suite-peers", action="store_true", help="run the peers on the suite too")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--data", type=Path, default=Path("../shared/data"))
