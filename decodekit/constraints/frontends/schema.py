@@ -188,7 +188,7 @@ class Clause:
     _FIELDS = (
         "kinds enum lo hi mult min_len max_len patterns formats prefix items min_items max_items "
         "unique contains min_contains props required patprops additional extras min_props max_props "
-        "names dep_required dep_schemas exact ptr"
+        "names dep_required dep_schemas forbid exact ptr"
     )
     __slots__ = tuple(_FIELDS.split(" "))
 
@@ -201,6 +201,7 @@ class Clause:
         self.extras = False  # additionalProperties / patternProperties given: extra members may be written
         self.min_props, self.max_props, self.names = 0, None, []
         self.dep_required, self.dep_schemas = {}, {}
+        self.forbid = set()  # property names that must be absent (to keep oneOf branches apart)
         self.exact, self.ptr = True, ptr
 
     def copy(self) -> Clause:
@@ -494,8 +495,10 @@ class _Normalizer:
         for i, j in itertools.combinations(range(len(parts)), 2):
             for a in parts[i]:
                 for b in parts[j]:
-                    if not _disjoint(a, b, self):
+                    if not _disjoint(a, b, self) and not _separate(a, b, self):
                         _needs(ptr, f"oneOf (branches {i} and {j} may both match a value)", "complement")
+        if not any(p.kinds for branch in parts for p in branch):
+            _needs(ptr, "oneOf (its branches overlap in every kind of value)", "complement")
 
 
 def _resolve(base, target: str):
@@ -579,6 +582,7 @@ def _merge(a: Clause, b: Clause, ptr: str) -> Clause | None:
         c.dep_required[k] = c.dep_required.get(k, set()) | d
     for k, d in b.dep_schemas.items():
         c.dep_schemas[k] = c.dep_schemas.get(k, []) + d
+    c.forbid = a.forbid | b.forbid
     c.exact = a.exact and b.exact
     return c
 
@@ -650,7 +654,12 @@ def _disjoint(a: Clause, b: Clause, norm: _Normalizer, depth: int = 0) -> bool:
             return True
     if a.enum is not None or b.enum is not None:
         return False
-    for kind in a.kinds & b.kinds:
+    return all(_kind_disjoint(a, b, kind, norm, depth) for kind in a.kinds & b.kinds)
+
+
+def _kind_disjoint(a: Clause, b: Clause, kind: str, norm: _Normalizer, depth: int = 0) -> bool:
+    """Whether no value of ``kind`` satisfies both exact clauses without enum (False: not proved)."""
+    for _ in (0,):
         if kind in ("integer", "fraction"):
             alo, alos, ahi, ahis = _intervals(a)
             blo, blos, bhi, bhis = _intervals(b)
@@ -659,11 +668,31 @@ def _disjoint(a: Clause, b: Clause, norm: _Normalizer, depth: int = 0) -> bool:
             ):
                 continue
             return False
-        if kind == "object" and any(
-            _subs_disjoint(_member(a, k), _member(b, k), norm, depth) for k in a.required & b.required
+        if kind == "object" and (
+            any(_subs_disjoint(_member(a, k), _member(b, k), norm, depth) for k in a.required & b.required)
+            or a.required & b.forbid
+            or b.required & a.forbid
         ):
             continue
         return False
+    return True
+
+
+def _separate(a: Clause, b: Clause, norm: _Normalizer) -> bool:
+    """Make two exact clauses disjoint by writing less of both: objects each lacking a property
+    the other requires; the kinds where that or a proof fails written by neither. False when
+    an enum stands in the way (its values would need a complement)."""
+    if not (a.exact and b.exact) or a.enum is not None or b.enum is not None:
+        return False
+    for kind in sorted(a.kinds & b.kinds):
+        if _kind_disjoint(a, b, kind, norm):
+            continue
+        if kind == "object" and (a.required - b.required) and (b.required - a.required):
+            a.forbid.add(min(b.required - a.required))
+            b.forbid.add(min(a.required - b.required))
+            continue
+        a.kinds.discard(kind)
+        b.kinds.discard(kind)
     return True
 
 
@@ -719,7 +748,7 @@ def _check(c: Clause, v, norm: _Normalizer, depth: int = 0):
                 True if n_true >= c.min_contains else None if n_true + n_maybe >= c.min_contains else False
             )
     elif kind == "object":
-        verdicts.append(c.required <= v.keys())
+        verdicts.append(c.required <= v.keys() and not (c.forbid & v.keys()))
         verdicts.append(c.min_props <= len(v) and (c.max_props is None or len(v) <= c.max_props))
         for k, x in v.items():
             verdicts.append(_check_subs(_member(c, k), x, norm, depth))
@@ -1025,7 +1054,7 @@ class _Compiler:
             if name in required:
                 required |= c.dep_required[name]
         listed = list(c.props) + sorted(required - c.props.keys())
-        forbidden = set()
+        forbidden = set(c.forbid)
         for name in listed:
             if name in c.dep_required and not c.dep_required[name] <= required:
                 forbidden.add(name)  # written only with its dependencies: never written
@@ -1052,8 +1081,16 @@ class _Compiler:
             members.append((_cat(_frag(key + self.colon), val), name in required))
         extra = None
         if c.extras and not c.names and not c.dep_required and not c.dep_schemas:
-            extra = self.extra_members(c, listed)
-        return self.check(_members(members, extra, c.min_props, c.max_props, self.comma), c.ptr)
+            extra = self.extra_members(c, listed + sorted(c.forbid - set(listed)))
+        for first in (None, 8, 1):  # too large: the first property written among the first 8, then 1
+            try:
+                return self.check(
+                    _members(members, extra, c.min_props, c.max_props, self.comma, first), c.ptr
+                )
+            except ConstraintError as e:
+                if first == 1 or "optional properties" not in str(e):
+                    raise
+        return None
 
     def extra_members(self, c: Clause, names: list):
         """key:value for properties not listed: keys of a patternProperties pattern (when no
@@ -1140,10 +1177,11 @@ def _array(texts: list, rest, lo: int, hi: int | None, comma: str):
     return _cat(_frag(r"\["), tail, _frag(r"\]"))
 
 
-def _members(members: list, extra, min_props: int, max_props: int | None, comma: str):
+def _members(members: list, extra, min_props: int, max_props: int | None, comma: str, first=None):
     """``{`` members ``}``: ``members`` (fragment, required) in order, each optional one present or
     not, then ``extra`` members repeated; at least ``min_props`` of the listed ones (repeated extra
-    keys may collapse), at most ``max_props`` in all."""
+    keys may collapse), at most ``max_props`` in all. ``first``: the first member written is one of
+    the first ``first + 1`` (the rest of the regex then grows linearly, not quadratically)."""
     cap = max(min_props, 1) if max_props is None else max_props
     memo: dict = {}
     n = len(members)
@@ -1173,6 +1211,10 @@ def _members(members: list, extra, min_props: int, max_props: int | None, comma:
             present = None if full else _cat(sep, text, gen(i + 1, count + 1))
             if req:
                 out = present
+            elif first is not None and count == 0 and i >= first and present is not None:
+                # linear from here: this member, or (no required one left) no listed member at all
+                later_required = any(r for _, r in members[i:])
+                out = present if later_required else _alts([present, tail(0)])
             elif count >= cap and max_props is None and count:
                 out = _cat(_rep(_cat(sep, text), 0, 1), gen(i + 1, count))  # the counts no longer matter
             else:
