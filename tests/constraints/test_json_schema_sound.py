@@ -513,3 +513,9 @@ def test_many_optional_properties_stay_within_the_size_bound():
     pattern = json_schema(schema)
     assert matches(schema, '{"p0":"2024-01-01T00:00:00Z","p7":"2024-01-01T00:00:00Z"}')
     assert regex.fullmatch(pattern, "{}") and valid(schema, "{}")
+
+
+def test_oneof_of_three_equal_branches_writes_nothing():
+    for schema in ({"oneOf": [True, True, True]}, {"oneOf": [{}, {"type": "null"}, {}]}):
+        with pytest.raises(ConstraintError, match="oneOf"):
+            json_schema(schema)

@@ -492,10 +492,11 @@ class _Normalizer:
     def check_disjoint(self, parts: list[list[Clause]], ptr: str) -> None:
         """oneOf as anyOf is exact when no value satisfies two branches: proved clause by clause
         (exact clauses only), by kinds, enum values or a required property with disjoint values."""
+        given = [[p.copy() for p in branch] for branch in parts]  # what each branch accepts
         for i, j in itertools.combinations(range(len(parts)), 2):
-            for a in parts[i]:
-                for b in parts[j]:
-                    if not _disjoint(a, b, self) and not _separate(a, b, self):
+            for a, wa in zip(given[i], parts[i]):
+                for b, wb in zip(given[j], parts[j]):
+                    if not _disjoint(a, b, self) and not _separate(a, b, wa, wb, self):
                         _needs(ptr, f"oneOf (branches {i} and {j} may both match a value)", "complement")
         if not any(p.kinds for branch in parts for p in branch):
             _needs(ptr, "oneOf (its branches overlap in every kind of value)", "complement")
@@ -678,21 +679,22 @@ def _kind_disjoint(a: Clause, b: Clause, kind: str, norm: _Normalizer, depth: in
     return True
 
 
-def _separate(a: Clause, b: Clause, norm: _Normalizer) -> bool:
-    """Make two exact clauses disjoint by writing less of both: objects each lacking a property
-    the other requires; the kinds where that or a proof fails written by neither. False when
-    an enum stands in the way (its values would need a complement)."""
+def _separate(a: Clause, b: Clause, wa: Clause, wb: Clause, norm: _Normalizer) -> bool:
+    """Write less of two exact clauses ``a``, ``b`` (what two oneOf branches accept) so that no
+    value written from one (``wa``, ``wb``: what is written) satisfies the other: objects lacking
+    a property the other requires; the kinds where that or a proof fails written by neither.
+    False when an enum stands in the way (its values would need a complement)."""
     if not (a.exact and b.exact) or a.enum is not None or b.enum is not None:
         return False
     for kind in sorted(a.kinds & b.kinds):
         if _kind_disjoint(a, b, kind, norm):
             continue
         if kind == "object" and (a.required - b.required) and (b.required - a.required):
-            a.forbid.add(min(b.required - a.required))
-            b.forbid.add(min(a.required - b.required))
+            wa.forbid.add(min(b.required - a.required))
+            wb.forbid.add(min(a.required - b.required))
             continue
-        a.kinds.discard(kind)
-        b.kinds.discard(kind)
+        wa.kinds.discard(kind)
+        wb.kinds.discard(kind)
     return True
 
 
