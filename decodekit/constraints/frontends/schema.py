@@ -1,41 +1,61 @@
 """JSON Schema -> regex: a documented subset of JSON Schema compiled to a pattern of decodekit's
 regex dialect (docs/constraints.md, "JSON Schema").
 
-Sound by construction: every text the returned regex fully matches is JSON that validates
-against the schema. Where the schema allows more than a regex can express (properties in any
-order, extra properties, exact real-valued bounds), the regex covers a documented part of it;
-a keyword that restricts the language and is not handled is refused with a
-:class:`ConstraintError` naming its JSON pointer, never ignored.
+Sound by construction: every text the returned regex fully matches is JSON that ``json.loads``
+reads and that validates against the schema. Where the schema allows more than a regex can
+express (properties in any order, extra properties, every real number), the regex covers a
+documented part of it; a keyword that restricts the language and is not handled is refused with
+a :class:`ConstraintError` naming its JSON pointer, never ignored.
+
+Two stages. :func:`_Normalizer.clauses` reads a subschema into its disjunctive normal form: a
+list of :class:`Clause` (each a conjunction of constraints on one value: the JSON kinds allowed,
+bounds, the properties' subschemas ...), with ``allOf``, ``$ref`` and sibling keywords merged into
+every branch of ``anyOf`` / ``oneOf``. :class:`_Compiler` then writes each clause as regex text,
+counting NFA states as it goes so that a schema too large is refused before its text exists.
+What needs an intersection or a complement of regular languages (``pattern`` beside a length or
+another ``pattern``, ``not`` beyond types, ``oneOf`` branches not provably disjoint) is refused
+by :func:`_needs`, the one place to switch when the engine offers them.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
+import re
+from decimal import Decimal
 
 import regex
 
+from decodekit.constraints.frontends.ecma import translate
+from decodekit.constraints.syntax.budgets import MAX_NFA_STATES
 from decodekit.errors import ConstraintError
 
-# Ignored: they do not restrict the language ($id only at the root: elsewhere it moves "#" refs).
-_WORDS = "title description examples default $schema $id $comment deprecated readOnly writeOnly $defs"
-ANNOTATIONS = frozenset(_WORDS.split(" ") + ["definitions", "contentMediaType", "contentEncoding"])
-_TYPE_KEYWORDS = {
-    "string": ("minLength", "maxLength", "pattern", "format"),
-    "integer": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"),
-    "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"),
-    "array": ("items", "minItems", "maxItems", "uniqueItems"),
-    "object": ("properties", "required", "additionalProperties"),
-}
-_KNOWN = ANNOTATIONS | {k for ks in _TYPE_KEYWORDS.values() for k in ks}
-_KNOWN |= {"type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref"}
+# Keywords that constrain a value (JSON Schema drafts 4 to 2020-12); every other keyword is an
+# annotation or unknown, and ignored as validators ignore it (title, description, examples,
+# default, $comment, $id, $schema, $anchor, deprecated, readOnly, id, self, links, x-*, javaType...).
+_CONSTRAINING = (
+    "type enum const multipleOf maximum exclusiveMaximum minimum exclusiveMinimum maxLength minLength "
+    "pattern format maxItems minItems uniqueItems maxContains minContains contains items prefixItems "
+    "additionalItems maxProperties minProperties required dependentRequired dependentSchemas "
+    "dependencies properties patternProperties additionalProperties propertyNames allOf anyOf oneOf "
+    "not if then else $ref $dynamicRef $recursiveRef unevaluatedItems unevaluatedProperties"
+)
+CONSTRAINING = frozenset(_CONSTRAINING.split(" "))
+SUPPORTED = CONSTRAINING - {"$dynamicRef", "$recursiveRef", "unevaluatedItems", "unevaluatedProperties"}
 TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
+# The kinds of value a clause allows: "integer" is an integral number (1 and 1.0), "fraction" the others
+KINDS = frozenset(("null", "boolean", "integer", "fraction", "string", "array", "object"))
 ANY_DEPTH = 2  # nesting of arrays/objects in a value the schema leaves free ({} or true)
 # Bounds checked while compiling, so that a hostile schema fails in one line, at once: subschemas
-# nested deeper than MAX_DEPTH (the regex engine refuses 100 nested groups anyway), and a regex
-# longer than MAX_PATTERN_CHARS (each level of nested arrays doubles it: 18 levels of
-# {"items": {...}} made 1.3 GB; no pattern this long fits the engine's 1,000,000 NFA states).
-MAX_DEPTH, MAX_PATTERN_CHARS = 64, 16_000_000
+# nested deeper than MAX_DEPTH, a regex longer than MAX_PATTERN_CHARS or of more NFA states than
+# the engine's MAX_NFA_STATES (counted while the text is built, before any larger text exists).
+MAX_DEPTH, MAX_PATTERN_CHARS, MAX_STATES = 64, 16_000_000, MAX_NFA_STATES
+MAX_CLAUSES = 64  # alternatives of one subschema after distributing anyOf / oneOf over its siblings
+MAX_REF_UNROLL = 3  # how many times one $ref may enclose itself (recursion cut below: no value)
+MAX_INT_DIGITS = 18  # digits of an integer without an upper bound (json.loads refuses over 4,300)
+MAX_FRACTION_DIGITS = 6  # fraction digits of a number with bounds (15 significant digits at most)
+MAX_ENUM_UNIQUE = 5  # uniqueItems over a finite item set: at most this many values
 
 # A character of a JSON string: raw (no quote, backslash, control character or lone surrogate),
 # or an escape; a \u escape never names a surrogate, so each one decodes to exactly one character.
@@ -43,30 +63,57 @@ CHAR = (
     r'(?:[^"\\\x00-\x1f\ud800-\udfff]|\\["\\/bfnrt]'
     r"|\\u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2}))"
 )
+_CHAR_STATES = 40
 STRING = f'"{CHAR}*"'
-INTEGER = r"-?(?:0|[1-9][0-9]*)"
+INTEGER = rf"-?(?:0|[1-9][0-9]{{0,{MAX_INT_DIGITS - 1}}})"
 NUMBER = INTEGER + r"(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
-_FRACTION = r"\.[0-9]*[1-9]"  # a fraction strictly between 0 and 1
 _YEAR = r"(?:[0-9]{3}[1-9]|[0-9]{2}[1-9]0|[0-9][1-9]00|[1-9]000)"  # 0001-9999 (Python's dates)
 _LEAP = r"(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)"
 _DATE = (
     rf"(?:{_YEAR}-(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])|(?:0[13-9]|1[0-2])-(?:29|30)"
     rf"|(?:0[13578]|1[02])-31)|{_LEAP}-02-29)"
 )
+_FRAC = r"(?:\.[0-9]{1,6})?"
 _TIME = (
-    r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+    rf"(?:(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]{_FRAC}(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+    rf"|23:59:60{_FRAC}(?:[Zz]|[+-]00:00))"  # a leap second: 23:59:60 UTC only
 )
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOST = rf"(?:{_LABEL}\.){{0,2}}[A-Za-z](?:[A-Za-z0-9-]{{0,61}}[A-Za-z0-9])?"  # at most 191 characters
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
 _ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
-FORMATS = {  # each matches only texts that need no JSON escape
+_H = "[0-9a-fA-F]{1,4}"
+_IPV6 = (
+    rf"(?:(?:{_H}:){{7}}{_H}|(?:{_H}:){{1,7}}:|(?:{_H}:){{1,6}}:{_H}|(?:{_H}:){{1,5}}(?::{_H}){{1,2}}"
+    rf"|(?:{_H}:){{1,4}}(?::{_H}){{1,3}}|(?:{_H}:){{1,3}}(?::{_H}){{1,4}}|(?:{_H}:){{1,2}}(?::{_H}){{1,5}}"
+    rf"|{_H}:(?::{_H}){{1,6}}|:(?:(?::{_H}){{1,7}}|:))"
+)
+_URI = rf"https?://{_HOST}(?::[1-9][0-9]{{0,3}})?(?:/[A-Za-z0-9._~!$&'()*+,;=:@-]*)*"
+FORMATS = {  # each matches only texts that need no JSON escape (a "/" is written raw)
     "date": _DATE,
     "time": _TIME,
-    "date-time": f"{_DATE}T{_TIME}",
+    "date-time": f"{_DATE}[Tt]{_TIME}",
     "email": rf"{_ATOM}(?:\.{_ATOM})*@{_LABEL}(?:\.{_LABEL})+",
     "uuid": r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
     "ipv4": rf"{_OCTET}(?:\.{_OCTET}){{3}}",
+    "ipv6": _IPV6,
+    "hostname": _HOST,
+    "uri": _URI,
+    "json-pointer": r"(?:/(?:[A-Za-z0-9._-]|~[01])*)*",
 }
+# wider formats whose strings include those of a narrower one (an email is an idn-email)
+FORMATS |= {"idn-email": FORMATS["email"], "idn-hostname": _HOST, "uri-reference": _URI, "iri": _URI}
+FORMATS |= {"iri-reference": _URI, "uri-template": _URI}
+# (shortest, longest) text of a format; None: unbounded (a length beside it needs an intersection)
+_FORMAT_LENGTHS = {
+    "date": (10, 10),
+    "uuid": (36, 36),
+    "ipv4": (7, 15),
+    "time": (9, 21),
+    "date-time": (20, 32),
+}
+# formats validators check that are not supported (unknown formats are annotations: ignored)
+UNSUPPORTED_FORMATS = frozenset(("regex", "duration", "relative-json-pointer"))
 _META = frozenset(r"\.^$|?*+()[]{}#")
 
 
@@ -74,8 +121,8 @@ def json_schema(schema: dict | bool | str, *, whitespace: str = "compact") -> st
     """Compile a JSON Schema (a dict, or its JSON text) into a regex constraint.
 
     Args:
-        schema: the schema; local ``$ref`` (``#/$defs/...``, ``#/definitions/...``) are resolved
-            in it.
+        schema: the schema; local ``$ref`` (``#/$defs/...``, ``#/definitions/...``, ``#anchor``)
+            are resolved in it.
         whitespace: ``"compact"`` (no whitespace: ``{"a":1,"b":[1,2]}``) or ``"flexible"`` (one
             optional space after each ``:`` and ``,``).
 
@@ -85,7 +132,8 @@ def json_schema(schema: dict | bool | str, *, whitespace: str = "compact") -> st
 
     Raises:
         ConstraintError: invalid schema JSON, or a keyword outside the supported subset, named by
-            its JSON pointer (``/properties/age/multipleOf is not supported``).
+            its JSON pointer (``/properties/age/multipleOf is not supported``), or a schema whose
+            regex would exceed the size bounds.
     """
     if isinstance(schema, str):
         try:
@@ -98,357 +146,1239 @@ def json_schema(schema: dict | bool | str, *, whitespace: str = "compact") -> st
         raise ConstraintError(f"whitespace must be 'compact' or 'flexible', got {whitespace!r}")
     compiler = _Compiler(schema, whitespace == "flexible")
     try:
-        body = compiler.value(schema, "")[0]
+        frag = compiler.value([(schema, _Ctx(schema, ()))], "")
     except RecursionError:  # an enum or const value nested hundreds of levels deep
         raise ConstraintError("a value in the JSON Schema is nested too deeply to compile") from None
-    return "(?a)" + body if compiler.ascii else body  # (?a): ASCII \d \w in embedded patterns
+    if frag is None:
+        raise ConstraintError(
+            "/: the JSON Schema allows no value (its bounds, enum or required properties exclude every one)"
+        )
+    return frag[0]
 
 
-class _Compiler:
-    def __init__(self, root, flexible: bool):
-        self.root, self.refs, self.ascii, self.depth = root, [], False, 0
-        self.colon, self.comma = (": ?", ", ?") if flexible else (":", ",")
+def _show(ptr: str) -> str:
+    """A pointer for a one-line message: '/' for the root, repr when it has unprintable
+    characters (a property name with a newline), cut to 80 characters."""
+    ptr = ptr or "/"
+    if not ptr.isprintable():
+        ptr = repr(ptr)
+    return ptr if len(ptr) <= 80 else ptr[:80] + "..."
 
-    def value(self, s, ptr: str) -> tuple[str, frozenset]:
-        """(regex, JSON types it can produce) for the subschema ``s`` at pointer ``ptr``, within
-        :data:`MAX_DEPTH` and :data:`MAX_PATTERN_CHARS`."""
-        at = ptr if len(ptr) <= 80 else ptr[:80] + "..."
-        if self.depth >= MAX_DEPTH:
-            raise ConstraintError(f"{at}: the JSON Schema nests subschemas more than {MAX_DEPTH} levels deep")
-        self.depth += 1
-        try:
-            body, types = self._value(s, ptr)
-        finally:
-            self.depth -= 1
-        if len(body) > MAX_PATTERN_CHARS:
-            raise ConstraintError(
-                f"{at or '/'}: the JSON Schema's regex would exceed {MAX_PATTERN_CHARS:,} characters "
-                "(each level of nested arrays doubles it); simplify the schema"
+
+def _needs(ptr: str, what: str, op: str = "intersection"):
+    """Refuse what needs the engine's intersection or complement of regular languages."""
+    raise ConstraintError(f"{_show(ptr)}: {what} needs the {op} of regular languages, which is not supported")
+
+
+class _Ctx:
+    """Where a subschema is read: ``base`` (the schema resource that ``#/...`` and ``#name`` refer
+    to) and ``refs`` (the $ref targets enclosing it, to bound recursion)."""
+
+    __slots__ = ("base", "refs")
+
+    def __init__(self, base, refs: tuple):
+        self.base, self.refs = base, refs
+
+
+class Clause:
+    """A conjunction of constraints on one JSON value (see the module docstring). Subschemas are
+    kept as lists of ``(schema, ctx, pointer)``, all of which apply. ``exact``: False where a
+    keyword was read as a part of what it allows (if/then/else without else, a recursion cut)."""
+
+    _FIELDS = (
+        "kinds enum lo hi mult min_len max_len patterns formats prefix items min_items max_items "
+        "unique contains min_contains props required patprops additional extras min_props max_props "
+        "names dep_required dep_schemas forbid exact ptr"
+    )
+    __slots__ = tuple(_FIELDS.split(" "))
+
+    def __init__(self, ptr: str):
+        self.kinds, self.enum, self.lo, self.hi, self.mult = set(KINDS), None, [], [], []
+        self.min_len, self.max_len, self.patterns, self.formats = 0, None, [], []
+        self.prefix, self.items, self.min_items, self.max_items, self.unique = [], [], 0, None, False
+        self.contains, self.min_contains = [], 1
+        self.props, self.required, self.patprops, self.additional = {}, set(), [], []
+        self.extras = False  # additionalProperties / patternProperties given: extra members may be written
+        self.min_props, self.max_props, self.names = 0, None, []
+        self.dep_required, self.dep_schemas = {}, {}
+        self.forbid = set()  # property names that must be absent (to keep oneOf branches apart)
+        self.exact, self.ptr = True, ptr
+
+    def copy(self) -> Clause:
+        c = Clause(self.ptr)
+        for k in Clause.__slots__:
+            v = getattr(self, k)
+            setattr(c, k, v.copy() if isinstance(v, (list, set, dict)) else v)
+        c.props = {k: list(v) for k, v in self.props.items()}
+        c.prefix = [list(p) for p in self.prefix]
+        return c
+
+    def constrains_only_kinds(self) -> bool:
+        return (
+            not (self.lo or self.hi or self.mult or self.min_len or self.max_len is not None or self.patterns)
+            and not (
+                self.formats or self.prefix or self.items or self.min_items or self.max_items is not None
             )
-        return body, types
-
-    def _value(self, s, ptr: str) -> tuple[str, frozenset]:
-        if s is True or s == {}:
-            return self.any(ANY_DEPTH), frozenset(TYPES)
-        if not isinstance(s, dict):
-            raise ConstraintError(f"{ptr or '/'}: a schema must be an object or true, got {s!r:.60}")
-        for key in s:
-            if key not in _KNOWN or (key == "$id" and ptr):
-                raise ConstraintError(f"{ptr}/{key} is not supported")
-        rest = {k: v for k, v in s.items() if k not in ANNOTATIONS}
-        for key in ("$ref", "anyOf", "oneOf", "allOf"):
-            if key in rest:
-                if len(rest) > 1:
-                    others = ", ".join(sorted(set(rest) - {key}))
-                    raise ConstraintError(f"{ptr or '/'}: {key} beside {others} is not supported")
-                return getattr(self, key.strip("$").lower())(rest[key], f"{ptr}/{key}")
-        if "enum" in rest or "const" in rest:
-            return self.enum(rest, ptr)
-        types = rest.get("type")
-        if types is None:  # the types whose keywords appear, else any value
-            types = [t for t in TYPES if any(k in rest for k in _TYPE_KEYWORDS.get(t, ()))]
-            if not types:
-                return self.any(ANY_DEPTH), frozenset(TYPES)
-        types = [types] if isinstance(types, str) else types
-        if not isinstance(types, list) or not types:
-            raise ConstraintError(f"{ptr}/type must be a type name or a non-empty array of them")
-        for t in types:
-            if t not in TYPES:
-                raise ConstraintError(f"{ptr}/type: unknown type {t!r}")
-        if "number" in types and "integer" in types:
-            types = [t for t in types if t != "integer"]
-        alts = [getattr(self, "t_" + t)(rest, ptr) for t in types]
-        return _alt(alts), frozenset(types)
-
-    def any(self, depth: int) -> str:
-        scalar = f"null|true|false|{NUMBER}|{STRING}"
-        if depth == 0:
-            return f"(?:{scalar})"
-        v = self.any(depth - 1)
-        member = f"{STRING}{self.colon}{v}"
-        return rf"(?:{scalar}|\[(?:{v}(?:{self.comma}{v})*)?\]|\{{(?:{member}(?:{self.comma}{member})*)?\}})"
-
-    def ref(self, target, ptr: str):
-        if not isinstance(target, str) or not target.startswith("#"):
-            raise ConstraintError(
-                f"{ptr or '/'}: only local references (#/...) are supported, got {target!r}"
+            and not (
+                self.unique
+                or self.contains
+                or self.props
+                or self.required
+                or self.patprops
+                or self.additional
             )
-        if target in self.refs:
-            raise ConstraintError(
-                f"{ptr or '/'}: recursive $ref {target!r} is not supported (a regex has no recursion)"
+            and not (
+                self.min_props
+                or self.max_props is not None
+                or self.names
+                or self.dep_required
+                or self.dep_schemas
             )
-        node = self.root
-        for part in target[1:].split("/")[1:]:
-            part = part.replace("~1", "/").replace("~0", "~")
-            if isinstance(node, dict) and part in node:
-                node = node[part]
-            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-                node = node[int(part)]
-            else:
-                raise ConstraintError(f"{ptr or '/'}: $ref {target!r} does not resolve")
-        self.refs.append(target)
-        try:
-            return self.value(node, target[1:])
-        finally:
-            self.refs.pop()
-
-    def anyof(self, branches, ptr: str, disjoint: bool = False):
-        if not isinstance(branches, list) or not branches:
-            raise ConstraintError(f"{ptr} must be a non-empty array of schemas")
-        parts = [self.value(b, f"{ptr}/{i}") for i, b in enumerate(branches)]
-        if disjoint:
-            _check_disjoint([t for _, t in parts], ptr)
-        return _alt([p for p, _ in parts]), frozenset().union(*(t for _, t in parts))
-
-    def oneof(self, branches, ptr: str):
-        """oneOf as anyOf, when no value can match two branches: their JSON types are disjoint."""
-        return self.anyof(branches, ptr, disjoint=True)
-
-    def allof(self, branches, ptr: str):
-        if not isinstance(branches, list) or len(branches) != 1:
-            raise ConstraintError(f"{ptr or '/'}: allOf is only supported with one schema")
-        return self.value(branches[0], f"{ptr}/0")
-
-    def enum(self, s: dict, ptr: str):
-        if "enum" in s and "const" in s:
-            raise ConstraintError(f"{ptr or '/'}: enum beside const is not supported")
-        key = "enum" if "enum" in s else "const"
-        values = s[key] if key == "enum" else [s[key]]
-        if not isinstance(values, list) or not values:
-            raise ConstraintError(f"{ptr}/enum must be a non-empty array")
-        others = {k: v for k, v in s.items() if k != key}
-        check = regex.compile("(?a)" + self.value(others, ptr)[0]) if others else None
-        texts: dict[str, None] = {}  # in order, each once (a list's `in` made 200,000 values quadratic)
-        types = set()
-        for v in values:
-            try:
-                text = json.dumps(v, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-            except ValueError as e:
-                raise ConstraintError(f"{ptr}/{key}: {str(v)[:60]!r} has no JSON form ({e})") from None
-            if (check is None or check.fullmatch(text)) and text not in texts:
-                texts[text] = None
-                types.add(_type_of(v))
-        if not texts:
-            raise ConstraintError(f"{ptr}/{key}: no value satisfies the rest of the schema")
-        return _alt([_escape(t) for t in texts]), frozenset(types)
-
-    def t_null(self, s, ptr):
-        return "null"
-
-    def t_boolean(self, s, ptr):
-        return "(?:true|false)"
-
-    def t_integer(self, s, ptr):
-        lo, hi, _, _ = _bounds(s, ptr)
-        if lo is None and hi is None:
-            return INTEGER
-        return _signed_range(lo, hi, "") or _empty(ptr)
-
-    def t_number(self, s, ptr):
-        lo, hi, flo, fhi = _bounds(s, ptr)
-        if lo is None and hi is None:
-            return NUMBER
-        alts = [_signed_range(lo, hi, "")]  # integers, then I.F (value strictly in (I, I+1))
-        alts.append(_range(max(flo or 0, 0), None if fhi is None else fhi - 1, _FRACTION))
-        if flo is None or flo < 0:
-            alts.append(
-                _range(max(-fhi if fhi is not None else 0, 0), None if flo is None else -flo - 1, _FRACTION)
-            )
-            alts[-1] = alts[-1] and "-" + alts[-1]
-        return _alt([a for a in alts if a]) if any(alts) else _empty(ptr)
-
-    def t_string(self, s, ptr):
-        lo, hi = _count(s, "minLength", ptr), _count(s, "maxLength", ptr)
-        given = [k for k in ("minLength", "maxLength", "pattern", "format") if k in s]
-        if ("pattern" in s or "format" in s) and len(given) > 1:
-            raise ConstraintError(
-                f"{ptr or '/'}: {' with '.join(given)} is not supported (one of pattern, format)"
-            )
-        if "format" in s:
-            if s["format"] not in FORMATS:
-                raise ConstraintError(
-                    f"{ptr}/format {s['format']!r} is not supported (supported: {', '.join(FORMATS)})"
-                )
-            return f'"{FORMATS[s["format"]]}"'
-        if "pattern" in s:
-            return f'"{self.pattern(s["pattern"], ptr + "/pattern")}"'
-        if lo is None and hi is None:
-            return STRING
-        if hi is not None and hi < (lo or 0):
-            _empty(ptr)
-        return f'"{CHAR}{{{lo or 0},{"" if hi is None else hi}}}"'
-
-    def pattern(self, p, ptr: str) -> str:
-        """``^inner$`` embedded as ``(?:inner)`` when inner can match no character that JSON
-        escapes (then the raw text is the value); ECMA-262 \\d \\w are ASCII: the regex gets (?a)."""
-        from decodekit.constraints.syntax.nodes import Kind, Node
-        from decodekit.constraints.syntax.parser import parse
-
-        if not isinstance(p, str) or not (p.startswith("^") and p.endswith("$") and not p.endswith("\\$")):
-            raise ConstraintError(f"{ptr or '/'}: only anchored patterns '^...$' are supported, got {p!r}")
-        inner = f"(?:{p[1:-1]})"
-        parse(f'(?a)"{inner}"')  # refuses anchors inside, \b under (?a), back-references
-        root = parse(f"(?a){inner}")[0]
-        stack, escaped = [root], [chr(c) for c in range(32)] + ['"', "\\"]
-        while stack:
-            node = stack.pop()
-            stack.extend(i for i in node.items if isinstance(i, Node))
-            if node.kind is Kind.SET and (bad := [c for c in escaped if _in_set(node.cset, c)]):
-                raise ConstraintError(
-                    f"{ptr or '/'}: pattern {p!r} can match {bad[0]!r}, which JSON writes escaped: exclude "
-                    '" \\ and control characters (e.g. [^"\\\\\\x00-\\x1f] instead of . or \\s)'
-                )
-        self.ascii = True
-        return inner
-
-    def t_array(self, s, ptr):
-        lo, hi = _count(s, "minItems", ptr) or 0, _count(s, "maxItems", ptr)
-        if s.get("uniqueItems") is True and (hi is None or hi > 1):
-            raise ConstraintError(f"{ptr}/uniqueItems is not supported (only with maxItems <= 1)")
-        if "items" in s and not isinstance(s["items"], (dict, bool)):
-            raise ConstraintError(f"{ptr}/items as an array (tuple validation) is not supported")
-        item = self.value(s.get("items", True), f"{ptr}/items")[0]
-        if hi is not None and hi < lo:
-            _empty(ptr)
-        if hi == 0:
-            return r"\[\]"
-        more = f"(?:{self.comma}{item}){{{max(lo - 1, 0)},{'' if hi is None else hi - 1}}}"
-        return rf"\[{item}{more}\]" if lo > 0 else rf"\[(?:{item}{more})?\]"
-
-    def t_object(self, s, ptr):
-        props, required = s.get("properties", {}), s.get("required", [])
-        if not isinstance(props, dict) or not isinstance(required, list):
-            raise ConstraintError(f"{ptr or '/'}: properties must be an object and required an array")
-        if missing := [r for r in required if r not in props]:
-            raise ConstraintError(f"{ptr}/required: {missing[0]!r} is not in properties")
-        members = []
-        for name, sub in props.items():
-            key = _escape(json.dumps(name, ensure_ascii=False))
-            members.append(
-                (f"{key}{self.colon}{self.value(sub, f'{ptr}/properties/{name}')[0]}", name in required)
-            )
-        first, later = "", ""  # the members from i on, when none / some came before
-        for text, req in reversed(members):
-            first = (
-                f"{text}{later}" if req else f"(?:{text}{later}|{first})" if first else f"(?:{text}{later})?"
-            )
-            later = f"{self.comma}{text}{later}" if req else f"(?:{self.comma}{text})?{later}"
-        return rf"\{{{first}\}}"
+        )
 
 
-def _bounds(s: dict, ptr: str):
-    """Integer bounds (lo, hi) of the integers allowed, and (flo, fhi) such that the open
-    interval (I, I + 1) lies within the bounds iff flo <= I and I + 1 <= fhi. None: unbounded."""
-    lo = hi = flo = fhi = None
-    for key, down in (
-        ("minimum", True),
-        ("exclusiveMinimum", True),
-        ("maximum", False),
-        ("exclusiveMaximum", False),
-    ):
-        if key not in s:
-            continue
-        b = s[key]
-        if isinstance(b, bool) or not isinstance(b, (int, float)) or not math.isfinite(b):
-            raise ConstraintError(f"{ptr}/{key} must be a finite number, got {b!r}")
-        strict = key.startswith("exclusive")
-        if down:
-            i = math.floor(b) + 1 if strict else math.ceil(b)
-            lo, flo = _max(lo, i), _max(flo, math.ceil(b))
-        else:
-            i = math.ceil(b) - 1 if strict else math.floor(b)
-            hi, fhi = (
-                -_max(-hi if hi is not None else None, -i),
-                -_max(-fhi if fhi is not None else None, -math.floor(b)),
-            )
-    return lo, hi, flo, fhi
+def _kinds_of_types(types, ptr: str) -> set:
+    types = [types] if isinstance(types, str) else types
+    if not isinstance(types, list) or not types:
+        raise ConstraintError(f"{_show(ptr)}/type must be a type name or a non-empty array of them")
+    out = set()
+    for t in types:
+        if t not in TYPES:
+            raise ConstraintError(f"{_show(ptr)}/type: unknown type {t!r}")
+        out |= {"integer", "fraction"} if t == "number" else {t}
+    return out
 
 
-def _max(a: int | None, b: int) -> int:
-    return b if a is None else max(a, b)
+def _kind_of(v) -> str:
+    if v is None or isinstance(v, bool):
+        return "null" if v is None else "boolean"
+    if isinstance(v, float):
+        return "integer" if v.is_integer() else "fraction"
+    return {int: "integer", str: "string", list: "array", dict: "object"}[type(v)]
 
 
-def _signed_range(lo: int | None, hi: int | None, tail: str) -> str:
-    """Integers in [lo, hi] (None: unbounded), each followed by ``tail``; '' when none."""
-    neg = _range(max(-hi, 1) if hi is not None else 1, None if lo is None else -lo, tail)
-    pos = _range(max(lo, 0) if lo is not None else 0, hi, tail)
-    return _alt([a for a in ("-" + neg if neg else "", pos) if a]) if neg or pos else ""
-
-
-def _range(lo: int, hi: int | None, tail: str) -> str:
-    """Decimal numerals (no leading zero) of lo <= n <= hi (hi None: unbounded), then ``tail``."""
-    if hi is not None and hi < lo:
-        return ""
-    alts, n = [], len(str(lo))
-    while hi is None or n <= len(str(hi)):
-        a, b = max(lo, 10 ** (n - 1) if n > 1 else 0), 10**n - 1 if hi is None else min(hi, 10**n - 1)
-        if hi is None and a == 10 ** (n - 1) and n > 1:
-            alts.append(f"[1-9][0-9]{{{n - 1},}}")
-            break
-        alts.append(_same_length(str(a), str(b)))
-        n += 1
-    return f"(?:{'|'.join(alts)}){tail}"
-
-
-def _same_length(a: str, b: str) -> str:
-    """Fixed-width numerals from a to b (same length, a <= b)."""
-    if a == b:
-        return a
-    if a[1:] == "0" * (len(a) - 1) and b[1:] == "9" * (len(b) - 1):
-        return f"[{a[0]}-{b[0]}]" + (f"[0-9]{{{len(a) - 1}}}" if len(a) > 1 else "")
-    if a[0] == b[0]:
-        return a[0] + _same_length(a[1:], b[1:])
-    k = len(a) - 1
-    parts = [a[0] + _same_length(a[1:], "9" * k)]
-    if int(a[0]) + 1 <= int(b[0]) - 1:
-        parts.append(f"[{int(a[0]) + 1}-{int(b[0]) - 1}][0-9]{{{k}}}")
-    parts.append(b[0] + _same_length("0" * k, b[1:]))
-    return f"(?:{'|'.join(parts)})"
-
-
-def _check_disjoint(branch_types: list, ptr: str) -> None:
-    seen: set = set()
-    for i, types in enumerate(branch_types):
-        types = types | {"integer"} if "number" in types else types  # an integer is also a number
-        if types & seen:
-            raise ConstraintError(
-                f"{ptr or '/'}: oneOf is only supported when its branches have disjoint types "
-                f"(branch {i} shares {sorted(types & seen)}): write anyOf if they never overlap"
-            )
-        seen |= types
+def _equal(a, b) -> bool:
+    """JSON Schema equality: 1 == 1.0, but true != 1; arrays and objects deeply."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    return type(a) is type(b) and a == b
 
 
 def _count(s: dict, key: str, ptr: str) -> int | None:
     v = s.get(key)
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
     if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
-        raise ConstraintError(f"{ptr}/{key} must be a non-negative integer, got {v!r}")
+        raise ConstraintError(f"{_show(ptr)}/{key} must be a non-negative integer, got {v!r}")
     return v
 
 
-def _in_set(cset, c: str) -> bool:
-    """Whether the class may match ``c`` (predicates read both as ASCII and as Unicode)."""
-    for flags in ("(?a)", ""):
-        hit = c in cset.chars or any(
-            bool(regex.fullmatch(flags + "\\" + n, c)) != neg for n, neg in cset.preds
-        )
-        if hit != cset.negated:
+def _number(s: dict, key: str, ptr: str):
+    b = s[key]
+    if isinstance(b, bool) or not isinstance(b, (int, float)) or not math.isfinite(b):
+        raise ConstraintError(f"{_show(ptr)}/{key} must be a finite number, got {b!r}")
+    return b
+
+
+class _Normalizer:
+    """Schema -> list of :class:`Clause` (disjunctive normal form)."""
+
+    def __init__(self, root):
+        self.root = root
+
+    def clauses(self, s, ctx: _Ctx, ptr: str) -> list[Clause]:
+        if s is True:
+            return [Clause(ptr)]
+        if s is False:
+            return []
+        if not isinstance(s, dict):
+            raise ConstraintError(f"{_show(ptr)}: a schema must be an object or a boolean, got {s!r:.60}")
+        if isinstance(s.get("$id"), str) and not s["$id"].startswith("#") and s is not ctx.base:
+            ctx = _Ctx(s, ctx.refs)  # a new resource: its "#/..." references are relative to it
+        c = Clause(ptr)
+        self.own(c, s, ctx, ptr)
+        alts = [c]
+        if "$ref" in s:
+            alts = self.product(alts, self.ref(s["$ref"], ctx, f"{ptr}/$ref"), ptr)
+        if "allOf" in s:
+            for i, sub in enumerate(self.array(s, "allOf", ptr)):
+                alts = self.product(alts, self.clauses(sub, ctx, f"{ptr}/allOf/{i}"), ptr)
+        for key in ("anyOf", "oneOf"):
+            if key in s:
+                branches = self.array(s, key, ptr)
+                parts = [self.clauses(b, ctx, f"{ptr}/{key}/{i}") for i, b in enumerate(branches)]
+                if key == "oneOf":
+                    self.check_disjoint(parts, f"{ptr}/oneOf")
+                alts = self.product(alts, [x for p in parts for x in p], ptr)
+        if "if" in s and "then" in s:  # (if and then) or (not if and else): the first part only
+            both = self.product(
+                self.clauses(s["if"], ctx, f"{ptr}/if"), self.clauses(s["then"], ctx, f"{ptr}/then"), ptr
+            )
+            alts = self.product(alts, both, ptr)
+            for a in alts:
+                a.exact = False
+        elif "if" in s and "else" in s:
+            for a in alts:
+                a.exact = False  # values of the else branch are not written: then is absent, so if holds
+            alts = self.product(alts, self.clauses(s["if"], ctx, f"{ptr}/if"), ptr)
+        return [a for a in alts if a.kinds or not a.exact]
+
+    def array(self, s: dict, key: str, ptr: str) -> list:
+        v = s[key]
+        if not isinstance(v, list) or not v:
+            raise ConstraintError(f"{_show(ptr)}/{key} must be a non-empty array of schemas")
+        return v
+
+    def product(self, alts: list[Clause], others: list[Clause], ptr: str) -> list[Clause]:
+        out = [m for a in alts for b in others if (m := _merge(a, b, ptr)) is not None]
+        if len(out) > MAX_CLAUSES:
+            raise ConstraintError(
+                f"{_show(ptr)}: the schema's anyOf/oneOf/allOf combinations exceed {MAX_CLAUSES} alternatives"
+            )
+        return out
+
+    def ref(self, target, ctx: _Ctx, ptr: str) -> list[Clause]:
+        if not isinstance(target, str) or not target.startswith("#"):
+            raise ConstraintError(
+                f"{_show(ptr)}: only local references (#...) are supported, got {target!r:.80}"
+            )
+        key = (id(ctx.base), target)
+        if ctx.refs.count(key) >= MAX_REF_UNROLL:  # recursion cut: no value here (sound)
+            c = Clause(ptr)
+            c.kinds, c.exact = set(), False
+            return [c]
+        node = _resolve(ctx.base, target)
+        if node is None and ctx.base is not self.root:
+            node = _resolve(self.root, target)
+        if node is None:
+            raise ConstraintError(f"{_show(ptr)}: $ref {target!r:.80} does not resolve")
+        return self.clauses(node, _Ctx(ctx.base, ctx.refs + (key,)), ptr)
+
+    def own(self, c: Clause, s: dict, ctx: _Ctx, ptr: str) -> None:
+        """The keywords of ``s`` that constrain the value itself (not through other subschemas)."""
+        for key in s:
+            if key in CONSTRAINING and key not in SUPPORTED:
+                raise ConstraintError(f"{_show(ptr)}/{key} is not supported")
+        if "type" in s:
+            c.kinds &= _kinds_of_types(s["type"], ptr)
+        if "enum" in s or "const" in s:
+            values = None
+            if "enum" in s:
+                if not isinstance(s["enum"], list) or not s["enum"]:
+                    raise ConstraintError(f"{_show(ptr)}/enum must be a non-empty array")
+                values = list(s["enum"])
+            if "const" in s:
+                values = [s["const"]] if values is None else [v for v in values if _equal(v, s["const"])]
+            c.enum = values
+        for key, down in (
+            ("minimum", True),
+            ("exclusiveMinimum", True),
+            ("maximum", False),
+            ("exclusiveMaximum", False),
+        ):
+            if key not in s:
+                continue
+            if isinstance(s[key], bool):  # draft 4: a flag on minimum / maximum
+                continue
+            b = _number(s, key, ptr)
+            strict = key.startswith("exclusive")
+            plain = "minimum" if down else "maximum"
+            if not strict and s.get("exclusive" + plain.capitalize()) is True:
+                strict = True
+            (c.lo if down else c.hi).append((b, strict))
+        if "multipleOf" in s:
+            m = _number(s, "multipleOf", ptr)
+            if m <= 0:
+                raise ConstraintError(f"{_show(ptr)}/multipleOf must be positive, got {m!r}")
+            c.mult.append((m, ptr))
+        c.min_len = _count(s, "minLength", ptr) or 0
+        c.max_len = _count(s, "maxLength", ptr)
+        if "pattern" in s:
+            if not isinstance(s["pattern"], str):
+                raise ConstraintError(f"{_show(ptr)}/pattern must be a string")
+            c.patterns.append((s["pattern"], f"{ptr}/pattern"))
+        if "format" in s and isinstance(s["format"], str):
+            if s["format"] in UNSUPPORTED_FORMATS:
+                raise ConstraintError(
+                    f"{_show(ptr)}/format {s['format']!r} is not supported (supported: {', '.join(FORMATS)})"
+                )
+            if s["format"] in FORMATS:
+                c.formats.append((s["format"], f"{ptr}/format"))
+        # arrays
+        items, prefix = s.get("items"), s.get("prefixItems")
+        if isinstance(items, list):  # draft 4-7: tuple validation, then additionalItems
+            prefix, items = items, s.get("additionalItems")
+        if prefix is not None:
+            if not isinstance(prefix, list):
+                raise ConstraintError(f"{_show(ptr)}/prefixItems must be an array of schemas")
+            key = "prefixItems" if "prefixItems" in s else "items"
+            c.prefix = [[(p, ctx, f"{ptr}/{key}/{i}")] for i, p in enumerate(prefix)]
+        if items is not None:
+            where = "additionalItems" if isinstance(s.get("items"), list) else "items"
+            c.items = [(items, ctx, f"{ptr}/{where}")]
+        c.min_items = _count(s, "minItems", ptr) or 0
+        c.max_items = _count(s, "maxItems", ptr)
+        c.unique = s.get("uniqueItems") is True
+        if "contains" in s:
+            c.contains = [(s["contains"], ctx, f"{ptr}/contains")]
+            mc = _count(s, "minContains", ptr)
+            c.min_contains = 1 if mc is None else mc
+            if "maxContains" in s:
+                raise ConstraintError(f"{_show(ptr)}/maxContains is not supported")
+        # objects
+        props = s.get("properties", {})
+        if not isinstance(props, dict):
+            raise ConstraintError(f"{_show(ptr)}/properties must be an object")
+        for name, sub in props.items():
+            c.props[name] = [(sub, ctx, f"{ptr}/properties/{name}")]
+        required = s.get("required", [])
+        if isinstance(required, bool):  # draft 3 style: ignored by later validators
+            required = []
+        if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+            raise ConstraintError(f"{_show(ptr)}/required must be an array of names")
+        c.required.update(required)
+        pats = s.get("patternProperties", {})
+        if not isinstance(pats, dict):
+            raise ConstraintError(f"{_show(ptr)}/patternProperties must be an object")
+        for p, sub in pats.items():
+            c.patprops.append((p, [(sub, ctx, f"{ptr}/patternProperties/{p}")]))
+            c.extras = True
+        if "additionalProperties" in s:
+            add = s["additionalProperties"]
+            if add is not True and add != {}:
+                c.additional = [(add, ctx, f"{ptr}/additionalProperties")]
+                c.extras = c.extras or add is not False
+        c.min_props = _count(s, "minProperties", ptr) or 0
+        c.max_props = _count(s, "maxProperties", ptr)
+        if "propertyNames" in s:
+            c.names = [(s["propertyNames"], ctx, f"{ptr}/propertyNames")]
+        deps = dict(s.get("dependentRequired", {}))
+        for name, d in dict(s.get("dependencies", {})).items():
+            if isinstance(d, list):
+                deps[name] = d
+            else:
+                c.dep_schemas[name] = [(d, ctx, f"{ptr}/dependencies/{name}")]
+        for name, d in dict(s.get("dependentSchemas", {})).items():
+            c.dep_schemas[name] = [(d, ctx, f"{ptr}/dependentSchemas/{name}")]
+        for name, d in deps.items():
+            if not isinstance(d, list):
+                raise ConstraintError(f"{_show(ptr)}/dependentRequired/{name} must be an array of names")
+            c.dep_required[name] = set(d)
+        if "not" in s:
+            self.negate(c, s["not"], ctx, f"{ptr}/not")
+
+    def negate(self, c: Clause, sub, ctx: _Ctx, ptr: str) -> None:
+        """``not``: exact when the subschema constrains only the type (or is a boolean)."""
+        if sub is True or sub == {}:
+            c.kinds = set()
+            return
+        if sub is False:
+            return
+        parts = self.clauses(sub, ctx, ptr)
+        if not parts:
+            return
+        if all(p.exact and p.enum is None and p.constrains_only_kinds() for p in parts):
+            for p in parts:
+                c.kinds -= p.kinds
+            return
+        _needs(ptr, "not", "complement")
+
+    def check_disjoint(self, parts: list[list[Clause]], ptr: str) -> None:
+        """oneOf as anyOf is exact when no value satisfies two branches: proved clause by clause
+        (exact clauses only), by kinds, enum values or a required property with disjoint values."""
+        given = [[p.copy() for p in branch] for branch in parts]  # what each branch accepts
+        for i, j in itertools.combinations(range(len(parts)), 2):
+            for a, wa in zip(given[i], parts[i]):
+                for b, wb in zip(given[j], parts[j]):
+                    if not _disjoint(a, b, self) and not _separate(a, b, wa, wb, self):
+                        _needs(ptr, f"oneOf (branches {i} and {j} may both match a value)", "complement")
+        if not any(p.kinds for branch in parts for p in branch):
+            _needs(ptr, "oneOf (its branches overlap in every kind of value)", "complement")
+
+
+def _resolve(base, target: str):
+    """The subschema ``target`` (``#``, ``#/json/pointer``, ``#anchor``) names in ``base``; None."""
+    if target in ("#", ""):
+        return base
+    if not target.startswith("#/"):
+        name = target[1:]
+        stack = [base]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, dict):
+                if node.get("$anchor") == name or node.get("$id") == target or node.get("id") == target:
+                    return node
+                stack.extend(node.values())
+            elif isinstance(node, list):
+                stack.extend(node)
+        return None
+    node = base
+    from urllib.parse import unquote
+
+    for part in target[2:].split("/"):
+        part = unquote(part).replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
+
+
+def _merge(a: Clause, b: Clause, ptr: str) -> Clause | None:
+    """The conjunction of two clauses (None: no value satisfies both)."""
+    c = a.copy()
+    c.kinds &= b.kinds
+    if not c.kinds and a.exact and b.exact:
+        return None
+    if b.enum is not None:
+        c.enum = b.enum if a.enum is None else [v for v in a.enum if any(_equal(v, w) for w in b.enum)]
+    c.lo += b.lo
+    c.hi += b.hi
+    c.mult += b.mult
+    c.min_len = max(a.min_len, b.min_len)
+    c.max_len = (
+        b.max_len if a.max_len is None else a.max_len if b.max_len is None else min(a.max_len, b.max_len)
+    )
+    c.patterns += [p for p in b.patterns if p[0] not in [q[0] for q in a.patterns]]
+    c.formats += [f for f in b.formats if f[0] not in [g[0] for g in a.formats]]
+    n = max(len(a.prefix), len(b.prefix))
+    if n:
+        c.prefix = [_position(a, i) + _position(b, i) for i in range(n)]
+    c.items = a.items + b.items
+    c.min_items = max(a.min_items, b.min_items)
+    c.max_items = _min(a.max_items, b.max_items)
+    c.unique = a.unique or b.unique
+    if a.contains and b.contains:
+        raise ConstraintError(f"{_show(ptr)}: two contains keywords in one allOf are not supported")
+    c.contains, c.min_contains = (a.contains, a.min_contains) if a.contains else (b.contains, b.min_contains)
+    if a.patprops and b.patprops:
+        _needs(ptr, "allOf of two objects with patternProperties")
+    names = list(a.props) + [k for k in b.props if k not in a.props]
+    c.props = {k: _member(a, k) + _member(b, k) for k in names}
+    c.patprops = [(p, subs + b.additional) for p, subs in a.patprops] + [
+        (p, subs + a.additional) for p, subs in b.patprops
+    ]
+    c.additional = a.additional + b.additional
+    c.extras = (
+        a.extras and b.extras
+        if (a.additional or a.patprops) and (b.additional or b.patprops)
+        else a.extras or b.extras
+    )
+    if (a.additional or a.patprops) and not (b.additional or b.patprops):
+        c.extras = a.extras
+    elif (b.additional or b.patprops) and not (a.additional or a.patprops):
+        c.extras = b.extras
+    c.required = a.required | b.required
+    c.min_props, c.max_props = max(a.min_props, b.min_props), _min(a.max_props, b.max_props)
+    c.names = a.names + b.names
+    for k, d in b.dep_required.items():
+        c.dep_required[k] = c.dep_required.get(k, set()) | d
+    for k, d in b.dep_schemas.items():
+        c.dep_schemas[k] = c.dep_schemas.get(k, []) + d
+    c.forbid = a.forbid | b.forbid
+    c.exact = a.exact and b.exact
+    return c
+
+
+def _min(a, b):
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _position(c: Clause, i: int) -> list:
+    return c.prefix[i] if i < len(c.prefix) else c.items
+
+
+def _matches(pattern: str, name: str, ptr: str) -> tuple[bool, bool]:
+    """(surely, maybe): whether ``pattern`` matches ``name`` under both ECMA-262 and Python re,
+    and whether it may under either."""
+    try:
+        surely = regex.fullmatch(translate(pattern, ptr).decoded, name) is not None
+    except ConstraintError:
+        surely = False
+    try:
+        maybe = surely or re.search(pattern, name) is not None
+    except re.error:
+        maybe = True
+    return surely, maybe or not surely and _maybe_ecma(pattern, name)
+
+
+def _maybe_ecma(pattern: str, name: str) -> bool:
+    return any(ord(ch) >= 0x80 for ch in name)  # where the two readings of \d \w \s differ
+
+
+def _member(c: Clause, name: str) -> list:
+    """The subschemas that a property ``name`` of an object satisfying ``c`` must satisfy."""
+    out = list(c.props.get(name, []))
+    surely_any = False
+    for p, subs in c.patprops:
+        surely, maybe = _matches(p, name, c.ptr)
+        if maybe:
+            out += subs
+        surely_any = surely_any or surely
+    if name not in c.props and not surely_any:
+        out += c.additional
+    return out
+
+
+def _intervals(c: Clause):
+    """(lo, lo_strict, hi, hi_strict) of the numeric bounds, as Decimals of the shortest repr
+    (None: unbounded)."""
+    lo = hi = None
+    lo_s = hi_s = False
+    for b, strict in c.lo:
+        d = Decimal(repr(b)) if isinstance(b, float) else Decimal(b)
+        if lo is None or d > lo or (d == lo and strict):
+            lo, lo_s = d, strict
+    for b, strict in c.hi:
+        d = Decimal(repr(b)) if isinstance(b, float) else Decimal(b)
+        if hi is None or d < hi or (d == hi and strict):
+            hi, hi_s = d, strict
+    return lo, lo_s, hi, hi_s
+
+
+def _disjoint(a: Clause, b: Clause, norm: _Normalizer, depth: int = 0) -> bool:
+    """Whether no value satisfies both clauses (False: not proved)."""
+    if not (a.exact and b.exact) or depth > 8:
+        return False
+    if not (a.kinds & b.kinds):
+        return True
+    for x, y in ((a, b), (b, a)):
+        if x.enum is not None and all(_check(y, v, norm) is False for v in x.enum):
             return True
-    return False
+    if a.enum is not None or b.enum is not None:
+        return False
+    return all(_kind_disjoint(a, b, kind, norm, depth) for kind in a.kinds & b.kinds)
 
 
-def _type_of(v) -> str:
-    if v is None or isinstance(v, bool):
-        return "null" if v is None else "boolean"
-    return {int: "integer", float: "number", str: "string", list: "array", dict: "object"}[type(v)]
+def _kind_disjoint(a: Clause, b: Clause, kind: str, norm: _Normalizer, depth: int = 0) -> bool:
+    """Whether no value of ``kind`` satisfies both exact clauses without enum (False: not proved)."""
+    for _ in (0,):
+        if kind in ("integer", "fraction"):
+            alo, alos, ahi, ahis = _intervals(a)
+            blo, blos, bhi, bhis = _intervals(b)
+            if (ahi is not None and blo is not None and (ahi < blo or ahi == blo and (ahis or blos))) or (
+                bhi is not None and alo is not None and (bhi < alo or bhi == alo and (bhis or alos))
+            ):
+                continue
+            return False
+        if kind == "object" and (
+            any(_subs_disjoint(_member(a, k), _member(b, k), norm, depth) for k in a.required & b.required)
+            or a.required & b.forbid
+            or b.required & a.forbid
+        ):
+            continue
+        return False
+    return True
+
+
+def _separate(a: Clause, b: Clause, wa: Clause, wb: Clause, norm: _Normalizer) -> bool:
+    """Write less of two exact clauses ``a``, ``b`` (what two oneOf branches accept) so that no
+    value written from one (``wa``, ``wb``: what is written) satisfies the other: objects lacking
+    a property the other requires; the kinds where that or a proof fails written by neither.
+    False when an enum stands in the way (its values would need a complement)."""
+    if not (a.exact and b.exact) or a.enum is not None or b.enum is not None:
+        return False
+    for kind in sorted(a.kinds & b.kinds):
+        if _kind_disjoint(a, b, kind, norm):
+            continue
+        if kind == "object" and (a.required - b.required) and (b.required - a.required):
+            wa.forbid.add(min(b.required - a.required))
+            wb.forbid.add(min(a.required - b.required))
+            continue
+        wa.kinds.discard(kind)
+        wb.kinds.discard(kind)
+    return True
+
+
+def _subs_disjoint(xs: list, ys: list, norm: _Normalizer, depth: int) -> bool:
+    if not xs or not ys:
+        return False
+    cx, cy = _conj(xs, norm), _conj(ys, norm)
+    return all(_disjoint(a, b, norm, depth + 1) for a in cx for b in cy)
+
+
+def _conj(subs: list, norm: _Normalizer) -> list[Clause]:
+    """The clauses of the conjunction of ``subs`` (each ``(schema, ctx, pointer)``)."""
+    alts = [Clause(subs[0][2] if subs else "")]
+    for s, ctx, ptr in subs:
+        alts = norm.product(alts, norm.clauses(s, ctx, ptr), ptr)
+    return alts
+
+
+def _check(c: Clause, v, norm: _Normalizer, depth: int = 0):
+    """Whether the value ``v`` satisfies the clause: True, False, or None (not decided)."""
+    if depth > 20:
+        return None
+    kind = _kind_of(v)
+    if kind not in c.kinds:
+        return False if c.exact else None
+    if c.enum is not None and not any(_equal(v, w) for w in c.enum):
+        return False if c.exact else None
+    verdicts = []
+    if kind in ("integer", "fraction"):
+        for b, strict in c.lo:
+            verdicts.append(v > b if strict else v >= b)
+        for b, strict in c.hi:
+            verdicts.append(v < b if strict else v <= b)
+        for m, _ in c.mult:
+            verdicts.append(True if isinstance(v, int) and isinstance(m, int) and v % m == 0 else None)
+    elif kind == "string":
+        verdicts.append(c.min_len <= len(v) and (c.max_len is None or len(v) <= c.max_len))
+        for p, ptr in c.patterns:
+            surely, maybe = _matches(p, v, ptr)
+            verdicts.append(True if surely else False if not maybe else None)
+        for f, _ in c.formats:
+            verdicts.append(True if regex.fullmatch(FORMATS[f], v) else None)
+    elif kind == "array":
+        verdicts.append(c.min_items <= len(v) and (c.max_items is None or len(v) <= c.max_items))
+        for i, x in enumerate(v):
+            verdicts.append(_check_subs(_position(c, i), x, norm, depth))
+        if c.unique:
+            verdicts.append(all(not _equal(x, y) for x, y in itertools.combinations(v, 2)))
+        if c.contains:
+            hits = [_check_subs(c.contains, x, norm, depth) for x in v]
+            n_true, n_maybe = hits.count(True), hits.count(None)
+            verdicts.append(
+                True if n_true >= c.min_contains else None if n_true + n_maybe >= c.min_contains else False
+            )
+    elif kind == "object":
+        verdicts.append(c.required <= v.keys() and not (c.forbid & v.keys()))
+        verdicts.append(c.min_props <= len(v) and (c.max_props is None or len(v) <= c.max_props))
+        for k, x in v.items():
+            verdicts.append(_check_subs(_member(c, k), x, norm, depth))
+            if c.names:
+                verdicts.append(_check_subs(c.names, k, norm, depth))
+            if k in c.dep_required:
+                verdicts.append(c.dep_required[k] <= v.keys())
+            if k in c.dep_schemas:
+                verdicts.append(_check_subs(c.dep_schemas[k], v, norm, depth))
+    if False in verdicts:
+        return False if c.exact else None
+    if None in verdicts:
+        return None
+    return True
+
+
+def _check_subs(subs: list, v, norm: _Normalizer, depth: int):
+    if not subs:
+        return True
+    verdict = True
+    for s, ctx, ptr in subs:
+        try:
+            parts = norm.clauses(s, ctx, ptr)
+        except ConstraintError:
+            return None
+        results = [_check(p, v, norm, depth + 1) for p in parts]
+        r = True if True in results else None if None in results or not all(p.exact for p in parts) else False
+        if r is False:
+            return False
+        if r is None:
+            verdict = None
+    return verdict
+
+
+# ---------------------------------------------------------------------------------------------
+# regex text: fragments are (text, states) or None (no value)
+
+
+def _frag(text: str, states: int | None = None):
+    return (text, len(text) if states is None else states)
+
+
+def _cat(*parts):
+    if any(p is None for p in parts):
+        return None
+    return ("".join(p[0] for p in parts), sum(p[1] for p in parts))
+
+
+def _alts(parts):
+    parts = [p for p in parts if p is not None]
+    if not parts:
+        return None
+    if len(parts) == 1:
+        return parts[0]
+    return (f"(?:{'|'.join(p[0] for p in parts)})", sum(p[1] for p in parts) + 2)
+
+
+def _rep(p, lo: int, hi: int | None):
+    if hi == 0 or p is not None and p[0] == "":
+        return _frag("")
+    if p is None:
+        return _frag("") if lo == 0 else None
+    if (lo, hi) == (1, 1):
+        return p
+    q = (
+        "*"
+        if (lo, hi) == (0, None)
+        else "?"
+        if (lo, hi) == (0, 1)
+        else "+"
+        if (lo, hi) == (1, None)
+        else None
+    )
+    q = q or (f"{{{lo}}}" if lo == hi else f"{{{lo},{'' if hi is None else hi}}}")
+    return (f"(?:{p[0]}){q}", p[1] * max(lo, hi or 1, 1) + 2)
 
 
 def _escape(text: str) -> str:
     return "".join("\\" + c if c in _META else c for c in text)
 
 
-def _alt(alts: list[str]) -> str:
+class _Compiler:
+    def __init__(self, root, flexible: bool):
+        self.norm, self.depth = _Normalizer(root), 0
+        self.colon, self.comma = (": ?", ", ?") if flexible else (":", ",")
+
+    def check(self, frag, ptr: str):
+        if frag is not None and (frag[1] > MAX_STATES or len(frag[0]) > MAX_PATTERN_CHARS):
+            raise ConstraintError(
+                f"{_show(ptr)}: the JSON Schema's regex would exceed {MAX_PATTERN_CHARS:,} characters or "
+                f"{MAX_STATES:,} automaton states (at least {frag[1]:,} states here): simplify the schema"
+            )
+        return frag
+
+    def value(self, subs: list, ptr: str):
+        """The fragment of the values satisfying every ``(schema, ctx)`` of ``subs`` (None: none)."""
+        if self.depth >= MAX_DEPTH:
+            raise ConstraintError(
+                f"{_show(ptr)}: the JSON Schema nests subschemas more than {MAX_DEPTH} levels deep"
+            )
+        self.depth += 1
+        try:
+            if all(s is True or s == {} for s, _ in subs):
+                return self.check(self.any(ANY_DEPTH), ptr)
+            alts = [Clause(ptr)]
+            for s, ctx in subs:
+                alts = self.norm.product(alts, self.norm.clauses(s, ctx, ptr), ptr)
+            return self.check(_alts([self.clause(c) for c in alts]), ptr)
+        finally:
+            self.depth -= 1
+
+    def subs(self, subs: list, ptr: str):
+        return self.value([(s, ctx) for s, ctx, _ in subs] or [(True, None)], subs[0][2] if subs else ptr)
+
+    def any(self, depth: int):
+        scalar = f"null|true|false|{NUMBER}|{STRING}"
+        if depth == 0:
+            return _frag(f"(?:{scalar})")
+        v = self.any(depth - 1)[0]
+        member = f"{STRING}{self.colon}{v}"
+        return _frag(
+            rf"(?:{scalar}|\[(?:{v}(?:{self.comma}{v})*)?\]|\{{(?:{member}(?:{self.comma}{member})*)?\}})"
+        )
+
+    def clause(self, c: Clause):
+        if c.enum is not None:
+            return self.enum(c)
+        parts = []
+        if "null" in c.kinds:
+            parts.append(_frag("null"))
+        if "boolean" in c.kinds:
+            parts.append(_frag("(?:true|false)"))
+        if c.kinds & {"integer", "fraction"}:
+            parts.append(self.number(c))
+        if "string" in c.kinds:
+            parts.append(self.string(c))
+        if "array" in c.kinds:
+            parts.append(self.array(c))
+        if "object" in c.kinds:
+            parts.append(self.object(c))
+        return self.check(_alts(parts), c.ptr)
+
+    def enum(self, c: Clause):
+        plain = c.constrains_only_kinds() and c.kinds == KINDS
+        texts: dict[str, None] = {}  # in order, each once (a list's `in` made 200,000 values quadratic)
+        for v in c.enum:
+            try:
+                text = json.dumps(v, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+            except ValueError as e:
+                raise ConstraintError(
+                    f"{_show(c.ptr)}/enum: {str(v)[:60]!r} has no JSON form ({e})"
+                ) from None
+            if text in texts:
+                continue
+            if not plain and _check(_without_enum(c), v, self.norm) is not True:
+                continue
+            texts[text] = None
+        if not texts:
+            raise ConstraintError(f"{_show(c.ptr)}/enum: no value satisfies the rest of the schema")
+        # a literal alternation: counted as the trie of its texts is, about a state per value
+        out = _alts([_frag(_escape(t), 2) for t in texts])
+        return out and (out[0], max(out[1], 2 * len(texts)))
+
+    # numbers ------------------------------------------------------------------------------------
+    def number(self, c: Clause):
+        if c.mult:
+            return self.multiple(c)
+        if not c.lo and not c.hi:
+            if c.kinds >= {"integer", "fraction"}:
+                return _frag(NUMBER)
+            if "integer" in c.kinds:
+                return _frag(INTEGER)
+        lo, lo_s, hi, hi_s = _intervals(c)
+        parts = []
+        if "integer" in c.kinds:
+            ilo = (
+                None
+                if lo is None
+                else (math.floor(lo) + 1 if lo_s and lo == math.floor(lo) else math.ceil(lo))
+            )
+            ihi = (
+                None
+                if hi is None
+                else (math.ceil(hi) - 1 if hi_s and hi == math.ceil(hi) else math.floor(hi))
+            )
+            parts.append(_signed_range(ilo, ihi))
+        if "fraction" in c.kinds:
+            parts.append(_fractions(lo, lo_s, hi, hi_s))
+        return _alts([_frag(p) for p in parts if p])
+
+    def multiple(self, c: Clause):
+        """multipleOf for integers: a divisor of a power of ten, by the last digits."""
+        ms = {m for m, _ in c.mult}
+        m = ms.pop() if len(ms) == 1 else None
+        ptr = c.mult[0][1]
+        if m is None or not (isinstance(m, int) or float(m).is_integer()) or c.lo or c.hi:
+            raise ConstraintError(
+                f"{_show(ptr)}/multipleOf is not supported (only an integer dividing 1000, unbounded)"
+            )
+        m = int(m)
+        k = next((k for k in range(4) if 10**k % m == 0), None)
+        if k is None:
+            raise ConstraintError(
+                f"{_show(ptr)}/multipleOf is not supported (only an integer dividing 1000, unbounded)"
+            )
+        if k == 0:
+            return _frag(INTEGER)
+        ends = [f"{r:0{k}d}" for r in range(0, 10**k, m)]
+        head = f"[1-9][0-9]{{0,{MAX_INT_DIGITS - k - 1}}}"
+        small = [str(int(e)) for e in ends if e != "0" * k]  # below 10**k
+        return _frag(
+            f"(?:0|-?(?:{head}(?:{'|'.join(ends)})|{'|'.join(small)}))"
+            if small
+            else f"(?:0|-?{head}{'0' * k})"
+        )
+
+    # strings ------------------------------------------------------------------------------------
+    def string(self, c: Clause):
+        lo, hi = c.min_len, c.max_len
+        if hi is not None and hi < lo:
+            return None
+        if len(c.patterns) > 1:
+            _needs(c.patterns[1][1], "pattern beside another pattern")
+        if c.formats:
+            if len(c.formats) > 1 or c.patterns:
+                _needs(c.formats[0][1], "format beside another format or a pattern")
+            f, ptr = c.formats[0]
+            if lo or hi is not None:
+                shortest, longest = _FORMAT_LENGTHS.get(f, (0, None))
+                if not (lo <= shortest and longest is not None and (hi is None or longest <= hi)):
+                    _needs(ptr, f"format {f!r} beside minLength/maxLength")
+            return _frag(f'"{FORMATS[f]}"')
+        if c.patterns:
+            p, ptr = c.patterns[0]
+            t = translate(p, ptr)
+            if lo or hi is not None:
+                t = _fit(p, ptr, lo, hi, t) or _needs(ptr, "pattern beside minLength/maxLength")
+            return _frag(f'"{t.encoded}"', t.states)
+        if lo == 0 and hi is None:
+            return _frag(STRING, _CHAR_STATES + 4)
+        return _rep_string(lo, hi)
+
+    # arrays -------------------------------------------------------------------------------------
+    def array(self, c: Clause):
+        lo, hi = c.min_items, c.max_items
+        if hi is not None and hi < lo:
+            return None
+        prefix = list(c.prefix)
+        rest = c.items
+        if c.contains and c.min_contains > 0:
+            if prefix or c.unique:
+                raise ConstraintError(
+                    f"{_show(c.ptr)}/contains is only supported without prefixItems and uniqueItems"
+                )
+            prefix = [rest + c.contains for _ in range(c.min_contains)]
+            lo = max(lo, c.min_contains)
+        if c.unique and (hi is None or hi > 1):
+            return self.unique(c, prefix, rest, lo, hi)
+        if hi is not None:
+            prefix = prefix[:hi]
+        texts = [self.subs(p, f"{c.ptr}/items") for p in prefix]
+        rest_text = self.subs(rest, f"{c.ptr}/items") if (hi is None or hi > len(prefix)) else None
+        return self.check(_array(texts, rest_text, lo, hi, self.comma), c.ptr)
+
+    def unique(self, c: Clause, prefix, rest, lo: int, hi: int | None):
+        """uniqueItems: arrays of distinct values of a finite item set (enum, null, booleans);
+        otherwise arrays of at most one item (always unique)."""
+        values = None
+        if not prefix:
+            parts = _conj([(s, ctx, p) for s, ctx, p in rest], self.norm) if rest else None
+            if parts and all(p.enum is not None or p.kinds <= {"null", "boolean"} for p in parts):
+                values = []
+                for p in parts:
+                    cands = (
+                        p.enum
+                        if p.enum is not None
+                        else [v for v in (None, True, False) if _kind_of(v) in p.kinds]
+                    )
+                    for v in cands:
+                        if _check(p, v, self.norm) is True and not any(_equal(v, w) for w in values):
+                            values.append(v)
+        if values is not None and len(values) <= MAX_ENUM_UNIQUE:
+            texts = [_escape(json.dumps(v, ensure_ascii=False, separators=(",", ":"))) for v in values]
+            seqs = [
+                rf"\[{self.comma.join(p)}\]"
+                for n in range(lo, min(len(texts), hi if hi is not None else len(texts)) + 1)
+                for p in itertools.permutations(texts, n)
+            ]
+            return _alts([_frag(s) for s in seqs])
+        if lo > 1:
+            raise ConstraintError(
+                f"{_show(c.ptr)}/uniqueItems is not supported with minItems > 1 over more than "
+                f"{MAX_ENUM_UNIQUE} possible items (distinct items are not a regular language)"
+            )
+        texts = [self.subs(p, f"{c.ptr}/items") for p in prefix[:1]]
+        rest_text = self.subs(rest, f"{c.ptr}/items") if not prefix else None
+        return _array(texts, rest_text, lo, 1, self.comma)
+
+    # objects ------------------------------------------------------------------------------------
+    def object(self, c: Clause):
+        required = set(c.required)
+        for name in list(c.dep_required):
+            if name in required:
+                required |= c.dep_required[name]
+        listed = list(c.props) + sorted(required - c.props.keys())
+        forbidden = set(c.forbid)
+        for name in listed:
+            if name in c.dep_required and not c.dep_required[name] <= required:
+                forbidden.add(name)  # written only with its dependencies: never written
+            if name in c.dep_schemas:
+                if name in required:
+                    raise ConstraintError(
+                        f"{_show(c.ptr)}/dependentSchemas of a required property is not supported"
+                    )
+                forbidden.add(name)
+            if c.names and _check_subs(c.names, name, self.norm, 0) is not True:
+                forbidden.add(name)
+        if forbidden & required:
+            return None
+        members = []
+        for name in listed:
+            if name in forbidden:
+                continue
+            key = _escape(json.dumps(name, ensure_ascii=False))
+            val = self.subs(_member(c, name), f"{c.ptr}/properties/{name}")
+            if val is None:
+                if name in required:
+                    return None
+                continue
+            members.append((_cat(_frag(key + self.colon), val), name in required))
+        extra = None
+        if c.extras and not c.names and not c.dep_required and not c.dep_schemas:
+            extra = self.extra_members(c, listed + sorted(c.forbid - set(listed)))
+        for first in (None, 8, 1):  # too large: the first property written among the first 8, then 1
+            try:
+                return self.check(
+                    _members(members, extra, c.min_props, c.max_props, self.comma, first), c.ptr
+                )
+            except ConstraintError as e:
+                if first == 1 or "optional properties" not in str(e):
+                    raise
+        return None
+
+    def extra_members(self, c: Clause, names: list):
+        """key:value for properties not listed: keys of a patternProperties pattern (when no
+        listed name may match it), else identifiers that are no listed name (additionalProperties)."""
+        alts = []
+        all_pats = [s for _, subs in c.patprops for s in subs]
+        for p, subs in c.patprops:
+            ptr = subs[0][2] if subs else c.ptr
+            if any(_matches(p, n, ptr)[1] for n in names):
+                continue
+            keys = translate(p, ptr)
+            value = self.subs(all_pats, ptr)  # a key may match other patterns too
+            if value is not None:
+                alts.append(_cat(_frag(f'"{keys.encoded}"{self.colon}', keys.states + 4), value))
+        if not c.patprops and c.additional:
+            value = self.subs(c.additional, c.additional[0][2])
+            if value is not None:
+                alts.append(_cat(_frag(f'"{_not_words(names)}"{self.colon}'), value))
+        return _alts(alts)
+
+
+def _fit(p: str, ptr: str, lo: int, hi: int | None, t):
+    """The pattern's translation cut to strings of lo..hi characters (its repetitions capped,
+    repeated classes repeated more), or None when that does not fit."""
+
+    def ok(t) -> bool:
+        return lo <= t.shortest and (hi is None or t.longest is not None and t.longest <= hi)
+
+    if ok(t):
+        return t
+    if lo > t.shortest:
+        t = translate(p, ptr, None, lo - t.shortest)
+        if t.shortest < lo:
+            return None
+        if ok(t):
+            return t
+    if hi is None:
+        return None
+    need = max(lo - translate(p, ptr).shortest, 0)
+    best, a, b = None, 0, hi
+    while a <= b:  # the largest cap that fits (longest grows with the cap)
+        mid = (a + b) // 2
+        cand = translate(p, ptr, mid, need)
+        if cand.longest is not None and cand.longest <= hi:
+            best, a = cand, mid + 1
+        else:
+            b = mid - 1
+    return best if best is not None and ok(best) else None
+
+
+def _without_enum(c: Clause) -> Clause:
+    d = c.copy()
+    d.enum = None
+    return d
+
+
+def _rep_string(lo: int, hi: int | None):
+    q = f"{{{lo},{'' if hi is None else hi}}}"
+    return (f'"{CHAR}{q}"', _CHAR_STATES * max(lo, hi or 1, 1) + 4)
+
+
+def _array(texts: list, rest, lo: int, hi: int | None, comma: str):
+    """``[`` items ``]``: the i-th of ``texts`` at position i, then ``rest`` repeated; between
+    ``lo`` and ``hi`` items (a None text: no value there, so the array ends before)."""
+    k = len(texts)
+    rest_lo, rest_hi = max(lo - k, 0), None if hi is None else max(hi - k, 0)
+    if k == 0:
+        if rest is None or rest_hi == 0:
+            tail = _frag("") if rest_lo == 0 else None
+        else:
+            more = _rep(
+                _cat(_frag(comma), rest), max(rest_lo - 1, 0), None if rest_hi is None else rest_hi - 1
+            )
+            tail = _cat(rest, more)
+            if rest_lo == 0:
+                tail = _rep(tail, 0, 1)
+    else:
+        tail = _rep(_cat(_frag(comma), rest) if rest is not None else None, rest_lo, rest_hi)
+    for i in range(k - 1, -1, -1):
+        body = _cat(_frag(comma if i else ""), texts[i], tail) if texts[i] is not None else None
+        tail = _rep(body, 0, 1) if i >= lo else body
+        if tail is None:
+            return None
+    return _cat(_frag(r"\["), tail, _frag(r"\]"))
+
+
+def _members(members: list, extra, min_props: int, max_props: int | None, comma: str, first=None):
+    """``{`` members ``}``: ``members`` (fragment, required) in order, each optional one present or
+    not, then ``extra`` members repeated; at least ``min_props`` of the listed ones (repeated extra
+    keys may collapse), at most ``max_props`` in all. ``first``: the first member written is one of
+    the first ``first + 1`` (the rest of the regex then grows linearly, not quadratically)."""
+    cap = max(min_props, 1) if max_props is None else max_props
+    memo: dict = {}
+    n = len(members)
+
+    def tail(count: int):
+        need = 1 if count == min_props - 1 and extra is not None else 0  # one extra member: distinct
+        if count + need < min_props:
+            return None
+        room = None if max_props is None else max_props - count
+        if extra is None or room == 0:
+            return _frag("") if not need else None
+        if count == 0:
+            first = _cat(extra, _rep(_cat(_frag(comma), extra), 0, None if room is None else room - 1))
+            return first if need else _rep(first, 0, 1)
+        return _rep(_cat(_frag(comma), extra), need, room)
+
+    def gen(i: int, count: int):
+        key = (i, min(count, cap))
+        if key in memo:
+            return memo[key]
+        if i == n:
+            out = tail(count)
+        else:
+            text, req = members[i]
+            sep = _frag(comma if count else "")
+            full = max_props is not None and count >= max_props
+            present = None if full else _cat(sep, text, gen(i + 1, count + 1))
+            if req:
+                out = present
+            elif first is not None and count == 0 and i >= first and present is not None:
+                # linear from here: this member, or (no required one left) no listed member at all
+                later_required = any(r for _, r in members[i:])
+                out = present if later_required else _alts([present, tail(0)])
+            elif count >= cap and max_props is None and count:
+                out = _cat(_rep(_cat(sep, text), 0, 1), gen(i + 1, count))  # the counts no longer matter
+            else:
+                out = _alts([present, gen(i + 1, count)])
+        if out is not None and out[1] > MAX_STATES:
+            raise ConstraintError(
+                f"the JSON Schema's regex would exceed {MAX_PATTERN_CHARS:,} characters or {MAX_STATES:,} "
+                "automaton states (an object's optional properties): simplify the schema"
+            )
+        memo[key] = out
+        return out
+
+    return _cat(_frag(r"\{"), gen(0, 0), _frag(r"\}"))
+
+
+_KEY_CHARS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz"
+
+
+def _not_words(words: list[str]) -> str:
+    """Non-empty keys of ``[A-Za-z0-9_]`` that are none of ``words``."""
+    trie: dict = {}
+    for w in words:
+        if all(ch in _KEY_CHARS for ch in w):
+            node = trie
+            for ch in w:
+                node = node.setdefault(ch, {})
+            node[""] = {}
+    free = f"[{_KEY_CHARS[:10]}A-Z_a-z]"
+
+    def walk(node: dict, top: bool) -> str:
+        alts = [] if top or "" in node else [""]
+        kids = sorted(k for k in node if k)
+        others = "".join(ch for ch in _KEY_CHARS if ch not in kids)
+        if others:
+            cls = others if len(others) < 10 else None
+            alts.append((f"[{cls}]" if cls else f"[^{''.join(kids)}\\W]" if kids else free) + f"{free}*")
+        for ch in kids:
+            alts.append(ch + walk(node[ch], False))
+        return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+
+    return walk(trie, True)
+
+
+def _signed_range(lo: int | None, hi: int | None) -> str:
+    """Integers in [lo, hi] (None: unbounded, then at most MAX_INT_DIGITS digits); '' when none."""
+    cap = 10**MAX_INT_DIGITS - 1
+    lo = -cap if lo is None else lo
+    hi = cap if hi is None else hi
+    neg = _range(max(-hi, 1), -lo) if lo < 0 else ""
+    pos = _range(max(lo, 0), hi) if hi >= 0 else ""
+    alts = [a for a in ("-" + neg if neg else "", pos) if a]
+    return alts[0] if len(alts) == 1 else f"(?:{'|'.join(alts)})" if alts else ""
+
+
+def _range(lo: int, hi: int) -> str:
+    """Decimal numerals (no leading zero) of lo <= n <= hi; '' when none."""
+    if hi < lo:
+        return ""
+    alts, n, full = [], len(str(lo)), []
+    while n <= len(str(hi)):
+        a, b = max(lo, 10 ** (n - 1) if n > 1 else 0), min(hi, 10**n - 1)
+        if n > 1 and a == 10 ** (n - 1) and b == 10**n - 1:
+            full.append(n)  # every numeral of n digits: merged with the next lengths
+        else:
+            alts.extend(_digits(full))
+            full = []
+            alts.append(_same_length(str(a), str(b)))
+        n += 1
+    alts.extend(_digits(full))
     return alts[0] if len(alts) == 1 else f"(?:{'|'.join(alts)})"
 
 
-def _empty(ptr: str):
-    raise ConstraintError(f"{ptr or '/'}: the bounds allow no value")
+def _digits(lengths: list[int]) -> list[str]:
+    """Every numeral (no leading zero) of lengths[0] to lengths[-1] digits (consecutive)."""
+    if not lengths:
+        return []
+    lo, hi = lengths[0] - 1, lengths[-1] - 1
+    return ["[1-9][0-9]" + (f"{{{lo}}}" if lo == hi else f"{{{lo},{hi}}}")]
+
+
+def _same_length(a: str, b: str) -> str:
+    """Fixed-width numerals from a to b (same length, a <= b; leading zeros allowed)."""
+    if a == b:
+        return a
+    if a[1:] == "0" * (len(a) - 1) and b[1:] == "9" * (len(b) - 1):
+        first = a[0] if a[0] == b[0] else f"[{a[0]}-{b[0]}]"
+        return first + ("" if len(a) == 1 else "[0-9]" if len(a) == 2 else f"[0-9]{{{len(a) - 1}}}")
+    if a[0] == b[0]:
+        return a[0] + _same_length(a[1:], b[1:])
+    k = len(a) - 1
+    parts = [a[0] + _same_length(a[1:], "9" * k)]
+    if int(a[0]) + 1 <= int(b[0]) - 1:
+        mid = f"{int(a[0]) + 1}" if int(a[0]) + 1 == int(b[0]) - 1 else f"[{int(a[0]) + 1}-{int(b[0]) - 1}]"
+        parts.append(mid + (f"[0-9]{{{k}}}" if k > 1 else "[0-9]"))
+    parts.append(b[0] + _same_length("0" * k, b[1:]))
+    return f"(?:{'|'.join(parts)})"
+
+
+def _fixed(a: int, b: int, k: int) -> str:
+    """Numerals of the integers a..b (0 <= a <= b) written with a point before the last k digits."""
+    if k == 0:
+        return _range(a, b)
+    unit = 10**k
+    ia, ib = a // unit, b // unit
+    fa, fb = f"{a % unit:0{k}d}", f"{b % unit:0{k}d}"
+    if ia == ib:
+        return f"{ia}\\.{_same_length(fa, fb)}"
+    parts = [f"{ia}\\.{_same_length(fa, '9' * k)}"]
+    if ia + 1 <= ib - 1:
+        parts.append(f"{_range(ia + 1, ib - 1)}\\.[0-9]{{{k}}}")
+    parts.append(f"{ib}\\.{_same_length('0' * k, fb)}")
+    return f"(?:{'|'.join(parts)})"
+
+
+def _positive_fractions(lo: Decimal, lo_s: bool, hi: Decimal | None, hi_s: bool) -> list[str]:
+    """Decimals v > 0 (1 to MAX_FRACTION_DIGITS fraction digits, the last non-zero, 15 significant
+    digits at most) with lo < v (lo <= v unless lo_s) and v < hi (v <= hi unless hi_s)."""
+    out = []
+    for j in range(1, MAX_FRACTION_DIGITS + 1):
+        unit = 10**j
+        low, high = lo * unit, None if hi is None else hi * unit
+        a = int(low) + (1 if lo_s else 0) if low == int(low) else math.ceil(low)
+        b = (
+            10**15 - 1
+            if high is None
+            else int(high) - (1 if hi_s else 0)
+            if high == int(high)
+            else math.floor(high)
+        )
+        a, b = max(a, 1), min(b, 10**15 - 1)
+        if a > b:
+            continue
+        qa, qb = a // 10, b // 10  # M = 10 q + r with r in 1-9: the last digit non-zero
+
+        def head(x: int, y: int, j: int = j) -> str:
+            return _fixed(x, y, j - 1) + ("\\." if j == 1 else "")
+
+        def digit(x: int, y: int) -> str:
+            return str(x) if x == y else f"[{x}-{y}]"
+
+        if qa == qb:
+            if max(a % 10, 1) <= b % 10:
+                out.append(head(qa, qa) + digit(max(a % 10, 1), b % 10))
+            continue
+        out.append(head(qa, qa) + digit(max(a % 10, 1), 9))
+        if qa + 1 <= qb - 1:
+            out.append(head(qa + 1, qb - 1) + "[1-9]")
+        if b % 10 >= 1:
+            out.append(head(qb, qb) + digit(1, b % 10))
+    return out
+
+
+def _fractions(lo, lo_s, hi, hi_s) -> str:
+    """Non-integral decimals within the bounds (None: unbounded) as json.loads reads them: 15
+    significant digits at most, so the float of one is strictly inside any bound it is inside."""
+    zero = Decimal(0)
+    pos = neg = []
+    if hi is None or hi > 0:
+        pos = _positive_fractions(lo if lo is not None and lo > 0 else zero, lo_s, hi, hi_s)
+    if lo is None or lo < 0:
+        neg = _positive_fractions(
+            -hi if hi is not None and hi < 0 else zero, hi_s, None if lo is None else -lo, lo_s
+        )
+    alts = pos + ["-" + p for p in neg]
+    return alts[0] if len(alts) == 1 else f"(?:{'|'.join(alts)})" if alts else ""
