@@ -17,7 +17,7 @@ import decodekit
 from decodekit.constraints.frontends.schema import MAX_REF_UNROLL, json_schema
 from decodekit.errors import ConstraintError
 from tests.constraints.test_json_schema import VOCAB, valid
-from tests.fakes import HistoryLM
+from tests.support.fakes import HistoryLM
 
 
 def matches(schema, text: str) -> bool:
