@@ -180,18 +180,10 @@ def test_generation_config_checks_every_field(changes, message):
     assert message in str(e.value) and len(str(e.value)) < 200
 
 
-@pytest.fixture
-def one_thread():
-    """A forked child must not use an OpenMP pool its parent started (it would wait forever)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 @pytest.mark.parametrize("kill_at", [(2, "half"), (3, "before"), (5, "after")])
 def test_killed_generation_resumes_with_every_record_once(model, tmp_path, kill_at, one_thread):
-    """SIGKILL inside the n-th write of records (half of it written, or just before/after it)."""
+    """SIGKILL inside the n-th write of records (half of it written, or just before/after it).
+    One thread: a forked child must not use an OpenMP pool its parent started (it would wait)."""
     import signal
 
     from decodekit import results

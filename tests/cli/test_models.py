@@ -12,12 +12,12 @@ import torch
 
 from decodekit import load_model
 from decodekit.checkpoint import save_checkpoint
-from decodekit.cli import main
 from decodekit.errors import DecodekitError
 from decodekit.models.arpa import write_arpa
 from decodekit.models.kneser_ney import train_kneser_ney_on_sentences
 from decodekit.models.lstm import LSTMLM, LSTMConfig
 from decodekit.vocab import WordVocab
+from tests.support.cli import run_main
 from tests.support.fakes import save_tiny_gpt2
 
 WORDS = ["the", "cat", "sat", "on", "mat", "dog", "ran"]
@@ -26,14 +26,6 @@ COMMANDS = {
     "eval": ["eval", "--data", "DATA"],
     "constraint": ["constraint", "the.*"],
 }
-
-
-def run(argv, capsys) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as e:
-        main(argv)
-        raise SystemExit(0)
-    out = capsys.readouterr()
-    return e.value.code, out.out, out.err
 
 
 @pytest.fixture(scope="module")
@@ -57,14 +49,14 @@ def args(command: str, d) -> list[str]:
 @pytest.mark.parametrize("command", ["generate", "eval", "constraint"])
 @pytest.mark.parametrize("kind", ["ckpt", "kn2.arpa"])
 def test_model_option_takes_checkpoints_and_arpa_files(models, command, kind, capsys):
-    code, out, err = run([*args(command, models), "--model", str(models / kind)], capsys)
+    code, out, err = run_main([*args(command, models), "--model", str(models / kind)], capsys)
     assert code == 0, err
     assert out.strip()
 
 
 @pytest.mark.parametrize("command", ["generate", "eval", "constraint"])
 def test_hf_model_that_does_not_exist_is_one_decodekit_line(models, command, capsys):
-    code, _, err = run([*args(command, models), "--hf-model", "/nonexistent/model"], capsys)
+    code, _, err = run_main([*args(command, models), "--hf-model", "/nonexistent/model"], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert "no such directory" in err and "/nonexistent/model" in err and "local files only" in err
     assert "repo" not in err.lower()  # not transformers' repo-id error
@@ -72,26 +64,32 @@ def test_hf_model_that_does_not_exist_is_one_decodekit_line(models, command, cap
 
 @pytest.mark.parametrize("command", ["generate", "eval", "constraint"])
 def test_model_and_hf_model_are_exclusive(models, command, capsys):
-    code, _, err = run([*args(command, models), "--model", str(models / "ckpt"), "--hf-model", "x"], capsys)
+    code, _, err = run_main(
+        [*args(command, models), "--model", str(models / "ckpt"), "--hf-model", "x"], capsys
+    )
     assert code == 2 and "either --model or --hf-model" in err
 
 
 def test_directory_without_a_model_names_what_is_accepted(tmp_path, capsys):
-    code, _, err = run(["generate", "the", "--model", str(tmp_path)], capsys)
+    code, _, err = run_main(["generate", "the", "--model", str(tmp_path)], capsys)
     assert code == 2 and "config.json is missing" in err and "transformers" in err and "ARPA" in err
 
 
 @pytest.mark.parametrize("command", ["generate", "eval"])
 def test_device_defaults_to_auto_and_is_checked(models, command, capsys):
-    code, out, _ = run([command, "--help"], capsys)
+    code, out, _ = run_main([command, "--help"], capsys)
     assert code == 0 and "[default: auto]" in " ".join(out.split())
-    code, _, err = run([*args(command, models), "--model", str(models / "ckpt"), "--device", "meta"], capsys)
+    code, _, err = run_main(
+        [*args(command, models), "--model", str(models / "ckpt"), "--device", "meta"], capsys
+    )
     assert code == 2 and "--device meta" in err and len(err.strip().splitlines()) == 1
 
 
 def test_eval_warning_is_one_line_without_a_source_path(models, capsys):
     (models / "odd.txt").write_text("the zebra sat\n", encoding="utf-8")
-    code, out, err = run(["eval", "--model", str(models / "ckpt"), "--data", str(models / "odd.txt")], capsys)
+    code, out, err = run_main(
+        ["eval", "--model", str(models / "ckpt"), "--data", str(models / "odd.txt")], capsys
+    )
     assert code == 0, err
     lines = err.strip().splitlines()
     assert lines and all(line.startswith("Warning: ") for line in lines), err
@@ -102,7 +100,7 @@ def test_warnings_style_is_restored_after_the_command(models, capsys):
     import warnings
 
     before = warnings.showwarning
-    run(["eval", "--model", str(models / "ckpt"), "--data", str(models / "test.txt")], capsys)
+    run_main(["eval", "--model", str(models / "ckpt"), "--data", str(models / "test.txt")], capsys)
     assert warnings.showwarning is before
 
 
@@ -123,13 +121,13 @@ def hf_dir(tmp_path_factory):
 @pytest.mark.parametrize("flag", ["--model", "--hf-model"])
 def test_transformers_directory_from_either_flag(models, hf_dir, command, flag, capsys):
     device = [] if command == "constraint" else ["--device", "cpu"]  # constraint runs no model
-    code, out, err = run([*args(command, models), flag, str(hf_dir), *device], capsys)
+    code, out, err = run_main([*args(command, models), flag, str(hf_dir), *device], capsys)
     assert code == 0, err
     assert "not a decodekit checkpoint" not in err and out.strip()
 
 
 def test_eval_of_a_transformers_model_scores_its_own_tokens(models, hf_dir, capsys):
-    code, out, err = run(
+    code, out, err = run_main(
         ["eval", "--model", str(hf_dir), "--data", str(models / "test.txt"), "--json"], capsys
     )
     assert code == 0, err

@@ -7,7 +7,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from decodekit.cli import _register, cli, main
+from decodekit.cli import _register, cli
+from tests.support.cli import run_main
 
 _register()
 
@@ -23,14 +24,6 @@ def corpus(tmp_path):
     for name, n in (("train.txt", 60), ("valid.txt", 9), ("test.txt", 6)):
         (d / name).write_text("\n".join(lines[:n]) + "\n", encoding="utf-8")
     return d
-
-
-def run_main(argv, capsys) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as e:
-        main(argv)
-        raise SystemExit(0)
-    out = capsys.readouterr()
-    return e.value.code, out.out, out.err
 
 
 TRAIN = [

@@ -11,15 +11,7 @@ import decodekit
 from decodekit.errors import ConfigError
 from decodekit.models.controls import Controlled
 from tests.support.exhaustive import SparseLM
-from tests.support.fakes import char_vocab
-
-
-def feed(model, tokens):
-    """Step ``model`` through ``tokens`` [N, T]: (the last log-probabilities, the state)."""
-    state = model.initial_state(tokens.shape[0])
-    for t in range(tokens.shape[1]):
-        logprobs, state = model.step(state, tokens[:, t])
-    return logprobs, state
+from tests.support.fakes import char_vocab, step_through
 
 
 def test_each_control_equals_transformers_processor_on_the_same_logprobs():
@@ -37,12 +29,12 @@ def test_each_control_equals_transformers_processor_on_the_same_logprobs():
     for options, processor in cases:
         wrapped = Controlled(model, **options)
         got, state = wrapped.prefill(wrapped.initial_state(2), history)  # the prompt: 6 tokens
-        inner, _ = feed(model, history)
+        inner, _ = step_through(model, history)
         want = torch.log_softmax(processor(history, inner.clone()), -1)
         assert torch.allclose(got, want, atol=1e-6), options
         nxt = torch.tensor([5, 9])
         got, _ = wrapped.step(state, nxt)
-        inner, _ = model.step(feed(model, history)[1], nxt)
+        inner, _ = model.step(step_through(model, history)[1], nxt)
         ids = torch.cat([history, nxt[:, None]], 1)
         want = torch.log_softmax(processor(ids, inner.clone()), -1)
         assert torch.allclose(got, want, atol=1e-6), options

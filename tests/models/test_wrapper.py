@@ -10,7 +10,7 @@ from decodekit.models import state as st
 from decodekit.models.base import prefill
 from decodekit.models.controls import Controlled
 from decodekit.models.suppress import Suppressed
-from tests.support.fakes import HistoryLM, word_vocab
+from tests.support.fakes import HistoryLM, step_through, word_vocab
 
 WRAPPERS = {
     "suppressed": lambda m: Suppressed(m, [2, 3]),
@@ -19,17 +19,10 @@ WRAPPERS = {
 TOKENS = torch.tensor([[0, 4, 5, 4], [0, 6, 4, 5]])  # [N, T]
 
 
-def stepped(model, tokens):
-    state = model.initial_state(tokens.shape[0])
-    for t in range(tokens.shape[1]):
-        logprobs, state = model.step(state, tokens[:, t])
-    return logprobs, state
-
-
 def test_the_prefill_default_steps_and_a_models_own_prefill_wins():
     model = HistoryLM(7, seed=1)
     got, _ = prefill(model, model.initial_state(2), TOKENS)
-    torch.testing.assert_close(got, stepped(model, TOKENS)[0], rtol=0, atol=0)
+    torch.testing.assert_close(got, step_through(model, TOKENS)[0], rtol=0, atol=0)
     model.prefill = lambda state, tokens: ("own", state)
     assert prefill(model, model.initial_state(2), TOKENS)[0] == "own"
 
@@ -37,7 +30,7 @@ def test_the_prefill_default_steps_and_a_models_own_prefill_wins():
 @pytest.mark.parametrize("name", sorted(WRAPPERS))
 def test_a_wrapper_of_a_bare_model_prefills_reorders_and_joins_like_stepping(name):
     wrapped = WRAPPERS[name](HistoryLM(7, seed=2))  # HistoryLM: step only
-    want, _ = stepped(wrapped, TOKENS)
+    want, _ = step_through(wrapped, TOKENS)
     got, state = wrapped.prefill(wrapped.initial_state(2), TOKENS)
     torch.testing.assert_close(got, want, rtol=0, atol=0)
     rows = torch.tensor([1, 1, 0])
@@ -46,7 +39,7 @@ def test_a_wrapper_of_a_bare_model_prefills_reorders_and_joins_like_stepping(nam
     nxt = torch.tensor([5, 6, 4])
     for s in (picked, joined):  # each row goes on as the row it was taken from
         lp, _ = wrapped.step(s, nxt)
-        again, _ = stepped(wrapped, torch.cat([TOKENS[rows], nxt[:, None]], 1))
+        again, _ = step_through(wrapped, torch.cat([TOKENS[rows], nxt[:, None]], 1))
         torch.testing.assert_close(lp, again, rtol=0, atol=0)
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from click.testing import CliRunner
 
 from decodekit.checkpoint import save_checkpoint
-from decodekit.cli import _register, cli
+from decodekit.cli import _register, cli, main
 from decodekit.models.lstm import LSTMLM, LSTMConfig
 from decodekit.vocab import WordVocab
 
@@ -36,3 +37,12 @@ def exit_and_stderr(capfd, *args) -> tuple[int, list[str]]:
     except SystemExit as e:
         code = e.code
     return code, capfd.readouterr().err.strip().splitlines()
+
+
+def run_main(argv, capsys) -> tuple[int, str, str]:
+    """``decodekit.cli.main(argv)`` (as the console script runs it): (exit code, stdout, stderr)."""
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+        raise SystemExit(0)
+    out = capsys.readouterr()
+    return e.value.code, out.out, out.err

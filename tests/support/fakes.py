@@ -63,6 +63,15 @@ class HistoryLM:
         return logprobs, (h, n + 1)
 
 
+def step_through(model, tokens):
+    """Step ``model`` from its initial state through ``tokens`` [N, T]: (the last log-probabilities
+    [N, V], the state)."""
+    state = model.initial_state(tokens.shape[0])
+    for t in range(tokens.shape[1]):
+        logprobs, state = model.step(state, tokens[:, t])
+    return logprobs, state
+
+
 def sequence_logprob(model, prompt, tokens) -> float:
     """Log-probability of ``tokens`` after ``prompt``, stepping one row (float64 sum)."""
     seq = ([model.bos_id] if model.bos_id is not None else []) + list(prompt)

@@ -27,13 +27,7 @@ from decodekit.locking import LockedError
 from decodekit.training import loop, resume, rundir
 from tests.support.fakes import held_by_another_process
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")

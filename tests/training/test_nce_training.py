@@ -22,12 +22,7 @@ VOCAB = WordVocab([f"w{i}" for i in range(V - 2)] + ["<unk>", "<eos>"])
 PROBS = torch.tensor([0.3, 0.6, 0.1])
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def chain_corpus() -> Corpus:
