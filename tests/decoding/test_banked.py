@@ -18,11 +18,17 @@ from decodekit import GenerationConfig, generate
 from decodekit.decoding import banked
 from decodekit.decoding.banked import banked_beam_search, default_search, fill_banks
 from decodekit.outputs import SearchTree
-from tests.decoding.test_constrained import small_vocab, spellable
-from tests.support.exhaustive import Oracle, SparseLM, assert_n_best, regexes
+from tests.support.exhaustive import (
+    ALPHAS,
+    Oracle,
+    SparseLM,
+    assert_n_best,
+    regexes,
+    small_vocab,
+    spellable,
+    wide_search_cases,
+)
 from tests.support.fakes import HistoryLM, TableLM, char_vocab
-
-ALPHAS = [-1.0, -0.5, 0.0, 0.5, 1.0, 2.0]
 
 
 @pytest.fixture(params=["whole", "lazy"])
@@ -35,16 +41,7 @@ def path(request, monkeypatch):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    pattern=regexes(),
-    seed=st.integers(0, 10_000),
-    max_length=st.integers(0, 3),
-    alpha=st.sampled_from(ALPHAS),
-    n_best=st.integers(1, 3),
-    eos=st.booleans(),
-    zeros=st.sampled_from([0.0, 0.3, 0.6]),
-    lazy=st.booleans(),
-)
+@given(**wide_search_cases(), lazy=st.booleans())
 def test_wide_banked_search_equals_exhaustive_search(
     pattern, seed, max_length, alpha, n_best, eos, zeros, lazy
 ):

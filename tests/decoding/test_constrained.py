@@ -9,14 +9,16 @@ from hypothesis import strategies as st
 import decodekit
 from decodekit.errors import ConstraintError
 from decodekit.vocab import Vocab
-from tests.support.exhaustive import Oracle, SparseLM, assert_n_best, regexes
+from tests.support.exhaustive import (
+    Oracle,
+    SparseLM,
+    assert_n_best,
+    regexes,
+    small_vocab,
+    spellable,
+    wide_search_cases,
+)
 from tests.support.fakes import HistoryLM, TableLM, all_completions, char_vocab, score
-
-TOKENS = ["a", "b", "ab", "ba", "bb"]
-
-
-def small_vocab(tokens=TOKENS):
-    return Vocab(["<unk>", "<eos>", *tokens], separator="", eos="<eos>", unk="<unk>")
 
 
 def text(vocab, tokens):
@@ -31,14 +33,6 @@ def matching_completions(model, prompt, pattern, max_length):
         for c in all_completions(model, prompt, max_length)
         if all(surfaces[x] is not None for x in c[0]) and regex.fullmatch(pattern, text(model.vocab, c[0]))
     ]
-
-
-def spellable(model, pattern, max_length):
-    try:
-        a = decodekit.compile_regex(pattern, model.vocab.surfaces(), model.eos_id)
-    except ConstraintError:
-        return False
-    return int(a.min_tokens_to_accept[0]) <= max_length
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -143,20 +137,8 @@ def test_unreachable_within_max_length_is_reported_before_decoding():
         decodekit.constrained_beam_search(model, [2], "a{10}", 2, 3)
 
 
-ALPHAS = [-1.0, -0.5, 0.0, 0.5, 1.0, 2.0]
-
-
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    pattern=regexes(),
-    seed=st.integers(0, 10_000),
-    max_length=st.integers(0, 3),
-    alpha=st.sampled_from(ALPHAS),
-    n_best=st.integers(1, 3),
-    eos=st.booleans(),
-    zeros=st.sampled_from([0.0, 0.3, 0.6]),
-    search=st.sampled_from(["masked", "anderson"]),
-)
+@given(**wide_search_cases(), search=st.sampled_from(["masked", "anderson"]))
 def test_wide_constrained_searches_equal_exhaustive_search_with_zero_probability_tokens(
     pattern, seed, max_length, alpha, n_best, eos, zeros, search
 ):

@@ -183,3 +183,39 @@ def regexes():
 
 def approx(x):
     return pytest.approx(x, abs=1e-4, rel=1e-5)
+
+
+TOKENS = ["a", "b", "ab", "ba", "bb"]
+ALPHAS = [-1.0, -0.5, 0.0, 0.5, 1.0, 2.0]  # length penalties of every sign
+
+
+def small_vocab(tokens=TOKENS) -> Vocab:
+    """``<unk>``, ``<eos>`` and ``tokens``, joined without a separator."""
+    return Vocab(["<unk>", "<eos>", *tokens], separator="", eos="<eos>", unk="<unk>")
+
+
+def spellable(model, pattern: str, max_length: int) -> bool:
+    """Whether some token sequence of at most ``max_length`` tokens of ``model.vocab`` matches."""
+    from decodekit import compile_regex
+    from decodekit.errors import ConstraintError
+
+    try:
+        a = compile_regex(pattern, model.vocab.surfaces(), model.eos_id)
+    except ConstraintError:
+        return False
+    return int(a.min_tokens_to_accept[0]) <= max_length
+
+
+def wide_search_cases() -> dict:
+    """The hypothesis arguments of the wide-beam tests against exhaustive search: a regex, a
+    SparseLM seed, max_length 0-3, a length penalty, n_best, EOS or not, a share of zero-probability
+    tokens."""
+    return {
+        "pattern": regexes(),
+        "seed": st.integers(0, 10_000),
+        "max_length": st.integers(0, 3),
+        "alpha": st.sampled_from(ALPHAS),
+        "n_best": st.integers(1, 3),
+        "eos": st.booleans(),
+        "zeros": st.sampled_from([0.0, 0.3, 0.6]),
+    }

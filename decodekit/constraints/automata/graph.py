@@ -13,6 +13,12 @@ WIDE = 16  # ... and any level reaching at least 1/WIDE of the states
 DEDUPE_PAIRS = 1 << 20  # states^2 up to which parallel edges are merged first (a bitmap of pairs)
 
 
+def spans(lo: np.ndarray, counts: np.ndarray, total: int) -> np.ndarray:
+    """[total] the positions ``lo[i] .. lo[i] + counts[i] - 1`` of every i, concatenated in
+    order (``total = counts.sum()``): the children of a frontier in a CSR layout."""
+    return np.repeat(lo - (np.cumsum(counts) - counts), counts) + np.arange(total)
+
+
 def reverse_distances(src: np.ndarray, dst: np.ndarray, targets: np.ndarray, num_states: int) -> np.ndarray:
     """Shortest number of edges from each state to a target state (-1 if none).
 
@@ -70,9 +76,7 @@ def reverse_distances(src: np.ndarray, dst: np.ndarray, targets: np.ndarray, num
         total = int(counts.sum())
         if not total:
             break
-        # the predecessors of every frontier state: positions lo[i] .. lo[i] + counts[i] - 1
-        offsets = np.repeat(lo - (np.cumsum(counts) - counts), counts) + np.arange(total)
-        cand = preds[offsets]
+        cand = preds[spans(lo, counts, total)]  # the predecessors of every frontier state
         cand = np.unique(cand[dist[cand] < 0])
         dist[cand] = level
         frontier = cand

@@ -32,6 +32,7 @@ import functools
 import re
 from typing import NamedTuple
 
+from decodekit.constraints.syntax.charsets import gaps
 from decodekit.errors import ConstraintError
 
 BMP = 0x10000
@@ -92,14 +93,7 @@ def _union(*sets) -> tuple:
 
 def _complement(s: tuple) -> tuple:
     """Within the BMP without surrogates."""
-    out, at = [], 0
-    for a, b in s:
-        if a > at:
-            out.append((at, a - 1))
-        at = b + 1
-    if at < BMP:
-        out.append((at, BMP - 1))
-    return _cut(tuple(out))
+    return _cut(tuple(gaps(s, BMP)))
 
 
 def _cut(s: tuple) -> tuple:

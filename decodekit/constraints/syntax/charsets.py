@@ -95,14 +95,16 @@ def merge(intervals):
     return out
 
 
-def gaps(merged):
+def gaps(merged, end: int = CODE_POINTS) -> list[tuple[int, int]]:
+    """The ranges of code points below ``end`` that the sorted, disjoint ranges ``merged`` leave
+    out."""
     out, prev = [], 0
     for lo, hi in merged:
         if lo > prev:
             out.append((prev, lo - 1))
         prev = hi + 1
-    if prev < CODE_POINTS:
-        out.append((prev, CODE_POINTS - 1))
+    if prev < end:
+        out.append((prev, end - 1))
     return out
 
 

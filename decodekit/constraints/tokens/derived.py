@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from decodekit.constraints.automata.derivatives import CAT, OR, REP, SET, CharLevel, Expr
+from decodekit.constraints.automata.graph import spans
 from decodekit.constraints.automata.lazybytes import UNKNOWN, LazyBytes
 from decodekit.constraints.tokens.lazy import LazyTokenAutomaton
 from decodekit.constraints.tokens.trie import EncodedVocab, as_bytes
@@ -181,7 +182,7 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
             total = int(counts.sum())
             if not total:
                 break
-            child = np.repeat(lo - (np.cumsum(counts) - counts), counts) + np.arange(total)
+            child = spans(lo, counts, total)
             src = np.repeat(state, counts)
             codes = enc.byte[d - 1][child]
             nxt = lb.table[src, codes]

@@ -18,6 +18,7 @@ from decodekit.constraints.automata.graph import (
     distinct_columns,
     minimize_with_blocks,
     reverse_distances,
+    spans,
 )
 from decodekit.constraints.automata.utf8 import ByteDFA
 from decodekit.constraints.tokens.trie import EncodedVocab
@@ -151,7 +152,7 @@ def walk_one(start: int, enc: EncodedVocab, lut: np.ndarray, flat: np.ndarray, d
             if not total:
                 break
             if total * SPARSE_WALK < width:
-                child = np.repeat(lo - (np.cumsum(counts) - counts), counts) + np.arange(total)
+                child = spans(lo, counts, total)
                 step = flat[np.repeat(state, counts) + lut[enc.byte[d - 1][child]]]
                 keep = np.flatnonzero(step < dead)
                 if not len(keep):
