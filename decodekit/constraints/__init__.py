@@ -18,6 +18,7 @@ _LAZY = {  # public name -> its module
     "Laziness": "decodekit.constraints.build",
     "LazyTokenAutomaton": "decodekit.constraints.tokens.lazy",
     "StateTables": "decodekit.constraints.tokens.interface",
+    "Transitions": "decodekit.constraints.tokens.interface",
     "TokenAutomaton": "decodekit.constraints.tokens.automaton",
     "TokenConstraint": "decodekit.constraints.tokens.interface",
     "anderson_automaton": "decodekit.constraints.compile",

@@ -106,12 +106,40 @@ def check_logprobs(logprobs: torch.Tensor, rows: int, vocab_size: int, step: int
         )
 
 
+def _for_states(constraint: Any, model: LanguageModel, exclude: Any) -> TokenConstraint:
+    """What one beam per automaton state runs on: the whole automaton (``anderson_automaton``);
+    where that is refused for size, or a lazy automaton is given, a lazy automaton whose masks
+    are :attr:`~decodekit.constraints.TokenConstraint.exact` (every byte a token by itself, no
+    separator: ``Laziness.MASKED``), searched over the states it reaches, so its results are the
+    whole automaton's. Otherwise the size refusal, which names the masked searches."""
+    from decodekit.constraints import ConstraintError, Laziness, Transitions, anderson_automaton, as_automaton
+    from decodekit.constraints.compile import ANDERSON_HINT
+    from decodekit.constraints.tokens.interface import StateTables, provides
+
+    given = provides(constraint, TokenConstraint) and not provides(constraint, StateTables)
+    if given and provides(constraint, Transitions) and constraint.exact:
+        return as_automaton(constraint, model, exclude=exclude)
+    try:
+        return anderson_automaton(constraint, model, exclude=exclude)
+    except ConstraintError as refused:
+        if given or ANDERSON_HINT not in str(refused):
+            raise
+        try:
+            lazy = as_automaton(constraint, model, exclude=exclude, lazy=Laziness.MASKED)
+        except ConstraintError:
+            lazy = None
+        if lazy is None or not (provides(lazy, StateTables) or provides(lazy, Transitions) and lazy.exact):
+            raise
+        return lazy
+
+
 def compile_constraint(settings: Any, needs: str, model: LanguageModel) -> TokenConstraint | None:
     """The planning step above the loop, the one place a constraint meets a model:
     ``settings.constraint`` (a regex, a list of them, a compiled constraint, or None) and
     ``settings.exclude`` compiled once for ``model`` as the strategy ``needs`` (``"states"``: a
-    :class:`~decodekit.constraints.StateTables`, built whole for one beam per state, a size
-    refusal naming the masked searches; ``"masks"``: a
+    :class:`~decodekit.constraints.StateTables`, built whole for one beam per state, or where that
+    is refused for size an exact lazy :class:`~decodekit.constraints.Transitions` (one beam per
+    state reached: :func:`_for_states`); ``"masks"``: a
     :class:`~decodekit.constraints.TokenConstraint`, as
     :meth:`Laziness.for_masks <decodekit.constraints.Laziness.for_masks>` says for the model's
     device), on the model's device; None without a constraint.
@@ -120,11 +148,11 @@ def compile_constraint(settings: Any, needs: str, model: LanguageModel) -> Token
     constraint, exclude, max_length = settings.constraint, settings.exclude, settings.max_length
     if constraint is None and not exclude:
         return None
-    from decodekit.constraints import Laziness, anderson_automaton, as_automaton
+    from decodekit.constraints import Laziness, as_automaton
 
     device = model_device(model)
     if needs == "states":
-        automaton = anderson_automaton(constraint, model, exclude=exclude)
+        automaton = _for_states(constraint, model, exclude)
     else:
         automaton = as_automaton(constraint, model, exclude=exclude, lazy=Laziness.for_masks(device))
     if automaton.fits(max_length):
