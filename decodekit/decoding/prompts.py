@@ -108,16 +108,16 @@ def check_logprobs(logprobs: torch.Tensor, rows: int, vocab_size: int, step: int
 
 def _for_states(constraint: Any, model: LanguageModel, exclude: Any) -> TokenConstraint:
     """What one beam per automaton state runs on: the whole automaton (``anderson_automaton``);
-    where that is refused for size, or a lazy automaton is given, a lazy automaton whose masks
-    are :attr:`~decodekit.constraints.TokenConstraint.exact` (every byte a token by itself, no
-    separator: ``Laziness.MASKED``), searched over the states it reaches, so its results are the
-    whole automaton's. Otherwise the size refusal, which names the masked searches."""
-    from decodekit.constraints import ConstraintError, Laziness, Transitions, anderson_automaton, as_automaton
+    where that is refused for size, or a lazy automaton is given, a lazy automaton
+    (``Laziness.MASKED``) whose masks are the whole automaton's (``exact_rows``: no separator,
+    every byte a token by itself; near the length limit too when ``exact``), searched over the
+    states it reaches. Otherwise the size refusal, which names the masked searches."""
+    from decodekit.constraints import ConstraintError, Laziness, anderson_automaton, as_automaton
     from decodekit.constraints.compile import ANDERSON_HINT
     from decodekit.constraints.tokens.interface import StateTables, provides
 
     given = provides(constraint, TokenConstraint) and not provides(constraint, StateTables)
-    if given and provides(constraint, Transitions) and constraint.exact:
+    if given and _searchable(constraint):
         return as_automaton(constraint, model, exclude=exclude)
     try:
         return anderson_automaton(constraint, model, exclude=exclude)
@@ -128,9 +128,18 @@ def _for_states(constraint: Any, model: LanguageModel, exclude: Any) -> TokenCon
             lazy = as_automaton(constraint, model, exclude=exclude, lazy=Laziness.MASKED)
         except ConstraintError:
             lazy = None
-        if lazy is None or not (provides(lazy, StateTables) or provides(lazy, Transitions) and lazy.exact):
+        if lazy is None or not (provides(lazy, StateTables) or _searchable(lazy)):
             raise
         return lazy
+
+
+def _searchable(automaton: Any) -> bool:
+    """Whether Anderson-style search over the states it reaches may run on this lazy automaton."""
+    from decodekit.constraints import Transitions
+    from decodekit.constraints.tokens.interface import provides
+
+    rows = getattr(automaton, "exact_rows", False)
+    return provides(automaton, Transitions) and (rows is True or automaton.exact)
 
 
 def compile_constraint(settings: Any, needs: str, model: LanguageModel) -> TokenConstraint | None:

@@ -78,6 +78,7 @@ class _Shared:
         exact: Callable[[], Lifted | None] | None,
     ) -> None:
         self.enc, self.tokens = enc, tokens
+        self.bytewise = False  # bound is the fewest bytes, each a token: the static rows are exact
         num_byte, width = dfa.table.shape
         steps = byte_table(dfa, separator.encode("utf-8"))  # premultiplied, as lift's
         flat, lut, start = steps.flat, steps.lut, steps.start
@@ -93,6 +94,7 @@ class _Shared:
             not separator and np.isin(np.flatnonzero((dfa.table >= 0).any(axis=0)), kinds).all()
         ):  # every byte a token:
             bound = byte_dist  # tokens needed = bytes
+            self.bytewise = True
         else:  # the candidate graph of single-byte tokens: c -> 1 + q' (upper bound on tokens needed)
             src = np.repeat(np.arange(num_byte + 1), len(kinds))
             dst = flat[(start[:, None] + kinds[None, :]).reshape(-1)] // width
@@ -180,6 +182,15 @@ class LazyTokenAutomaton:
         tokens contain is a token by itself (no separator), and near the length limit the whole
         automaton, built once on first need, gives the fewest tokens to acceptance."""
         return self._shared.build is not None or self._shared.need is not None
+
+    @property
+    def exact_rows(self) -> bool:
+        """Whether the masks equal the whole automaton's wherever the length budget leaves every
+        state's fewest tokens to acceptance in reach (no separator, every byte the pattern reads
+        a token by itself: then a token is allowed iff a match can still follow); near the limit
+        they may mask more unless :attr:`exact`. What Anderson-style search over the states it
+        reaches needs of a lazy automaton."""
+        return self._shared.bytewise
 
     @property
     def shortest(self) -> int:
