@@ -106,18 +106,19 @@ def check_logprobs(logprobs: torch.Tensor, rows: int, vocab_size: int, step: int
         )
 
 
-def _for_states(constraint: Any, model: LanguageModel, exclude: Any) -> TokenConstraint:
+def _for_states(constraint: Any, model: LanguageModel, exclude: Any, max_length: int) -> TokenConstraint:
     """What one beam per automaton state runs on: the whole automaton (``anderson_automaton``);
-    where that is refused for size, or a lazy automaton is given, a lazy automaton
-    (``Laziness.MASKED``) whose masks are the whole automaton's (``exact_rows``: no separator,
-    every byte a token by itself; near the length limit too when ``exact``), searched over the
-    states it reaches. Otherwise the size refusal, which names the masked searches."""
-    from decodekit.constraints import ConstraintError, Laziness, anderson_automaton, as_automaton
+    a lazy automaton given whose masks are the whole automaton's (``exact``); where the whole
+    automaton is refused for size, the lazy one (``Laziness.MASKED``) if its static rows are the
+    whole automaton's (``exact_rows``: no separator, every byte a token by itself; near the length
+    limit its bound may mask more unless ``exact``) and a match fits in ``max_length``: both
+    searched over the states they reach. Otherwise the size refusal, naming the masked searches."""
+    from decodekit.constraints import ConstraintError, Laziness, Transitions, anderson_automaton, as_automaton
     from decodekit.constraints.compile import ANDERSON_HINT
     from decodekit.constraints.tokens.interface import StateTables, provides
 
     given = provides(constraint, TokenConstraint) and not provides(constraint, StateTables)
-    if given and _searchable(constraint):
+    if given and provides(constraint, Transitions) and constraint.exact:
         return as_automaton(constraint, model, exclude=exclude)
     try:
         return anderson_automaton(constraint, model, exclude=exclude)
@@ -128,18 +129,15 @@ def _for_states(constraint: Any, model: LanguageModel, exclude: Any) -> TokenCon
             lazy = as_automaton(constraint, model, exclude=exclude, lazy=Laziness.MASKED)
         except ConstraintError:
             lazy = None
-        if lazy is None or not (provides(lazy, StateTables) or _searchable(lazy)):
+        if provides(lazy, StateTables):
+            return lazy
+        if lazy is None or not (provides(lazy, Transitions) and getattr(lazy, "exact_rows", False)):
             raise
+        if not lazy.fits(max_length):
+            raise ConstraintError(
+                f"{refused}; built on first visit, it has no match within max_length={max_length}"
+            ) from None
         return lazy
-
-
-def _searchable(automaton: Any) -> bool:
-    """Whether Anderson-style search over the states it reaches may run on this lazy automaton."""
-    from decodekit.constraints import Transitions
-    from decodekit.constraints.tokens.interface import provides
-
-    rows = getattr(automaton, "exact_rows", False)
-    return provides(automaton, Transitions) and (rows is True or automaton.exact)
 
 
 def compile_constraint(settings: Any, needs: str, model: LanguageModel) -> TokenConstraint | None:
@@ -161,7 +159,7 @@ def compile_constraint(settings: Any, needs: str, model: LanguageModel) -> Token
 
     device = model_device(model)
     if needs == "states":
-        automaton = _for_states(constraint, model, exclude)
+        automaton = _for_states(constraint, model, exclude, max_length)
     else:
         automaton = as_automaton(constraint, model, exclude=exclude, lazy=Laziness.for_masks(device))
     if automaton.fits(max_length):

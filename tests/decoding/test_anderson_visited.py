@@ -16,7 +16,7 @@ import decodekit
 from decodekit import GenerationConfig, compile_regex, generate
 from decodekit.constraints import Laziness, LazyTokenAutomaton, TokenAutomaton, clear_cache
 from decodekit.constraints.tokens import lift
-from decodekit.decoding.beam import ANDERSON, ANDERSON_VISITED
+from decodekit.decoding.beam import ANDERSON, ANDERSON_GRID, ANDERSON_VISITED
 from decodekit.decoding.search import run
 from decodekit.decoding.strategies import Settings
 from decodekit.memory import ResourceError
@@ -69,7 +69,7 @@ def test_visited_states_equal_the_dense_grid_and_exhaustive_search(
     dense = compile_regex(pattern, vocab.surfaces(), eos_id, vocab.separator)
     lazy = _exact_lazy(vocab, pattern, eos_id)
     for width in (beam, len(vocab) ** max_length):
-        grid = search(model, [2], dense, ANDERSON, width, max_length, alpha, n_best)
+        grid = search(model, [2], dense, ANDERSON_GRID, width, max_length, alpha, n_best)
         same(search(model, [2], dense, ANDERSON_VISITED, width, max_length, alpha, n_best), grid)
         same(search(model, [2], lazy, ANDERSON, width, max_length, alpha, n_best), grid)
     assert_n_best(grid, Oracle(model, [2], max_length, pattern), alpha, n_best)
@@ -89,11 +89,30 @@ def test_visited_states_equal_the_dense_grid_on_every_model(name):
     automaton = compile_regex(pattern, VOCAB.surfaces(), model.eos_id, VOCAB.separator)
     prompts = [[2, 3], [4], [2, 5, 6]]
     for alpha in (-0.5, 1.0):
-        grid = search(model, prompts, automaton, ANDERSON, 3, 5, alpha, 2)
+        grid = search(model, prompts, automaton, ANDERSON_GRID, 3, 5, alpha, 2)
         visited = search(model, prompts, automaton, ANDERSON_VISITED, 3, 5, alpha, 2)
         for a, b in zip(visited, grid):
             same(a, b)
             assert all(regex.fullmatch(pattern, VOCAB.decode(h.tokens)) for h in a)
+
+
+def test_large_whole_automata_run_over_the_states_reached_with_the_grid_s_results():
+    """From GRID_STATES states on, Anderson-style search on the whole automaton keeps one beam per
+    state reached (fewer rows) and returns the grid's results."""
+    from decodekit.decoding.beam import GRID_STATES
+
+    vocab = vocab_of(["a", "b", "ab", "ba"])
+    model = SparseLM(len(vocab), 4, 0.2, bos_id=1, eos_id=1, vocab=vocab)
+    pattern = "(a|b){3,90}"
+    dense = compile_regex(pattern, vocab.surfaces(), model.eos_id, vocab.separator)
+    assert dense.num_states >= GRID_STATES
+    rows = {}
+    for strategy in (ANDERSON_GRID, ANDERSON):
+        seen = rows[strategy.start] = []
+        s = Settings(strategy, 12, dense, beam_size=2, length_penalty=0.5, n_best=3)
+        rows[strategy] = run(model, [2], s, observe=lambda sel, seen=seen: seen.append(sel.logprob.numel()))
+    same(rows[ANDERSON], rows[ANDERSON_GRID])
+    assert max(rows[ANDERSON.start]) < min(rows[ANDERSON_GRID.start])
 
 
 BYTES = [chr(c) for c in range(ord("a"), ord("f"))]  # a..e, each a token by itself
