@@ -10,8 +10,9 @@ a gather of [rows, V]), beam K = ``--beam``, ``--max-length`` tokens, CPU, one t
   S x K rows at every step; what ``constrained_beam_search`` ran before, and still runs below
   ``beam.GRID_STATES`` states);
 * ``visited``: the same automaton, one beam per state reached (``ANDERSON_VISITED``);
-* ``lazy``: what ``constrained_beam_search`` does where the whole automaton is refused for size:
-  the lazy automaton (``lazy="masked"``), one beam per state reached.
+* ``default``: what the plan step (``decoding.prompts._for_states``) gives Anderson-style search
+  for the pattern string: the whole automaton, or where that is refused for size the lazy one,
+  one beam per state reached (then ``states`` reads "lazy"; ``compile`` includes the refusal).
 
 Reported: compile (pattern -> automaton), search CPU time, steps, rows per step (mean, max),
 time per step, peak RSS, and whether the three give the same hypotheses. Run:
@@ -36,18 +37,35 @@ PATTERNS = [
     r".*\bmarket\b.*",
     r"\d{3}-\d{4}|x{3000}",  # refused whole: 3,000 states x 50,000 tokens over the table limit
 ]
-VARIANTS = ["grid", "visited", "lazy"]
+VARIANTS = ["grid", "visited", "default"]
 # a pattern refused whole whose other branch cannot end within max_length: its results should be
 # the grid's on the small pattern
 PAIRS = {r"\d{3}-\d{4}|x{3000}": r"\d{3}-\d{4}"}
 
 
+class BytesVocab:
+    """The token bytes as a model's ``vocab`` (what the plan step compiles a pattern string against)."""
+
+    def __init__(self, tokens, eos_id: int):
+        self.tokens, self.eos_id, self.separator = tuple(tokens), eos_id, ""
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def surface_bytes(self):
+        return self.tokens
+
+    surfaces = surface_bytes
+
+
 class HashLM:
     """Log-probabilities ``table[hash(history) % 64]`` ([64, V] random log-softmax), no EOS bias."""
 
-    def __init__(self, vocab_size: int, eos_id: int, seed: int = 0):
+    def __init__(self, vocab_size: int, eos_id: int, seed: int = 0, eos_bonus: float = 0.0):
         g = torch.Generator().manual_seed(seed)
-        self.table = (3.0 * torch.randn(64, vocab_size, generator=g)).log_softmax(-1)
+        logits = 3.0 * torch.randn(64, vocab_size, generator=g)
+        logits[:, eos_id] += eos_bonus
+        self.table = logits.log_softmax(-1)
         self.vocab_size, self.eos_id, self.bos_id, self.vocab = vocab_size, eos_id, eos_id, None
 
     def initial_state(self, batch_size: int):
@@ -63,32 +81,37 @@ def child(args) -> None:
 
     from decodekit.constraints import compile_regex
     from decodekit.decoding.beam import ANDERSON, ANDERSON_GRID, ANDERSON_VISITED
-    from decodekit.decoding.search import run
+    from decodekit.decoding.prompts import _for_states
+    from decodekit.decoding.search import Search, decode
     from decodekit.decoding.strategies import Settings
 
     torch.set_num_threads(1)
     _, _, tokens, eos = byte_bpe(args.data, 50_000, cache=args.cache, verbose=False)
-    model = HashLM(len(tokens), eos)
+    model = HashLM(len(tokens), eos, eos_bonus=args.eos_bonus)
+    model.vocab = BytesVocab(tokens, eos)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out = {"pattern": args.pattern, "variant": args.variant, "base_mb": base}
     t0 = time.process_time()
     try:
-        automaton = compile_regex(
-            args.pattern, tokens, eos, "", lazy="masked" if args.variant == "lazy" else False
-        )
+        if args.variant == "default":  # what the plan step gives Anderson-style search for the pattern
+            automaton = _for_states(args.pattern, model, (), args.max_length)
+        else:
+            automaton = compile_regex(args.pattern, tokens, eos, "", lazy=False)
     except Exception as e:  # the size refusal of the whole automaton
         out["error"] = str(e).split(". ")[0][:120]
         print(json.dumps(out))
         return
     out["compile_s"] = time.process_time() - t0
     out["states"] = getattr(automaton, "num_states", None)
-    strategy = {"grid": ANDERSON_GRID, "visited": ANDERSON_VISITED, "lazy": ANDERSON}[args.variant]
+    strategy = {"grid": ANDERSON_GRID, "visited": ANDERSON_VISITED, "default": ANDERSON}[args.variant]
     settings = Settings(
         strategy, args.max_length, automaton, beam_size=args.beam, length_penalty=1.0, n_best=2
     )
     rows: list[int] = []
     t0 = time.process_time()
-    hyps = run(model, [[]], settings, observe=lambda sel: rows.append(sel.logprob.numel()))[0]
+    with torch.inference_mode():
+        search = Search(model, strategy, settings, automaton)
+        hyps = decode(search, [[]], None, lambda sel: rows.append(sel.logprob.numel()))[0]
     out["search_s"] = time.process_time() - t0
     out.update(steps=len(rows), rows_mean=sum(rows) / max(len(rows), 1), rows_max=max(rows, default=0))
     out["per_step_ms"] = 1000 * out["search_s"] / max(len(rows), 1)
@@ -103,6 +126,7 @@ def main(argv=None) -> None:
     ap.add_argument("--cache", type=Path, default=Path("runs/byte-bpe"))
     ap.add_argument("--beam", type=int, default=2)
     ap.add_argument("--max-length", type=int, default=8)
+    ap.add_argument("--eos-bonus", type=float, default=0.0, help="added to EOS's logit: searches end early")
     ap.add_argument("--patterns", nargs="+", default=PATTERNS)
     ap.add_argument("--variants", nargs="+", default=VARIANTS, choices=VARIANTS)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -123,7 +147,14 @@ def main(argv=None) -> None:
         for variant in args.variants:
             cmd = [sys.executable, __file__, "--child", "--pattern", pattern, "--variant", variant]
             cmd += ["--data", str(args.data), "--cache", str(args.cache)]
-            cmd += ["--beam", str(args.beam), "--max-length", str(args.max_length)]
+            cmd += [
+                "--beam",
+                str(args.beam),
+                "--max-length",
+                str(args.max_length),
+                "--eos-bonus",
+                str(args.eos_bonus),
+            ]
             done = subprocess.run(cmd, capture_output=True, text=True)
             if done.returncode:
                 results.append({"variant": variant, "error": done.stderr.strip().splitlines()[-1][:120]})
@@ -144,8 +175,8 @@ def main(argv=None) -> None:
             )
 
     for big, small in PAIRS.items():
-        if (big, "lazy") in found and (small, "grid") in found:
-            same = found[big, "lazy"] == found[small, "grid"]
+        if (big, "default") in found and (small, "grid") in found:
+            same = found[big, "default"] == found[small, "grid"]
             print(f"\n`{big}` over the states it reaches == the grid on `{small}`: {same}")
 
 

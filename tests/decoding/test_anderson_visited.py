@@ -45,11 +45,11 @@ def spellable(vocab, pattern, max_length) -> bool:
 
 
 @pytest.mark.filterwarnings("ignore:the search returned")
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     pattern=regexes(),
     seed=st.integers(0, 10_000),
-    max_length=st.integers(0, 4),
+    max_length=st.integers(0, 3),
     alpha=st.sampled_from(ALPHAS),
     n_best=st.integers(1, 3),
     beam=st.integers(1, 3),
