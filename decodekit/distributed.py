@@ -26,6 +26,11 @@ def init(device: torch.device | None = None) -> tuple[int, int]:
     return rank, size
 
 
+def joined() -> bool:
+    """Whether this process is in a process group already."""
+    return dist.is_available() and dist.is_initialized()
+
+
 def barrier() -> None:
     if dist.is_available() and dist.is_initialized():
         dist.barrier()

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from decodekit.checks import at_least, one_of, real, require, shown
+from decodekit.decoding.banked import default_search
 from decodekit.decoding.prompts import compile_constraint
 from decodekit.decoding.search import run
 from decodekit.decoding.strategies import STRATEGIES, Settings
@@ -140,11 +141,14 @@ class GenerationConfig(Settings):
             require(ok, f"constraint must be a regex string or a non-empty list of them, got {shown(c)}")
             object.__setattr__(self, "constraint", c[0] if len(c) == 1 else tuple(c))
         elif c is not None and not isinstance(c, str):
+            from decodekit.constraints.automata.derivatives import Pattern
             from decodekit.constraints.tokens.interface import provides
 
-            ok = provides(c)  # a compiled TokenConstraint
+            ok = isinstance(c, Pattern) or provides(c)  # an expression, or a compiled TokenConstraint
             require(
-                ok, f"constraint must be a regex string or null, got {shown(c)} (or a list of regex strings)"
+                ok,
+                f"constraint must be a regex string or null, got {shown(c)} "
+                "(or a list of regex strings, a Pattern expression or a compiled automaton)",
             )
         x = (x,) if isinstance(x, str) else x
         ok = isinstance(x, (list, tuple)) and all(isinstance(p, str) for p in x)
@@ -153,7 +157,8 @@ class GenerationConfig(Settings):
         if x and c is not None:
             require(
                 isinstance(self.constraint, (str, tuple)),
-                "exclude cannot be added to a compiled TokenAutomaton constraint: compile them together",
+                "exclude cannot be added to a compiled TokenAutomaton or a Pattern constraint: compile them "
+                "together (a Pattern: write it with & ~Pattern(...))",
             )
 
     def replace(self, **changes: Any) -> GenerationConfig:
@@ -261,10 +266,11 @@ def generate(
     *,
     max_memory: int | str | None = None,
     record: SearchTree | None = None,
+    observe: Any = None,
     **options: Any,
 ) -> list[Hypothesis] | list[list[Hypothesis]]:
     """Run the configured strategy on one prompt or a batch (one ``step`` call per time step for
-    the whole batch).
+    the whole batch; ``observe(selection)`` after each step, as :func:`~.decoding.search.run`).
 
     ``prompts``: text (encoded by ``model.vocab``), token ids, a 1-D tensor (one prompt), or a
     list of texts / of id lists, or a 2-D tensor (a batch). ``config`` (default
@@ -282,8 +288,9 @@ def generate(
     prompts, single = as_prompts(model, prompts)
     if not prompts:
         return []
+    config = default_search(model, config)  # under a constraint: the grid, or banked where it is large
     model = _checked(model, prompts, config, max_memory)
-    out = run(model, prompts, config, record=record, max_memory=max_memory)
+    out = run(model, prompts, config, record=record, max_memory=max_memory, observe=observe)
     return out[0] if single else out
 
 

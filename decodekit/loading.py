@@ -16,6 +16,8 @@ A spec is one of (checked in this order):
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,41 @@ from decodekit.errors import CheckpointError, ConfigError
 
 PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
 DEFAULT_MODEL = "ptb-lstm"
-KINDS = (None, "checkpoint", "hf", "arpa")
+
+
+@dataclass(frozen=True)
+class Loader:
+    """How one kind of model is loaded: ``load(path, device) -> model`` (eval mode, float32)."""
+
+    what: str  # what such a path holds, for messages: "a decodekit checkpoint"
+    load: Callable[[Path, Any], Any]
+
+
+def _checkpoint(path: Path, device: Any) -> Any:
+    from decodekit.checkpoint import load_checkpoint
+
+    return load_checkpoint(path, device=device)
+
+
+def _hf(path: Path, device: Any) -> Any:
+    from decodekit.models.hf import load_hf
+
+    return load_hf(path, device=device)
+
+
+def _arpa(path: Path, device: Any) -> Any:
+    from decodekit.models.arpa_cache import load_arpa
+
+    return load_arpa(path).to(device or "cpu")
+
+
+# kind (what model_kind tells a path holds) -> its loader; the imports happen on first use
+LOADERS: dict[str, Loader] = {
+    "checkpoint": Loader("a decodekit checkpoint", _checkpoint),
+    "hf": Loader("a transformers model", _hf),
+    "arpa": Loader("an ARPA file", _arpa),
+}
+KINDS = (None, *LOADERS)
 _EXPECTED = "a checkpoint directory, a transformers model directory, an ARPA file or a bundled model name"
 
 
@@ -86,32 +122,17 @@ def load_model(spec: str | Path | None = None, device: Any = None, *, kind: str 
     """
     if kind not in KINDS:
         raise ConfigError(f"kind must be one of {KINDS}, got {kind!r}")
-    if kind == "hf":
-        from decodekit.models.hf import load_hf
-
-        return load_hf(spec, device=device)
+    if kind == "hf":  # a transformers directory, or what load_hf says of it
+        return LOADERS["hf"].load(spec, device)
     path = _resolve(spec)
     found = model_kind(path)
     if kind is not None and found is not None and found != kind:
-        raise CheckpointError(f"{spec} holds {_NAMES[found]}, not {_NAMES[kind]}")
-    if found == "hf":
-        from decodekit.models.hf import load_hf
-
-        return load_hf(path, device=device)
-    if found == "arpa":
-        from decodekit.models.arpa_cache import load_arpa
-
-        return load_arpa(path).to(device or "cpu")
-    if path.is_dir() and found is None:
+        raise CheckpointError(f"{spec} holds {LOADERS[found].what}, not {LOADERS[kind].what}")
+    if found is None and path.is_dir():
         raise CheckpointError(f"{spec} is not a model: config.json is missing (expected {_EXPECTED})")
-    if not path.is_dir():
+    if found is None:
         raise CheckpointError(f"model {spec} is a file but not an ARPA file (expected {_EXPECTED})")
-    from decodekit.checkpoint import load_checkpoint
-
-    return load_checkpoint(path, device=device)
-
-
-_NAMES = {"checkpoint": "a decodekit checkpoint", "hf": "a transformers model", "arpa": "an ARPA file"}
+    return LOADERS[found].load(path, device)
 
 
 def _resolve(spec: str | Path | None) -> Path:

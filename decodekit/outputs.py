@@ -1,4 +1,6 @@
-"""Decoding results: plain dataclasses and their rendering to text / JSON / Graphviz DOT."""
+"""What one search returns, in memory: :class:`Hypothesis` (a continuation) and :class:`SearchTree`
+(the search drawn), plain dataclasses and their rendering to text / JSON / Graphviz DOT. A job's
+records on disk are :mod:`decodekit.result_file`."""
 
 from __future__ import annotations
 

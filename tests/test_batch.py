@@ -7,7 +7,7 @@ import decodekit
 import decodekit.memory
 from decodekit.batch import generate_jsonl
 from decodekit.generation import GenerationConfig, generate
-from tests.fakes import HistoryLM, word_vocab
+from tests.support.fakes import HistoryLM, word_vocab
 
 WORDS = ["the", "company", "said", "profit", "rose"]
 

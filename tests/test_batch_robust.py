@@ -14,8 +14,8 @@ from decodekit.errors import DecodekitError
 from decodekit.generation import GenerationConfig
 from decodekit.models.lstm import LSTMLM, LSTMConfig
 from decodekit.vocab import WordVocab
-from tests.cli import exit_and_stderr as cli
-from tests.fakes import held_by_another_process
+from tests.support.cli import exit_and_stderr as cli
+from tests.support.fakes import held_by_another_process
 
 WORDS = ["the", "company", "said", "profit", "rose", "market", "fell", "shares"]
 

@@ -9,7 +9,7 @@ from safetensors import safe_open
 from decodekit.checkpoint import WEIGHTS, load_checkpoint, save_checkpoint
 from decodekit.models.lstm import LSTMLM, LSTMConfig
 from decodekit.vocab import WordVocab
-from tests.scripts import load_benchmark
+from tests.support.scripts import load_benchmark
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,8 @@ import torch
 import decodekit
 from decodekit import GenerationConfig, generate, load_model
 from decodekit.errors import ConfigError
-from tests.cli import word_checkpoint
-from tests.decoding.exhaustive import SparseLM
+from tests.support.cli import word_checkpoint
+from tests.support.exhaustive import SparseLM
 
 WORDS = ["the", "company", "said", "profit", "rose", "market", "fell", "shares"]
 
@@ -70,8 +70,8 @@ def test_stream_yields_the_tokens_generate_returns(model):
 def test_cli_stream_prints_what_generate_prints_with_split_characters(tmp_path):
     """A byte-level BPE splits "é" across tokens: the stream holds a half character back."""
     pytest.importorskip("transformers")
-    from tests.cli import run
-    from tests.fakes import save_tiny_gpt2
+    from tests.support.cli import run
+    from tests.support.fakes import save_tiny_gpt2
 
     texts = ["déjà vu au café", "naïve œuvre, été à la crème"] * 10
     directory = str(save_tiny_gpt2(tmp_path / "gpt", texts, 280))

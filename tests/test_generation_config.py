@@ -43,7 +43,7 @@ def test_suppress_is_stored_as_a_tuple():
 def test_masked_beam_is_beam_search_with_the_constraint_as_a_mask():
     import decodekit
     from decodekit.generation import generate
-    from tests.fakes import HistoryLM, word_vocab
+    from tests.support.fakes import HistoryLM, word_vocab
 
     model = HistoryLM(
         7, seed=3, bos_id=1, eos_id=1, vocab=word_vocab(["the", "company", "said", "profit", "rose"])

@@ -9,7 +9,7 @@ import pytest
 
 from decodekit import GenerationConfig, generate, load_model
 from decodekit.errors import ConfigError
-from tests.cli import run, word_checkpoint
+from tests.support.cli import run, word_checkpoint
 
 WORDS = ["the", "company", "said", "profit", "rose", "market", "fell", "shares"]
 

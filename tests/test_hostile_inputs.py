@@ -26,7 +26,7 @@ from decodekit.errors import CheckpointError, ConstraintError
 from decodekit.models.registry import create_model, make_config
 from decodekit.training.embeddings import load_embeddings
 from decodekit.vocab import WordVocab
-from tests.cli import exit_and_stderr as cli
+from tests.support.cli import exit_and_stderr as cli
 
 VOCAB = WordVocab(["<unk>", "<eos>", "a", "b", "c"])
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,11 +1,12 @@
 """Data flows one way (docs/architecture.md, ../shared/STYLE.md section 3): the import graph says so.
 
-vocab -> models (protocol + nets) -> decoding (strategies) -> generation -> batch -> cli; constraints
+vocab -> models (protocol + nets) -> decoding (strategies) -> generation -> jobs -> cli; constraints
 sit beside the models and import neither them nor the decoders; the decoders see models only through
 the protocol (models.base) and the generic state operations (models.state); training sits beside
-decoding; checkpoint and loading sit above the models. The CLI uses only the public API. The
-constraint compiler is filed by stage (syntax -> automata -> tokens -> its face compile.py; frontends
-on syntax), and each stage imports only the earlier ones."""
+decoding; checkpoint and loading sit above the models; the utilities (errors, checks, files, locking,
+lazy) are the lowest layer. The CLI uses only the public API and the named plumbing modules, and
+registers its commands from one table. The constraint compiler is filed by stage (syntax -> automata
+-> tokens -> its face compile.py; frontends on syntax), and each stage imports only the earlier ones."""
 
 import ast
 import importlib
@@ -56,6 +57,8 @@ RULES = [
     # what the decoders see of the models imports no concrete model
     ("models/base.py", ("decodekit.models",), ()),
     ("models/state.py", ("decodekit.models",), ("decodekit.models.base",)),
+    # the configs (read by train --help without torch) import no model
+    ("models/configs.py", ("decodekit.models",), ()),
 ]
 
 
@@ -74,13 +77,14 @@ def test_imports_flow_one_way(sub, forbidden, allowed):
 # sub-package listed by its dotted name ("constraints.syntax"): a module belongs to the longest
 # listed part that contains it. Lowest first; a new module needs a line here.
 DEPENDS = {
+    "lazy": (),  # names imported on first use: the packages' __getattr__ and __dir__
     "errors": (),
     "checks": ("errors",),  # argument checks (ConfigError), torch-free
     "files": ("errors",),  # checked reads of regular files
     "locking": ("errors",),  # one writer per output file
     "distributed": (),  # torchrun helpers
     "vocab": ("errors", "files"),
-    "outputs": ("vocab",),  # Hypothesis: plain results and their rendering
+    "outputs": ("vocab",),  # what one search returns, in memory: Hypothesis, SearchTree
     "data": ("errors", "files", "vocab"),  # corpora -> token ids -> BPTT batches
     "tasks": ("errors", "vocab"),  # formal languages and PCFGs (synthetic corpora)
     "plotting": ("errors", "files"),  # training curves (matplotlib, optional)
@@ -90,6 +94,7 @@ DEPENDS = {
     "constraints.automata": ("errors", "constraints.syntax"),  # AST -> char DFA -> byte DFA; products
     "constraints.tokens": ("errors", "constraints.automata"),  # trie, lift, the protocols, automata, masks
     "constraints": (  # the face: compile_regex, the cache, one build ladder; beside the models
+        "lazy",
         "errors",
         "vocab",
         "constraints.syntax",
@@ -97,7 +102,7 @@ DEPENDS = {
         "constraints.automata",
         "constraints.tokens",
     ),
-    "models": ("errors", "checks", "files", "vocab"),  # the step protocol and the nets
+    "models": ("lazy", "errors", "checks", "files", "vocab"),  # the step protocol and the nets
     "checkpoint": ("errors", "files", "vocab", "models"),
     "loading": ("errors", "checkpoint", "models"),
     # a search's memory estimate: it sums what the strategy it is handed (config.search)
@@ -105,7 +110,16 @@ DEPENDS = {
     "memory": ("errors", "constraints", "models.base"),
     # the strategies (decoding.strategies: the one table of them), their selections and the
     # loop; the decoders see models only through the protocol and the state operations
-    "decoding": ("errors", "checks", "outputs", "constraints", "memory", "models.base", "models.state"),
+    "decoding": (
+        "lazy",
+        "errors",
+        "checks",
+        "outputs",
+        "constraints",
+        "memory",
+        "models.base",
+        "models.state",
+    ),
     # GenerationConfig names a strategy of decoding.strategies.STRATEGIES; generate runs it
     "generation": (
         "errors",
@@ -119,10 +133,31 @@ DEPENDS = {
         "models.suppress",
     ),
     "logits_processor": ("errors", "constraints", "models.hf"),  # constraints in transformers' generate
-    "results": ("errors", "files"),
-    "batch": ("errors", "files", "generation", "memory", "locking", "results", "models.base"),
+    "result_file": ("errors", "files"),  # a job's JSON-lines result file on disk (decodekit.results)
+    # generation jobs over JSON lines: one process or every rank of a torchrun run
+    "jobs": (
+        "errors",
+        "files",
+        "generation",
+        "memory",
+        "locking",
+        "result_file",
+        "distributed",
+        "models.base",
+    ),
+    "batch": ("jobs",),  # the former name of jobs: the same module object
     # beside decoding: never imports the decoders, generation or the CLI
-    "training": ("errors", "checks", "files", "locking", "distributed", "data", "models", "checkpoint"),
+    "training": (
+        "lazy",
+        "errors",
+        "checks",
+        "files",
+        "locking",
+        "distributed",
+        "data",
+        "models",
+        "checkpoint",
+    ),
     "cli": ("",),  # the public API only: test_cli_uses_the_public_api
     "__main__": ("cli",),
     "__init__": ("",),  # the public API: every name, imported lazily
@@ -193,11 +228,37 @@ def public_names(module: str) -> set[str]:
 
 PUBLIC = ("decodekit", "decodekit.constraints", "decodekit.training", "decodekit.models")
 
+# The plumbing the CLI shares with the library but a user of the library does not need (so it is
+# not in decodekit.__all__): from these modules the CLI imports what they define themselves, under
+# a public name (no re-exports, no _private names).
+PLUMBING = (
+    "decodekit.jobs",  # the rank split of a JSON-lines job, its errors, the progress total
+    "decodekit.distributed",  # torchrun's rank and world
+    "decodekit.locking",  # one writer per output
+    "decodekit.files",  # checked reads and writes of the files a command names
+    "decodekit.memory",  # --max-memory sizes
+    "decodekit.data",  # corpora as token ids
+)
+
+
+def defined_in(module: str) -> set[str]:
+    """The public names a module defines itself (functions, classes, assignments at top level)."""
+    path = PACKAGE.parent.joinpath(*module.split(".")).with_suffix(".py")
+    names = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return {n for n in names if not n.startswith("_")}
+
 
 @pytest.mark.parametrize("path", files("cli"), ids=lambda p: p.name)
 def test_cli_uses_the_public_api(path):
-    """The CLI imports names from ``decodekit`` (and the packages above, by their ``__all__``) and
-    its own modules, never a module inside the library."""
+    """The CLI imports names from ``decodekit`` (and the packages above, by their ``__all__``),
+    the names the PLUMBING modules define, and its own modules; never another module inside the
+    library."""
     bad = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
@@ -206,10 +267,42 @@ def test_cli_uses_the_public_api(path):
             if node.module == "decodekit.cli" or node.module.startswith("decodekit.cli."):
                 continue
             public = public_names(node.module) if node.module in PUBLIC else set()
+            if node.module in PLUMBING:
+                public = defined_in(node.module)
             bad += [f"{node.module}.{a.name}" for a in node.names if a.name not in public]
     assert not bad, f"{path.relative_to(PACKAGE.parent)} imports {', '.join(sorted(bad))}"
+
+
+def test_the_plumbing_stays_out_of_the_public_api():
+    """No name of a PLUMBING module the CLI uses is also in ``decodekit.__all__`` (one way in)."""
+    both = []
+    for path in files("cli"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module in PLUMBING:
+                both += [a.name for a in node.names if a.name in public_names("decodekit")]
+    assert not both, f"in decodekit.__all__ and imported as plumbing: {sorted(set(both))}"
 
 
 def test_only_the_cli_uses_click():
     users = [p for p in PACKAGE.rglob("*.py") if "import click" in p.read_text(encoding="utf-8")]
     assert all(p.parent.name == "cli" for p in users), users
+
+
+def test_commands_are_registered_from_one_table():
+    """No module of ``cli/`` imports the group (``decodekit.cli``, the package that imports them):
+    each defines a plain ``click.Command``, and ``cli.COMMANDS`` is the one table of them."""
+    from decodekit.cli import COMMANDS
+
+    back, defined = [], set()
+    for path in files("cli"):
+        if path.name == "__init__.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "decodekit.cli":
+                back.append(f"{path.name} imports {', '.join(a.name for a in node.names)} from decodekit.cli")
+            elif isinstance(node, ast.Call) and ast.unparse(node.func) in ("click.command", "click.group"):
+                name = node.args[0].value if node.args else None
+                defined.add(f"{name}={path.stem}")
+    assert not back, back
+    listed = {f"{name}={where.split(':')[0].rsplit('.', 1)[1]}" for name, where in COMMANDS.items()}
+    assert defined == listed

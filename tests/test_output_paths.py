@@ -24,9 +24,18 @@ from decodekit.checkpoint import load_checkpoint
 from decodekit.cli import main
 from decodekit.errors import DecodekitError
 from decodekit.files import atomic_write
-from tests.cli import word_checkpoint
-from tests.disk import cli_in_child, fill, in_child, node, public_dir, read_only, same_node, small_disk
-from tests.fakes import held_by_another_process
+from tests.support.cli import word_checkpoint
+from tests.support.disk import (
+    cli_in_child,
+    fill,
+    in_child,
+    node,
+    public_dir,
+    read_only,
+    same_node,
+    small_disk,
+)
+from tests.support.fakes import held_by_another_process
 
 WORDS = ["the", "company", "said", "profit", "rose"]
 KINDS = {"chr": "a character device", "fifo": "a FIFO (named pipe)", "link": "a character device"}

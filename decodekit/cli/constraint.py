@@ -6,12 +6,11 @@ import json
 
 import click
 
-from decodekit.cli import cli
 from decodekit.cli.common import UsageError, load_model_option, model_options
 from decodekit.constraints import DEFAULT_MAX_STATES
 
 
-@cli.command("constraint")
+@click.command("constraint")
 @click.argument("regex")
 @model_options(device=False)  # only the vocabulary is used: the model stays on the CPU
 @click.option("--dot", is_flag=True, help="Print a Graphviz drawing of the token-level automaton instead.")

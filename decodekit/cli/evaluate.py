@@ -7,7 +7,6 @@ import warnings
 
 import click
 
-from decodekit.cli import cli
 from decodekit.cli.common import (
     load_model_option,
     model_options,
@@ -17,7 +16,7 @@ from decodekit.cli.common import (
 )
 
 
-@cli.command("eval")
+@click.command("eval")
 @model_options
 @click.option(
     "--data",
@@ -35,7 +34,7 @@ def eval_command(
     (each line's <eos> included) predicted from the whole preceding stream. A progress bar is
     drawn on stderr when it is a terminal."""
 
-    from decodekit import encode_tokens, eval_tokens
+    from decodekit.data import encode_tokens, eval_tokens
     from decodekit.training import evaluate
 
     model = load_model_option(model_spec, hf_model, device)

@@ -12,7 +12,6 @@ from pathlib import Path
 import click
 
 from decodekit import STRATEGIES
-from decodekit.cli import cli
 from decodekit.cli.common import UsageError, load_model_option, model_options, need_vocab, set_threads
 from decodekit.cli.generate_batch import run_batch
 from decodekit.cli.generate_options import (
@@ -32,7 +31,7 @@ STRATEGY_HELP = (
 )
 
 
-@cli.command()
+@click.command("generate")
 @click.argument("prompt", required=False)
 @model_options
 @click.option("--strategy", type=click.Choice(list(STRATEGIES)), help=STRATEGY_HELP)
@@ -228,7 +227,7 @@ def generate(
         raise UsageError("--dot draws the search of one PROMPT; it cannot be used with --input")
     _check_outputs(output_path, dot_path)
     if max_memory is not None:
-        from decodekit import parse_size
+        from decodekit.memory import parse_size
 
         try:
             max_memory = parse_size(max_memory)
@@ -268,13 +267,20 @@ def generate(
         from decodekit import SearchTree
 
         tree = SearchTree()
+    from tqdm import tqdm
+
+    # a bar on a terminal's stderr once a run has taken 3 s (a grid over a large automaton)
+    bar = tqdm(total=config.max_length, unit="step", delay=3, leave=False, disable=not sys.stderr.isatty())
+    step = lambda _: bar.update()  # noqa: E731
     try:
-        hyps = run(model, [ids], config, max_memory=max_memory, record=tree)[0]
+        hyps = run(model, [ids], config, max_memory=max_memory, record=tree, observe=step)[0]
     except ValueError as e:  # decodekit's own errors: printed as they are, the library's names as flags
         raise flagged(e) or e from None
     except (RuntimeError, IndexError, MemoryError) as e:  # the model failed (a backend limit, ...)
         reason = (str(e).strip().splitlines() or [""])[0][:300]
         raise UsageError(f"the model failed on this input: {type(e).__name__}: {reason}") from None
+    finally:
+        bar.close()
     if not hyps:
         click.echo(
             f"Error: no continuation matching {described_constraints(config)} was found within "
@@ -283,7 +289,7 @@ def generate(
         )
         raise SystemExit(1)
     if tree is not None:
-        from decodekit import atomic_write
+        from decodekit.files import atomic_write
 
         text = tree.to_dot(vocab)
         try:
@@ -314,7 +320,7 @@ def _stream(model, ids: list[int], config, vocab, max_memory) -> None:
 def _check_outputs(output_path: str | None, dot_path: str | None) -> None:
     """Refuse an output that exists and is not a regular file (``/dev/null``, a FIFO) before the
     model is loaded; a symlink is followed (its target is written)."""
-    from decodekit import writable_target
+    from decodekit.files import writable_target
 
     for path, what in ((output_path, "--output"), (dot_path, "--dot")):
         if path is not None:

@@ -8,11 +8,10 @@ import time
 
 import click
 
-from decodekit.cli import cli
 from decodekit.cli.common import UsageError
 
 
-@cli.command("ngram")
+@click.command("ngram")
 @click.option(
     "--data",
     required=True,
@@ -30,7 +29,8 @@ def ngram_command(data: str, order: int, out: str, min_count: int | None, chars:
     """Interpolated modified Kneser-Ney (Chen & Goodman's three discounts per order) trained on
     the training split, written as ARPA; prints validation and test perplexity. Progress bars are
     drawn on stderr when it is a terminal."""
-    from decodekit import load_data, writable_target
+    from decodekit import load_data
+    from decodekit.files import writable_target
     from decodekit.models import train_kneser_ney, write_arpa
     from decodekit.training import evaluate
 

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import click
 
-from decodekit.cli import cli
 
-
-@cli.command("plot")
+@click.command("plot")
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False))
 @click.option(
     "--out", "-o", default="training.png", show_default=True, help="The figure to write (.png, .svg or .pdf)."

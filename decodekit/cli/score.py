@@ -8,7 +8,6 @@ import sys
 
 import click
 
-from decodekit.cli import cli
 from decodekit.cli.common import (
     UsageError,
     load_model_option,
@@ -19,7 +18,7 @@ from decodekit.cli.common import (
 )
 
 
-@cli.command("score")
+@click.command("score")
 @click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
 @model_options
 @threads_option
@@ -74,7 +73,7 @@ def score_command(
 def _lines(file: str) -> list[str]:
     """The lines of FILE (a regular file, or standard input for '-'), read before the model loads
     so that a missing or unreadable file is one line at once; a UTF-8 BOM is ignored."""
-    from decodekit import read_bytes
+    from decodekit.files import read_bytes
 
     try:
         data = sys.stdin.buffer.read() if file == "-" else read_bytes(file, "score FILE")

@@ -1,4 +1,8 @@
-"""``decodekit train``: train a bundled model (LSTM, Elman RNN, Bengio MLP) on a corpus."""
+"""``decodekit train``: train a bundled model (LSTM, Elman RNN, Bengio MLP, stack LSTM) on a corpus.
+
+The model choices are the kinds of ``decodekit.models.CONFIGS``, and each field of their configs
+and of ``TrainConfig`` is an option (:mod:`decodekit.cli.train_options`).
+"""
 
 from __future__ import annotations
 
@@ -7,73 +11,15 @@ from pathlib import Path
 
 import click
 
-from decodekit.cli import cli
 from decodekit.cli.common import DEVICE_HELP, UsageError, os_error_message, resolve_device
+from decodekit.cli.train_options import model_config, model_options, options, train_options
+from decodekit.models import CONFIGS
 
 _HELP_DATA = (
     "Corpus: a directory with ptb.{train,valid,test}.txt or {train,valid,test}.txt (one sentence per line, "
     "<eos> appended per line); NLTK's Brown corpus (brown.zip or its directory; Bengio et al.'s split); or "
     "one text file (lines split 90/5/5 %)."
 )
-
-
-def _model_config(kind: str, opts: dict):
-    from decodekit import model_config as make_config
-
-    if kind == "mlp":
-        recurrent = [o for o in ("layers", "tie") if opts[o] is not None]
-        if recurrent:
-            raise UsageError(f"--{recurrent[0]} applies to --model lstm/rnn; --model mlp has no such setting")
-        order = None if opts["context"] is None else opts["context"] + 1
-        return make_config(
-            "mlp",
-            order=order,
-            embed=opts["embed"],
-            hidden=opts["hidden"],
-            direct=opts["direct"],
-            dropout=opts["dropout"],
-            init_range=opts["init_range"],
-        )
-    for name in ("context", "direct"):
-        if opts[name] is not None:
-            raise UsageError(f"--{name} applies to --model mlp only")
-    if kind == "stack-lstm":
-        return _stack_config(opts)
-    stack_opts = [
-        o for o in ("stack", "stack_states", "stack_symbols", "window", "stack_depth") if opts[o] is not None
-    ]
-    if stack_opts:
-        raise UsageError(f"--{stack_opts[0].replace('_', '-')} applies to --model stack-lstm only")
-    return make_config(
-        kind,
-        layers=opts["layers"],
-        embed=opts["embed"],
-        hidden=opts["hidden"],
-        dropout=opts["dropout"],
-        tie=opts["tie"],
-        init_range=opts["init_range"],
-    )
-
-
-def _stack_config(opts: dict):
-    """``stack-lstm``. The state is carried across BPTT chunks, so the stack must be bounded."""
-    from decodekit import model_config as make_config
-
-    for name in ("layers", "dropout", "tie"):
-        if opts[name] not in (None, False):
-            raise UsageError(f"--{name} does not apply to --model stack-lstm (one LSTM layer)")
-    stack = opts["stack"] or "rns"
-    if stack in ("ns", "rns") and opts["window"] is None:
-        raise UsageError(
-            "--stack ns/rns needs --window D (memory-limited; e.g. 35): the state is carried across chunks"
-        )
-    if stack in ("superposition", "stratification") and opts["stack_depth"] is None:
-        raise UsageError(f"--stack {stack} needs --stack-depth (e.g. 10): the state is carried across chunks")
-    return make_config(
-        "stack-lstm", stack=stack, embed=opts["embed"], hidden=opts["hidden"],
-        stack_states=opts["stack_states"], stack_symbols=opts["stack_symbols"], window=opts["window"],
-        depth=opts["stack_depth"], init_range=opts["init_range"],
-    )  # fmt: skip
 
 
 def _parallel(device, batch_size: int):
@@ -101,118 +47,22 @@ def _load_embeddings(model, path: str, freeze: bool) -> None:
     )
 
 
-@cli.command("train")
+@click.command("train")
 @click.option("--data", "data", required=True, type=click.Path(exists=True), help=_HELP_DATA)
-@click.option(
-    "--model",
-    "kind",
-    type=click.Choice(["lstm", "rnn", "mlp", "stack-lstm"]),
-    default="lstm",
-    show_default=True,
-)
-@click.option("--stack", type=click.Choice(["superposition", "stratification", "ns", "rns"]),
-              help="stack-lstm: the stack (default rns).")  # fmt: skip
-@click.option("--stack-states", type=int, help="stack-lstm ns/rns: PDA states |Q| (default 2).")
-@click.option("--stack-symbols", type=int, help="stack-lstm ns/rns: stack alphabet |Gamma| (default 3).")
-@click.option("--window", type=int, help="stack-lstm ns/rns: memory limit D (required; paper's PTB: 35).")
-@click.option(
-    "--stack-depth", type=int, help="stack-lstm superposition/stratification: cells kept (required)."
-)
-@click.option("--layers", type=int, help="Recurrent layers (lstm/rnn; default lstm 2, rnn 1).")
-@click.option("--hidden", type=int, help="Hidden units (default 200; mlp: h, default 100, 0 = none).")
-@click.option("--embed", type=int, help="Embedding size (default 200; mlp: m, default 30).")
-@click.option("--dropout", type=float, help="Dropout on non-recurrent connections (default 0).")
-@click.option("--tie/--no-tie", default=None, help="Tie input and output embeddings (needs embed == hidden).")
-@click.option("--context", type=int, help="mlp: previous words seen, n - 1 (default 4, i.e. n = 5).")
-@click.option(
-    "--direct/--no-direct", default=None, help="mlp: direct input->output connections (default on)."
-)
-@click.option("--init-range", type=float, help="Uniform init range r: U(-r, r) (default 0.1).")
-@click.option("--bptt", type=int, default=20, show_default=True, help="Truncated-BPTT chunk length T.")
-@click.option("--batch-size", type=int, default=20, show_default=True, help="Parallel streams B.")
-@click.option("--epochs", type=int, default=13, show_default=True)
-@click.option("--lr", type=float, default=1.0, show_default=True)
-@click.option("--optimizer", type=click.Choice(["sgd", "adam"]), default="sgd", show_default=True)
-@click.option("--weight-decay", type=float, default=0.0, show_default=True)
-@click.option("--clip", type=float, default=5.0, show_default=True, help="Max global gradient norm (0: off).")
-@click.option(
-    "--schedule",
-    type=click.Choice(["fixed", "plateau", "newbob", "constant", "search-then-converge", "darken-moody"]),
-    default="fixed",
-    show_default=True,
-    help="fixed: Zaremba's decay from --decay-start on; plateau: decay after --patience bad epochs; "
-    "newbob: decay every epoch from the first bad one on (RNNLM); "
-    "search-then-converge: lr / psi^max(0, epoch - tau); darken-moody: lr / (1 + (epoch - 1) / tau).",
-)
-@click.option("--tau", type=float, default=7.0, show_default=True, help="Search period in epochs.")
-@click.option("--psi", type=float, default=2.0, show_default=True, help="search-then-converge divisor.")
-@click.option(
-    "--loss",
-    type=click.Choice(["softmax", "nce", "sampled-softmax"]),
-    default="softmax",
-    show_default=True,
-    help="Training loss; validation and test always use the full softmax.",
-)
-@click.option("--noise-samples", type=int, default=600, show_default=True, help="k noise words per update.")
-@click.option("--noise-alpha", type=float, default=1.0, show_default=True, help="Noise: unigram^alpha.")
-@click.option(
-    "--noise-smoothing",
-    type=float,
-    default=0.0,
-    show_default=True,
-    help="Pseudo-count added to every word's count (gives unseen words noise mass).",
-)
-@click.option(
-    "--nce-bias-init/--no-nce-bias-init",
-    default=True,
-    show_default=True,
-    help="nce: start from output biases -log V (self-normalised).",
-)
-@click.option("--learn-log-z", is_flag=True, help="nce: learn log Z as one scalar (default: log Z = 0).")
+@click.option("--model", "kind", type=click.Choice(list(CONFIGS)), default="lstm", show_default=True)
+@options(model_options())
+@options(train_options())
+@click.option("--min-count", type=int, help="Vocabulary: minimum training count (default 1; Brown: 4).")
+@click.option("--chars", is_flag=True, help="Character-level vocabulary (text corpora).")
+@click.option("--max-vocab", type=int, help="Vocabulary: maximum size.")
 @click.option(
     "--embeddings",
     type=click.Path(exists=True, dir_okay=False),
     help="Initialise input embeddings from a word2vec text file.",
 )
 @click.option("--freeze-embeddings", is_flag=True, help="Keep the --embeddings vectors fixed.")
-@click.option("--decay", type=float, default=0.5, show_default=True, help="Learning-rate decay factor.")
-@click.option("--decay-start", type=int, default=6, show_default=True, help="fixed: first decayed epoch.")
-@click.option(
-    "--patience", type=int, default=1, show_default=True, help="plateau: bad epochs before a decay."
-)
-@click.option(
-    "--threshold",
-    type=float,
-    default=0.0,
-    show_default=True,
-    help="plateau, newbob: an epoch counts as bad unless it improves the best validation perplexity by this "
-    "fraction (e.g. 0.01).",
-)
-@click.option(
-    "--early-stop",
-    type=int,
-    default=0,
-    show_default=True,
-    help="Stop after this many epochs without a new best validation perplexity (0: never).",
-)
-@click.option("--min-lr", type=float, default=0.0, show_default=True, help="Stop when the rate falls below.")
-@click.option("--mean-loss", is_flag=True, help="Average the loss over all B*T tokens (default: sum over T).")
-@click.option("--min-count", type=int, help="Vocabulary: minimum training count (default 1; Brown: 4).")
-@click.option("--chars", is_flag=True, help="Character-level vocabulary (text corpora).")
-@click.option("--max-vocab", type=int, help="Vocabulary: maximum size.")
-@click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--device", default="auto", show_default=True, help=DEVICE_HELP)
 @click.option("--threads", type=int, help="torch CPU threads (default: torch's choice).")
-@click.option(
-    "--amp",
-    type=click.Choice(["off", "bf16"]),
-    default="off",
-    show_default=True,
-    help="bf16: training forward pass under bfloat16 autocast (CUDA; allowed on CPU, rarely faster).",
-)
-@click.option(
-    "--save-every", type=int, default=0, show_default=True, help="Also save resume state every N updates."
-)
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output checkpoint directory.")
 @click.option(
     "--resume", is_flag=True, help="Continue the run in --out exactly where it stopped (or start it)."
@@ -242,7 +92,7 @@ def train_command(data: str, kind: str, out: str, resume: bool, overwrite: bool,
 def _take_out(stack, out: str, resume: bool, overwrite: bool, parallel) -> bool:
     """Lock --out (rank 0; every rank learns whether that worked) and decide what to do with what
     it holds. Returns ``resume``, False when --resume finds nothing to resume."""
-    from decodekit import exclusive
+    from decodekit.locking import exclusive
     from decodekit.training import RESUME, reconcile, run_files
 
     error, is_main = None, parallel is None or parallel.is_main
@@ -285,7 +135,7 @@ def _train(stack, data: str, kind: str, out: str, resume: bool, overwrite: bool,
 
     if opts["threads"]:
         torch.set_num_threads(opts["threads"])
-    config = _model_config(kind, opts)
+    config = model_config(kind, opts)
     # the options named like TrainConfig's fields set them; --mean-loss is the one negated
     train_config = TrainConfig.from_dict(opts | {"sum_over_time": not opts["mean_loss"]})
     parallel, device = _parallel(resolve_device(opts["device"]), train_config.batch_size)

@@ -8,14 +8,18 @@ one beam per state needs the :class:`StateTables` refinement. Names are imported
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from decodekit.lazy import lazy_exports
 
 DEFAULT_MAX_STATES = 100_000  # the state guard of a compile (its max_states)
 
 _LAZY = {  # public name -> its module
     "ConstraintError": "decodekit.errors",
     "Laziness": "decodekit.constraints.build",
+    "DerivedTokenAutomaton": "decodekit.constraints.tokens.derived",
+    "Pattern": "decodekit.constraints.automata.derivatives",
+    "complement": "decodekit.constraints.automata.derivatives",
+    "intersect": "decodekit.constraints.automata.derivatives",
+    "union": "decodekit.constraints.automata.derivatives",
     "LazyTokenAutomaton": "decodekit.constraints.tokens.lazy",
     "StateTables": "decodekit.constraints.tokens.interface",
     "Transitions": "decodekit.constraints.tokens.interface",
@@ -35,12 +39,4 @@ _LAZY = {  # public name -> its module
 __all__ = ["DEFAULT_MAX_STATES", *_LAZY]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value = getattr(importlib.import_module(_LAZY[name]), name)
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY)

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from decodekit.constraints import DEFAULT_MAX_STATES
+from decodekit.constraints.automata.derivatives import Pattern, excluding
 from decodekit.constraints.automata.product import as_patterns
 from decodekit.constraints.build import Laziness, Vocabulary, build
 from decodekit.constraints.syntax.parser import parse
@@ -54,7 +55,7 @@ def check_pattern(pattern: str) -> None:
 
 
 def compile_regex(
-    pattern: str | Sequence[str],
+    pattern: str | Sequence[str] | Pattern,
     token_strings: Sequence[str | bytes | None],
     eos_id: int | None = None,
     separator: str = "",
@@ -72,7 +73,9 @@ def compile_regex(
     (``regex.search`` finds nothing). They are compiled as one product automaton
     (:mod:`decodekit.constraints.automata.product`) whose ``pattern`` reads ``(A) & (B) & !(R)``; an empty
     ``pattern`` list with excludes means "any text but". One pattern without excludes is
-    compiled exactly as a string.
+    compiled exactly as a string. A :class:`~decodekit.constraints.automata.derivatives.Pattern`
+    expression (regexes combined with ``&``, ``|``, ``~`` at any depth) is compiled by the
+    derivative engine (its ``exclude`` becomes ``& ~(.*R.*)``).
 
     A ``str`` token stands for its UTF-8 encoding, a ``bytes`` token (byte-level BPE) for itself.
     A token sequence is accepted iff the bytes ``separator.join(token_strings[t] for t in
@@ -99,7 +102,10 @@ def compile_regex(
             ``max_states`` states, or no token sequence of this vocabulary can match (``no text
             matches all of ...`` when the constraints contradict each other).
     """
-    if not isinstance(pattern, str) or not (isinstance(exclude, tuple) and not exclude):
+    if isinstance(pattern, Pattern):
+        if not (isinstance(exclude, tuple) and not exclude):
+            pattern = excluding(pattern, as_patterns(exclude, "exclude"))
+    elif not isinstance(pattern, str) or not (isinstance(exclude, tuple) and not exclude):
         patterns, excludes = as_patterns(pattern, "pattern"), as_patterns(exclude, "exclude")
         if not patterns and not excludes:
             raise ConstraintError("no constraint given: pattern is an empty list and there is no exclude")
@@ -207,7 +213,7 @@ def as_automaton(
                 f"{eos}: compile it with the model's"
             )
         return constraint
-    if isinstance(constraint, (str, list, tuple)):
+    if isinstance(constraint, (str, list, tuple, Pattern)):
         vocab = getattr(model, "vocab", None)
         if vocab is None:
             raise ConstraintError(

@@ -20,8 +20,9 @@ for a batch; invalid arguments raise :class:`~decodekit.errors.ConfigError` nami
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from decodekit.lazy import lazy_exports
 
 _LAZY = {
     "SearchTree": "decodekit.outputs",
@@ -38,9 +39,4 @@ if TYPE_CHECKING:
     from decodekit.outputs import SearchTree
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module 'decodekit.decoding' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name]), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY)

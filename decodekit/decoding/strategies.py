@@ -167,6 +167,7 @@ STRATEGIES = Registry(
         "sample": "decodekit.decoding.rowwise:SAMPLE",
         "beam": "decodekit.decoding.beam:BEAM",  # under a constraint: beam.ANDERSON
         "masked-beam": "decodekit.decoding.beam:MASKED_BEAM",
+        "banked-beam": "decodekit.decoding.banked:BANKED",
     },
     default="greedy",
     default_constrained="beam",

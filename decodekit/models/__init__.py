@@ -7,8 +7,9 @@ nor transformers; ``HuggingFaceLM`` and ``load_hf`` need the optional ``decodeki
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from decodekit.lazy import lazy_exports
 
 # public name -> module that defines it
 _LAZY: dict[str, str] = {
@@ -28,6 +29,7 @@ _LAZY: dict[str, str] = {
     "fit_weights": "decodekit.models.mixture",
     "NeuralLM": "decodekit.models.neural",
     "NgramLM": "decodekit.models.ngram",
+    "CONFIGS": "decodekit.models.configs",
     "MODELS": "decodekit.models.registry",
     "config_from_dict": "decodekit.models.registry",
     "config_to_dict": "decodekit.models.registry",
@@ -45,6 +47,7 @@ __all__ = [
     "Controlled",
     "HuggingFaceLM",
     "LanguageModel",
+    "CONFIGS",
     "MODELS",
     "MixtureLM",
     "NeuralLM",
@@ -70,22 +73,13 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'decodekit.models' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY)
 
 
 if TYPE_CHECKING:
     from decodekit.models.arpa import ArpaError, read_arpa, write_arpa
     from decodekit.models.base import LanguageModel, State, model_device
+    from decodekit.models.configs import CONFIGS
     from decodekit.models.controls import Controlled
     from decodekit.models.hf import HuggingFaceLM, load_hf
     from decodekit.models.kneser_ney import kn_discounts, train_kneser_ney, train_kneser_ney_on_sentences

@@ -1,5 +1,5 @@
 """A binary cache beside an ARPA file (what KenLM's ``build_binary`` gives): the PTB 5-gram model
-loads in a fraction of a second instead of ~10 s (figures: docs/benchmarks.md).
+loads in a fraction of a second instead of ~10 s (figures: docs/benchmarks.md, "Kneser-Ney n-grams").
 
 ``FILE.arpa.decodekit.safetensors`` holds the :class:`~decodekit.models.ngram.NgramLM` tables
 (safetensors: nothing is ever unpickled) and, in its header, the ARPA file's size, modification
@@ -37,7 +37,7 @@ def load_arpa(path: str | Path, vocab: Vocab | None = None, *, cache: bool = Tru
 
     The first load reads the text and writes the tables to :func:`cache_path` (safetensors,
     written atomically: nothing is ever unpickled); later loads read that (the PTB 5-gram model:
-    see docs/benchmarks.md). The cache records the ARPA file's size, modification time and SHA-256;
+    see docs/changelog.md). The cache records the ARPA file's size, modification time and SHA-256;
     a cache that does not match them, or that is damaged, is ignored and rewritten. A directory
     that cannot be written to (read-only, full, no permission), or a cache path that is not a
     regular file (a FIFO, a device: left alone), means loading without a cache (one warning).

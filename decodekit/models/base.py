@@ -12,15 +12,17 @@ decodekit; it need not be an ``nn.Module``::
         def step(self, state, tokens):                # tokens [N] long
             return logprobs, new_state                # logprobs [N, V], normalised
 
-Optional methods, used when present:
+Optional methods, used when present; each has one default, which callers go through instead
+of probing the model:
 
-* ``prefill(state, tokens[N, T]) -> (logprobs[N, V], state)``: encode a prompt in one call
-  (the default loops ``step``); ``logprobs`` is the distribution after the last token.
-* ``reorder_state(state, rows[N']) -> state``: for states that are not a batch-first pytree
-  (see :mod:`decodekit.models.state`).
+* ``prefill(state, tokens[N, T]) -> (logprobs[N, V], state)``: encode a prompt in one call;
+  ``logprobs`` is the distribution after the last token. Default: :func:`prefill` (loops ``step``).
+* ``reorder_state(state, rows[N']) -> state``: for states that are not a batch-first pytree.
+  Default: :func:`decodekit.models.state.select` (``index_select`` of every tensor).
 * ``concat_states(states) -> state``: join states of separately prefilled groups of prompts.
+  Default: :func:`decodekit.models.state.concat`.
 * ``target_logprobs(state, inputs[N, T], targets[N, T]) -> (logprobs[N, T], state)``: score a chunk
-  of a stream at once (the default steps; see :mod:`decodekit.models.scoring`).
+  of a stream at once. Default: :func:`decodekit.models.scoring.chunk_scorer` (steps).
 * ``initial_logprobs(state) -> logprobs[N, V]``: the first token's distribution before any token,
   for a model without ``bos_id`` that has one (an n-gram model without sentence markers).
 * ``vocab``: a :class:`decodekit.vocab.Vocab` used to render text and compile constraints.
@@ -62,3 +64,15 @@ def model_device(model: LanguageModel) -> torch.device:
         for p in params():
             return p.device
     return torch.device("cpu")
+
+
+def prefill(model: LanguageModel, state: State, tokens: torch.Tensor) -> tuple[torch.Tensor, State]:
+    """``model.prefill(state, tokens)`` where the model defines it, else one ``step`` per token.
+
+    Args: tokens [N, T] long, T >= 1. Returns (logprobs [N, V] after the last token, state)."""
+    own = getattr(model, "prefill", None)
+    if own is not None:
+        return own(state, tokens)
+    for t in range(tokens.shape[1]):
+        logprobs, state = model.step(state, tokens[:, t])
+    return logprobs, state

@@ -31,13 +31,14 @@ Stopping at a stop string needs a model with an EOS token.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import torch
 
 from decodekit.errors import ConfigError, DecodekitError
 from decodekit.models import state as st
-from decodekit.models.base import LanguageModel, State, model_device
+from decodekit.models.base import LanguageModel, State, model_device, prefill
+from decodekit.models.wrapper import Wrapper
 
 NEG_INF = float("-inf")
 
@@ -48,7 +49,7 @@ class ControlledState(NamedTuple):
     new: torch.Tensor  # [N] long: tokens generated (fed after the prompt)
 
 
-class Controlled:
+class Controlled(Wrapper):
     """``model`` under the controls of the module docstring (the defaults change nothing).
 
     Args:
@@ -77,9 +78,9 @@ class Controlled:
         stop = (stop,) if isinstance(stop, str) else tuple(stop)
         if any(not isinstance(s, str) or not s for s in stop):
             raise ConfigError(f"stop must be a list of non-empty strings, got {list(stop)!r}")
-        self.model, self.penalty = model, float(repetition_penalty)
+        super().__init__(model)
+        self.penalty = float(repetition_penalty)
         self.ngram, self.min_new = no_repeat_ngram_size, min_new_tokens
-        self.vocab_size, self.bos_id, self.eos_id = model.vocab_size, model.bos_id, model.eos_id
         self.stop = tuple(s.encode("utf-8") for s in stop)
         if self.stop:
             vocab = getattr(model, "vocab", None)
@@ -93,32 +94,18 @@ class Controlled:
             self._bytes = [b or b"" for b in raw]
             self._sep = getattr(vocab, "separator", "").encode("utf-8")
 
-    def __getattr__(self, name: str) -> Any:  # vocab, device, max_positions, ...
-        if name in ("target_logprobs", "initial_logprobs"):  # scoring a stream ignores the controls
-            raise AttributeError(name)
-        return getattr(self.__dict__["model"], name)
-
-    def to(self, device: Any) -> Controlled:
-        self.model.to(device)
-        return self
-
     def initial_state(self, batch_size: int) -> ControlledState:
         empty = torch.zeros(batch_size, 0, dtype=torch.long, device=model_device(self.model))
         return ControlledState(self.model.initial_state(batch_size), empty, empty.new_zeros(batch_size))
 
     def prefill(self, state: ControlledState, tokens: torch.Tensor) -> tuple[torch.Tensor, ControlledState]:
         """The prompt ``tokens`` [N, T] (not counted as generated)."""
-        inner = state.inner
-        if hasattr(self.model, "prefill"):
-            logprobs, inner = self.model.prefill(inner, tokens)
-        else:
-            for t in range(tokens.shape[1]):
-                logprobs, inner = self.model.step(inner, tokens[:, t])
+        logprobs, inner = prefill(self.model, state.inner, tokens)
         fed = tokens.clone()
         if self.bos_id is not None:  # the BOS decodekit feeds first is not text: never penalised
             fed[:, 0] = fed[:, 0].masked_fill(fed[:, 0] == self.bos_id, -1)
         state = ControlledState(inner, torch.cat([state.history, fed], 1), state.new)
-        return self._apply(logprobs, state), state
+        return self.adjust(logprobs, state), state
 
     def step(self, state: ControlledState, tokens: torch.Tensor) -> tuple[torch.Tensor, ControlledState]:
         logprobs, inner = self.model.step(state.inner, tokens)
@@ -126,7 +113,7 @@ class Controlled:
         if self.bos_id is not None and state.history.shape[1] == 0:  # as prefill: BOS is not text
             fed = fed.masked_fill(fed == self.bos_id, -1)
         state = ControlledState(inner, torch.cat([state.history, fed], 1), state.new + 1)
-        return self._apply(logprobs, state), state
+        return self.adjust(logprobs, state), state
 
     def reorder_state(self, state: ControlledState, rows: torch.Tensor) -> ControlledState:
         return ControlledState(
@@ -139,7 +126,7 @@ class Controlled:
         inner = st.concat([s.inner for s in states], self.model)
         return ControlledState(inner, torch.cat(pad, 0), torch.cat([s.new for s in states]))
 
-    def _apply(self, logprobs: torch.Tensor, state: ControlledState) -> torch.Tensor:
+    def adjust(self, logprobs: torch.Tensor, state: ControlledState) -> torch.Tensor:
         out = logprobs
         history = state.history  # [N, T], -1: padding
         if self.penalty != 1.0 and history.shape[1]:

@@ -11,33 +11,13 @@ same module one step at a time, so ``step`` and ``forward`` share weights and ag
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
-
 import torch
 from torch import nn
 
+from decodekit.models.configs import LSTMConfig
 from decodekit.models.neural import NeuralLM
-from decodekit.models.rnn import build_recurrent_lm, check_recurrent_config
+from decodekit.models.recurrent import build_recurrent_lm
 from decodekit.vocab import Vocab
-
-
-@dataclass(frozen=True)
-class LSTMConfig:
-    """Sizes of an LSTM LM. ``tie`` shares the embedding with the output layer
-    (Press & Wolf 2017; needs ``embed == hidden``); ``init_range`` r: every parameter
-    starts uniform in [-r, r]; ``dropout`` is applied to non-recurrent connections only."""
-
-    kind: ClassVar[str] = "lstm"
-    embed: int = 200
-    hidden: int = 200
-    layers: int = 2
-    dropout: float = 0.0
-    tie: bool = False
-    init_range: float = 0.1
-
-    def __post_init__(self) -> None:
-        check_recurrent_config(self)
 
 
 class LSTMLM(NeuralLM):

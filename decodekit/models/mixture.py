@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import torch
 
 from decodekit.errors import DecodekitError
-from decodekit.models.base import model_device
+from decodekit.models.base import model_device, prefill
 from decodekit.models.scoring import chunk_scorer, stream_logprobs
 from decodekit.models.state import concat, select
 
@@ -103,14 +103,7 @@ class MixtureLM:
         """Args: tokens [N, T]; each component's own ``prefill`` when it has one."""
         outs = []
         for m, s in zip(self.models, state):
-            toks = tokens.to(model_device(m))
-            if hasattr(m, "prefill"):
-                outs.append(m.prefill(s, toks))
-            else:
-                lp = None
-                for t in range(toks.shape[1]):
-                    lp, s = m.step(s, toks[:, t])
-                outs.append((lp, s))
+            outs.append(prefill(m, s, tokens.to(model_device(m))))
         return self._mix([o[0] for o in outs]), tuple(o[1] for o in outs)
 
     def target_logprobs(

@@ -14,39 +14,14 @@ a sequence starts from a context of n-1 ``bos`` (= ``eos``) ids.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
-
 import torch
 from torch import nn
 
-from decodekit.checks import at_least, fraction, positive, require
+from decodekit.checks import require
+from decodekit.models.configs import MLPConfig
 from decodekit.models.neural import NeuralLM
-from decodekit.models.rnn import init_uniform_
+from decodekit.models.recurrent import init_uniform_
 from decodekit.vocab import Vocab
-
-
-@dataclass(frozen=True)
-class MLPConfig:
-    """Sizes of a Bengio MLP: ``order`` n (n-1 context words), ``embed`` m, ``hidden`` h
-    (0: no hidden layer, needs ``direct``), ``direct`` connections x -> y, ``dropout`` on x and
-    the hidden layer, ``init_range`` r: every parameter starts uniform in [-r, r]."""
-
-    kind: ClassVar[str] = "mlp"
-    order: int = 5
-    embed: int = 30
-    hidden: int = 100
-    direct: bool = True
-    dropout: float = 0.0
-    init_range: float = 0.1
-
-    def __post_init__(self) -> None:
-        at_least("order", self.order, 2, note=" (at least one context word)")
-        at_least("embed", self.embed)
-        at_least("hidden", self.hidden, 0)
-        require(self.hidden > 0 or self.direct, "an MLP with hidden=0 needs direct connections (direct=True)")
-        fraction("dropout", self.dropout)
-        positive("init_range", self.init_range)
 
 
 class MLPLM(NeuralLM):

@@ -20,9 +20,10 @@ import torch
 
 from decodekit.errors import DecodekitError
 from decodekit.models.base import LanguageModel, State, model_device
+from decodekit.models.wrapper import Wrapper
 
 
-class Suppressed:
+class Suppressed(Wrapper):
     """``model`` with the tokens ``token_ids`` given probability 0 at every step.
 
     Args:
@@ -37,19 +38,12 @@ class Suppressed:
             raise DecodekitError(f"cannot suppress token id(s) {bad[:5]}: ids are in [0, {model.vocab_size})")
         if len(ids) >= model.vocab_size:
             raise DecodekitError("every token is suppressed: nothing could be generated")
-        self.model, self.suppressed = model, tuple(ids)
-        self.vocab_size, self.bos_id = model.vocab_size, model.bos_id
+        super().__init__(model)
+        self.suppressed = tuple(ids)
         self.eos_id = None if model.eos_id in ids else model.eos_id  # a suppressed EOS never ends
         mask = torch.zeros(model.vocab_size, dtype=torch.bool)
         mask[list(ids)] = True
         self._mask = mask.to(model_device(model))  # [V] True = suppressed
-        if hasattr(model, "prefill"):
-            self.prefill = self._prefill
-
-    def __getattr__(self, name: str) -> Any:  # vocab, device, reorder_state, concat_states, ...
-        if name in ("target_logprobs", "initial_logprobs"):  # scoring a stream ignores suppression
-            raise AttributeError(name)
-        return getattr(self.__dict__["model"], name)
 
     def to(self, device: Any) -> Suppressed:
         """Move the wrapped model (and the mask) to ``device``; returns self."""
@@ -57,18 +51,7 @@ class Suppressed:
         self._mask = self._mask.to(device)
         return self
 
-    def initial_state(self, batch_size: int) -> State:
-        return self.model.initial_state(batch_size)
-
-    def step(self, state: State, tokens: torch.Tensor) -> tuple[torch.Tensor, State]:
-        logprobs, state = self.model.step(state, tokens)
-        return self._renormalise(logprobs), state
-
-    def _prefill(self, state: State, tokens: torch.Tensor) -> tuple[torch.Tensor, State]:
-        logprobs, state = self.model.prefill(state, tokens)
-        return self._renormalise(logprobs), state
-
-    def _renormalise(self, logprobs: torch.Tensor) -> torch.Tensor:
+    def adjust(self, logprobs: torch.Tensor, state: State) -> torch.Tensor:
         """[N, V] -> [N, V]: -inf at the suppressed ids, the rest shifted to sum to 1.
         DecodekitError when a row gave all its probability to suppressed tokens (then nothing
         can follow: the conditional distribution does not exist)."""

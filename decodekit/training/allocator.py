@@ -4,7 +4,7 @@ Every training update allocates the same large buffers again: logits, log-softma
 gradients, [B*T, V] each (16 MB for batch 20 x bptt 20 x 10k words). glibc's malloc serves
 blocks this large with fresh ``mmap`` pages or trims them off the top of the heap when they are
 freed, so each update pays for thousands of page faults (measured on the PTB LSTM: ~8,000 minor
-faults and ~15 ms of system time per 80 ms update; see docs/benchmarks.md). Raising the mmap
+faults and ~15 ms of system time per 80 ms update; see docs/changelog.md). Raising the mmap
 threshold to its maximum and the trim threshold to 1 GiB makes malloc reuse those blocks; the
 price is that up to that much freed memory stays with the process instead of going back to the
 system, which for a training process (that needs the same peak again at the next update) is

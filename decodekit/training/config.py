@@ -3,10 +3,29 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from decodekit.checks import at_least, fraction, one_of, real, require
-from decodekit.training.sampled import check_loss_options
+from decodekit.errors import ConfigError
+from decodekit.training.schedules import SCHEDULES
+
+OPTIMIZERS = ("sgd", "adam")
+AMP = ("off", "bf16")
+LOSSES = ("softmax", "nce", "sampled-softmax")
+
+
+def check_loss_options(name: str, k: int, alpha: float, learn_log_z: bool, smoothing: float = 0.0) -> None:
+    """Checks that need no vocabulary (k <= V is checked when the loss is built)."""
+    if name not in LOSSES:
+        raise ConfigError(f"unknown loss {name!r}; known: {list(LOSSES)}")
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ConfigError(f"noise samples k must be an integer >= 1, got {k!r}")
+    if not isinstance(alpha, (int, float)) or not 0.0 <= alpha <= 1.0:
+        raise ConfigError(f"noise exponent alpha must be in [0, 1], got {alpha!r}")
+    if not isinstance(smoothing, (int, float)) or not smoothing >= 0:
+        raise ConfigError(f"noise smoothing must be >= 0, got {smoothing!r}")
+    if learn_log_z and name != "nce":
+        raise ConfigError(f"learn_log_z applies to the nce loss only, not {name!r}")
 
 
 @dataclass(frozen=True)
@@ -47,10 +66,10 @@ class TrainConfig:
     batch_size: int = 20
     bptt: int = 20
     lr: float = 1.0
-    optimizer: str = "sgd"
+    optimizer: str = field(default="sgd", metadata={"choices": OPTIMIZERS})
     weight_decay: float = 0.0
     clip: float = 5.0
-    schedule: str = "fixed"
+    schedule: str = field(default="fixed", metadata={"choices": tuple(SCHEDULES)})
     decay: float = 0.5
     decay_start: int = 6
     patience: int = 1
@@ -61,7 +80,7 @@ class TrainConfig:
     seed: int = 0
     save_every: int = 0
     max_logits: int = 2**28
-    loss: str = "softmax"
+    loss: str = field(default="softmax", metadata={"choices": LOSSES})
     noise_samples: int = 600
     noise_alpha: float = 1.0
     learn_log_z: bool = False
@@ -69,7 +88,7 @@ class TrainConfig:
     nce_bias_init: bool = True
     tau: float = 7.0
     psi: float = 2.0
-    amp: str = "off"
+    amp: str = field(default="off", metadata={"choices": AMP})
 
     def __post_init__(self) -> None:
         for name in ("epochs", "batch_size", "bptt"):
@@ -78,8 +97,8 @@ class TrainConfig:
         real("clip", self.clip, 0.0)
         real("weight_decay", self.weight_decay, 0.0)
         fraction("threshold", self.threshold)
-        require(self.amp in ("off", "bf16"), f"amp must be 'off' or 'bf16', got {self.amp!r}")
-        one_of("optimizer", self.optimizer, ("sgd", "adam"))
+        require(self.amp in AMP, f"amp must be 'off' or 'bf16', got {self.amp!r}")
+        one_of("optimizer", self.optimizer, OPTIMIZERS)
         check_loss_options(
             self.loss, self.noise_samples, self.noise_alpha, self.learn_log_z, self.noise_smoothing
         )

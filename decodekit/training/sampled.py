@@ -45,6 +45,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from decodekit.errors import ConfigError
+from decodekit.training.config import LOSSES, check_loss_options  # noqa: F401 (LOSSES: re-exported)
 from decodekit.training.losses import SOFTMAX, Loss
 from decodekit.training.noise import NoiseDistribution, check_noise_options
 
@@ -170,23 +171,6 @@ class SampledSoftmaxLoss(_Sampled):
         o_x = o_x.masked_fill(targets[..., None] == noise_ids, -math.inf)
         logits = torch.cat([o_y[..., None], o_x], dim=-1)  # [N, T, 1 + k]
         return torch.logsumexp(logits, dim=-1) - o_y
-
-
-LOSSES = ("softmax", "nce", "sampled-softmax")
-
-
-def check_loss_options(name: str, k: int, alpha: float, learn_log_z: bool, smoothing: float = 0.0) -> None:
-    """Checks that need no vocabulary (k <= V is checked when the loss is built)."""
-    if name not in LOSSES:
-        raise ConfigError(f"unknown loss {name!r}; known: {list(LOSSES)}")
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ConfigError(f"noise samples k must be an integer >= 1, got {k!r}")
-    if not isinstance(alpha, (int, float)) or not 0.0 <= alpha <= 1.0:
-        raise ConfigError(f"noise exponent alpha must be in [0, 1], got {alpha!r}")
-    if not isinstance(smoothing, (int, float)) or not smoothing >= 0:
-        raise ConfigError(f"noise smoothing must be >= 0, got {smoothing!r}")
-    if learn_log_z and name != "nce":
-        raise ConfigError(f"learn_log_z applies to the nce loss only, not {name!r}")
 
 
 def make_loss(

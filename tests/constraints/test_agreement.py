@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from decodekit.constraints import ConstraintError, compile_regex
-from tests.constraints.strategies import SYNTAX_LEAVES, regexes, vocabularies
+from tests.support.regex_strategies import SYNTAX_LEAVES, regexes, vocabularies
 
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from decodekit.constraints import ConstraintError, compile_regex
-from tests.constraints.strategies import regexes
+from tests.support.regex_strategies import regexes
 
 CHARS = "abxy _.é1-\u0663\t"
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

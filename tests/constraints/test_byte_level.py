@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 import decodekit
 from decodekit.constraints import ConstraintError, as_automaton, compile_regex
-from tests.constraints.strategies import regexes
-from tests.fakes import TableLM, byte_bpe
+from tests.support.fakes import TableLM, byte_bpe
+from tests.support.regex_strategies import regexes
 
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")

@@ -20,8 +20,8 @@ from decodekit.constraints.syntax.firstset import first_char_rejects
 from decodekit.errors import ConfigError
 from decodekit.generation import GenerationConfig, generate
 from decodekit.vocab import Vocab
-from tests.constraints.strategies import regexes, vocabularies
-from tests.decoding.exhaustive import Oracle, SparseLM, assert_n_best
+from tests.support.exhaustive import Oracle, SparseLM, assert_n_best
+from tests.support.regex_strategies import regexes, vocabularies
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 WORDS3 = [r".*\bdog\b.*", r".*\bpark\b.*", r".*\bball\b.*"]

@@ -25,7 +25,7 @@ from decodekit.constraints.tokens import lift
 from decodekit.constraints.tokens.interface import provides
 from decodekit.models.lstm import LSTMLM, LSTMConfig
 from decodekit.vocab import WordVocab
-from tests.cli import exit_and_stderr, word_checkpoint
+from tests.support.cli import exit_and_stderr, word_checkpoint
 
 VOCAB = ["a", "b", "ab", "ba", "<eos>"]
 EOS = 4

@@ -17,7 +17,7 @@ import decodekit
 from decodekit.constraints import check_pattern, compile_for_vocab
 from decodekit.constraints.frontends.schema import json_schema
 from decodekit.errors import ConstraintError
-from tests.fakes import HistoryLM, char_vocab
+from tests.support.fakes import HistoryLM, char_vocab
 
 CHARS = "".join(chr(c) for c in range(32, 127)) + "é€😀\n"
 VOCAB = char_vocab(CHARS)

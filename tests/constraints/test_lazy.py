@@ -23,7 +23,7 @@ from decodekit.constraints import (
 from decodekit.constraints import build as compile_module
 from decodekit.constraints.tokens import lift
 from decodekit.models.hf import HFVocab
-from tests.fakes import TableLM, byte_bpe
+from tests.support.fakes import TableLM, byte_bpe
 
 TEXTS = ["the cat sat on the mat", "aaaa abab baba 2024-05-17", "naïve café 中文 😀", "0123456789 -:."] * 3
 SMALL = [

@@ -14,8 +14,7 @@ from decodekit.constraints import compile_regex
 from decodekit.constraints.tokens import masks as automaton_module
 from decodekit.constraints.tokens.automaton import TokenAutomaton
 from decodekit.constraints.tokens.masks import _Tables
-
-from .strategies import regexes
+from tests.support.regex_strategies import regexes
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 VOCAB = ["a", "b", " ", "ab", "ba", "a ", "bb", None, "<eos>"]

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 import decodekit
 from decodekit.errors import DecodekitError
-from tests.decoding.exhaustive import Oracle, SparseLM, assert_n_best
-from tests.fakes import HistoryLM, TableLM, all_completions, score
+from tests.support.exhaustive import Oracle, SparseLM, assert_n_best
+from tests.support.fakes import HistoryLM, TableLM, all_completions, score
 
 
 def exhaustive_best(model, prompt, max_length, alpha, n):
@@ -139,7 +139,7 @@ def test_extreme_finite_length_penalties_neither_fail_nor_give_nan(alpha):
 
 
 def small_char_vocab():
-    from tests.fakes import char_vocab
+    from tests.support.fakes import char_vocab
 
     return char_vocab("abc")
 

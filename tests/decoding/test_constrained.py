@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 import decodekit
 from decodekit.errors import ConstraintError
 from decodekit.vocab import Vocab
-from tests.decoding.exhaustive import Oracle, SparseLM, assert_n_best, regexes
-from tests.fakes import HistoryLM, TableLM, all_completions, char_vocab, score
+from tests.support.exhaustive import Oracle, SparseLM, assert_n_best, regexes
+from tests.support.fakes import HistoryLM, TableLM, all_completions, char_vocab, score
 
 TOKENS = ["a", "b", "ab", "ba", "bb"]
 

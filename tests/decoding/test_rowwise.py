@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 import decodekit
 from decodekit.decoding import processors
 from decodekit.errors import ConstraintError, ModelOutputError
-from tests.decoding.exhaustive import Oracle, SparseLM, approx, regexes, vocab_of
-from tests.fakes import HistoryLM, TableLM, all_completions, char_vocab, sequence_logprob
+from tests.support.exhaustive import Oracle, SparseLM, approx, regexes, vocab_of
+from tests.support.fakes import HistoryLM, TableLM, all_completions, char_vocab, sequence_logprob
 
 
 def argmax_chain(model, prompt, max_length):

@@ -15,7 +15,7 @@ from decodekit import load_model
 from decodekit.models.arpa import read_arpa, write_arpa
 from decodekit.models.arpa_cache import cache_path, load_arpa
 from decodekit.models.kneser_ney import train_kneser_ney_on_sentences
-from tests.disk import fill, in_child, public_dir, read_only, small_disk
+from tests.support.disk import fill, in_child, public_dir, read_only, small_disk
 
 SENTENCES = ["the cat sat on the mat", "the dog sat on the log", "a cat saw a dog", "the cat ran"]
 

@@ -10,8 +10,8 @@ import torch
 import decodekit
 from decodekit.errors import ConfigError
 from decodekit.models.controls import Controlled
-from tests.decoding.exhaustive import SparseLM
-from tests.fakes import char_vocab
+from tests.support.exhaustive import SparseLM
+from tests.support.fakes import char_vocab
 
 
 def feed(model, tokens):

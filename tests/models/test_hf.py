@@ -17,7 +17,7 @@ tokenizers = pytest.importorskip("tokenizers")
 
 import decodekit  # noqa: E402
 from decodekit.models.hf import HuggingFaceLM, load_hf  # noqa: E402
-from tests.fakes import byte_bpe  # noqa: E402
+from tests.support.fakes import byte_bpe  # noqa: E402
 
 TEXTS = [
     "the cat sat on the mat",
@@ -227,7 +227,7 @@ def _cli(args, capsys):
 
 
 def test_cli_eval_and_generate_past_the_limit_and_a_tokenizer_larger_than_the_model(tmp_path, capsys):
-    from tests.fakes import byte_bpe, save_tiny_gpt2
+    from tests.support.fakes import byte_bpe, save_tiny_gpt2
 
     save_tiny_gpt2(tmp_path / "m", TEXTS, 300)  # n_positions 64
     data = tmp_path / "long.txt"

@@ -17,7 +17,7 @@ pytest.importorskip("tokenizers")
 import decodekit  # noqa: E402
 from decodekit import ConstraintLogitsProcessor  # noqa: E402
 from decodekit.models.hf import HuggingFaceLM  # noqa: E402
-from tests.fakes import byte_bpe  # noqa: E402
+from tests.support.fakes import byte_bpe  # noqa: E402
 
 TEXTS = ["the café opened in 2024-05-17 — déjà vu", "naïve dates 1999-12-31 and 2000-01-01 ünd so"] * 20
 DATE = r"\d{4}-\d{2}-\d{2}"

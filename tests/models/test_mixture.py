@@ -12,7 +12,7 @@ from decodekit.models.kneser_ney import train_kneser_ney
 from decodekit.models.mixture import MixtureLM, fit_weights
 from decodekit.models.ngram import NgramLM
 from decodekit.models.scoring import stream_logprobs
-from tests.fakes import HistoryLM, TableLM, all_completions, score, word_vocab
+from tests.support.fakes import HistoryLM, TableLM, all_completions, score, word_vocab
 
 
 def test_step_is_the_weighted_sum_of_probabilities():

@@ -9,7 +9,7 @@ import torch
 import decodekit
 from decodekit.errors import DecodekitError
 from decodekit.models.suppress import Suppressed
-from tests.fakes import HistoryLM, all_completions, score, word_vocab
+from tests.support.fakes import HistoryLM, all_completions, score, word_vocab
 
 WORDS = ["a", "b", "c", "d"]
 

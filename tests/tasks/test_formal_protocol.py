@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from decodekit.tasks import make_task
-from tests.scripts import load_benchmark
+from tests.support.scripts import load_benchmark
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

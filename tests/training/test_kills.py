@@ -25,7 +25,7 @@ from decodekit.checkpoint import load_checkpoint, read_config, temporary_name
 from decodekit.cli import main
 from decodekit.locking import LockedError
 from decodekit.training import loop, resume, rundir
-from tests.fakes import held_by_another_process
+from tests.support.fakes import held_by_another_process
 
 
 @pytest.fixture(autouse=True)

@@ -35,27 +35,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from decodekit.checks import at_least, one_of
 from decodekit.errors import DecodekitError
+from decodekit.models.configs import BOTTOMS, check_pda_sizes  # noqa: F401 (BOTTOMS: re-exported)
 from decodekit.models.stack.logspace import log_add, log_einsum
 
 NSState = tuple[torch.Tensor, torch.Tensor]
 """(G [N, P, P, Q, S, Q, S], A [N, P, Q, S]) log-weights."""
-
-BOTTOMS = ("frozen", "replaceable")
-"""``frozen``: DuSell & Chiang's definition (default); ``replaceable``: the extra position -1."""
-
-
-def check_pda_sizes(
-    num_states: int, num_symbols: int, window: int | None, bottom: str = "frozen", max_length: int = 512
-) -> None:
-    """The sizes of an NS/RNS stack (``max_length`` matters only without a window)."""
-    at_least("stack_states |Q|", num_states)
-    at_least("stack_symbols |Gamma|", num_symbols, 2, note=" (the bottom symbol and at least one more)")
-    at_least("window D", window, optional=True, note=" (or None for unlimited)")
-    one_of("stack bottom", bottom, BOTTOMS)
-    if window is None:
-        at_least("max_length", max_length)
 
 
 def initial_ns_state(

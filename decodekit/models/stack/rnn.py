@@ -13,60 +13,18 @@ place, so :func:`decodekit.models.state.select` reorders it and ``step`` decodes
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from decodekit.checks import at_least, one_of, positive
+from decodekit.models.configs import STACKS, StackLSTMConfig  # noqa: F401 (STACKS: re-exported)
 from decodekit.models.neural import NeuralLM
-from decodekit.models.stack.nondeterministic import NondeterministicStack, check_pda_sizes
+from decodekit.models.stack.nondeterministic import NondeterministicStack
 from decodekit.models.stack.stratification import StratificationStack
-from decodekit.models.stack.superposition import SuperpositionStack, check_vector_stack
+from decodekit.models.stack.superposition import SuperpositionStack
 from decodekit.vocab import Vocab
-
-STACKS = ("superposition", "stratification", "ns", "rns")
-
-
-@dataclass(frozen=True)
-class StackLSTMConfig:
-    """``stack``: superposition | stratification | ns | rns. ``stack_states`` |Q| and
-    ``stack_symbols`` |Gamma| (ns/rns); ``window`` D (ns/rns; None = unlimited, then at most
-    ``max_length`` steps per sequence); ``depth`` (superposition, stratification; None = unbounded);
-    ``stack_embed`` m, the pushed-vector size (superposition/stratification); ``push_hidden``:
-    superposition pushes h_t (needs m = hidden). Every parameter starts U(-init_range, init_range).
-    ``recompute``: trade compute for training memory (see :meth:`StackLSTM.features`).
-    ``bottom`` (ns/rns): ``"frozen"``, DuSell & Chiang's definition (the bottom symbol is never
-    replaced or popped, a run that exposes it again has weight zero), or ``"replaceable"``, the
-    definition of older decodekit checkpoints (a position -1 beneath it; see
-    :mod:`decodekit.models.stack.nondeterministic`)."""
-
-    kind: ClassVar[str] = "stack-lstm"
-    stack: str = "rns"
-    embed: int = 20
-    hidden: int = 20
-    stack_states: int = 2
-    stack_symbols: int = 3
-    window: int | None = None
-    depth: int | None = None
-    stack_embed: int = 20
-    push_hidden: bool = False
-    max_length: int = 512
-    init_range: float = 0.1
-    recompute: bool = False
-    bottom: str = "frozen"
-
-    def __post_init__(self) -> None:
-        at_least("embed", self.embed)
-        at_least("hidden", self.hidden)
-        positive("init_range", self.init_range)
-        one_of("stack", self.stack, STACKS)
-        if self.stack in ("ns", "rns"):
-            check_pda_sizes(self.stack_states, self.stack_symbols, self.window, self.bottom, self.max_length)
-        else:
-            check_vector_stack(self.stack_embed, self.depth, self.hidden if self.push_hidden else None)
 
 
 def build_stack(config: StackLSTMConfig) -> nn.Module:

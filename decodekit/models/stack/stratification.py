@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from torch.nn.functional import relu
 
-from decodekit.models.stack.superposition import check_vector_stack
+from decodekit.models.configs import check_vector_stack
 
 StratState = tuple[torch.Tensor, torch.Tensor]
 

@@ -18,18 +18,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from decodekit.checks import at_least, require
-
-
-def check_vector_stack(stack_embed: int, depth: int | None, push_hidden_size: int | None = None) -> None:
-    """The sizes of a superposition or stratification stack (``push_hidden_size``: H when the
-    superposition stack pushes h_t, which needs m = H)."""
-    at_least("stack_embed", stack_embed)
-    at_least("stack depth", depth, optional=True, note=" (or None for unbounded)")
-    require(
-        push_hidden_size is None or stack_embed == push_hidden_size,
-        f"push_hidden needs stack_embed == hidden ({push_hidden_size}), got {stack_embed}",
-    )
+from decodekit.models.configs import check_vector_stack
 
 
 class SuperpositionStack(nn.Module):

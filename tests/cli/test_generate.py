@@ -4,8 +4,8 @@ import pytest
 import regex
 import torch
 
-from tests.cli import run, word_checkpoint
-from tests.fakes import save_tiny_gpt2
+from tests.support.cli import run, word_checkpoint
+from tests.support.fakes import save_tiny_gpt2
 
 WORDS = ["the", "company", "said", "profit", "rose", "market", "fell", "shares"]
 

@@ -8,7 +8,7 @@ import torch
 
 from decodekit.checkpoint import save_checkpoint
 from decodekit.models.lstm import LSTMLM, LSTMConfig
-from tests.cli import run, word_checkpoint
+from tests.support.cli import run, word_checkpoint
 
 WORDS = ["the", "company", "said", "profit", "rose", "market", "fell", "shares"]
 

@@ -1,4 +1,6 @@
-"""The results file of batch generation: one JSON object per line, each id's result at most once.
+"""The result file of a generation job (:mod:`decodekit.jobs`), on disk: one JSON object per line,
+each id's result at most once (public as ``decodekit.results``). The in-memory results of one
+search, :class:`~decodekit.outputs.Hypothesis` and its tree, are :mod:`decodekit.outputs`.
 
 * :func:`target` is the file a run writes: the results path with symlinks followed, which must be
   a regular file or not exist (a device, a FIFO, ... is refused: :func:`decodekit.files.writable_target`).

@@ -130,3 +130,30 @@ def test_options_the_model_does_not_have_are_refused(tmp_path, capsys, model, op
         ["train", "--data", str(corpus), "--model", model, *option, "--out", str(tmp_path / "o")], capsys
     )
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_options_are_the_configs_fields():
+    """Every field of every model config (but those train cannot use) and of TrainConfig is an
+    option, of the field's type; the model choices are the registry's kinds."""
+    import dataclasses
+
+    import click
+
+    from decodekit.cli.train import train_command
+    from decodekit.cli.train_options import NEGATED, NOT_OPTIONS, SPELLED
+    from decodekit.models import CONFIGS, MODELS
+    from decodekit.training import TrainConfig
+
+    params = {p.name: p for p in train_command.params}
+    assert list(params["kind"].type.choices) == list(CONFIGS) and set(CONFIGS) == set(MODELS)
+    for cls in [*CONFIGS.values(), TrainConfig]:
+        for f in dataclasses.fields(cls):
+            if f.name in NOT_OPTIONS:
+                continue
+            name = NEGATED.get(f.name) or SPELLED.get(f.name, (f.name,))[0]
+            assert name in params, f"{cls.__name__}.{f.name}"
+            if "choices" in f.metadata:
+                assert list(params[name].type.choices) == list(f.metadata["choices"])
+            elif isinstance(f.default, int | float) and not isinstance(f.default, bool):
+                assert isinstance(params[name].type, click.types.IntParamType | click.types.FloatParamType)
+    assert params["epochs"].default == TrainConfig.epochs and params["lr"].default == TrainConfig.lr

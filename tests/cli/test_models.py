@@ -18,7 +18,7 @@ from decodekit.models.arpa import write_arpa
 from decodekit.models.kneser_ney import train_kneser_ney_on_sentences
 from decodekit.models.lstm import LSTMLM, LSTMConfig
 from decodekit.vocab import WordVocab
-from tests.fakes import save_tiny_gpt2
+from tests.support.fakes import save_tiny_gpt2
 
 WORDS = ["the", "cat", "sat", "on", "mat", "dog", "ran"]
 COMMANDS = {

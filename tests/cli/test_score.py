@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from decodekit import load_model
-from tests.cli import run, word_checkpoint
+from tests.support.cli import run, word_checkpoint
 
 WORDS = ["the", "company", "said", "profit", "rose"]
 

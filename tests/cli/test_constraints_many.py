@@ -6,7 +6,7 @@ import json
 import pytest
 import regex
 
-from tests.cli import run, word_checkpoint
+from tests.support.cli import run, word_checkpoint
 
 WORDS = ["the", "dog", "park", "ball", "in", "a", "with", "ran", "played"]
 THREE = [r".*\bdog\b.*", r".*\bpark\b.*", r".*\bball\b.*"]

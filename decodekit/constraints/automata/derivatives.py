@@ -1,0 +1,636 @@
+"""Constraint expressions with intersection and complement, and their Brzozowski derivatives.
+
+Users build :class:`Pattern` objects: ``Pattern(regex)`` (a regex, fully matched), combined with
+``a & b`` (both match), ``a | b`` (either), ``~a`` (the text does not match ``a``; over valid
+UTF-8 texts), at any depth; :func:`intersect`, :func:`union`, :func:`complement` and
+:func:`excluding` are the same as functions. ``compile_regex`` and ``generate(constraint=...)``
+accept them. A :class:`Pattern` is immutable and hashable (the compile cache's key) and its
+``str`` reads like ``(A) & ~(B)``.
+
+Compiling one (:class:`CharLevel`) parses every regex in it, computes one partition of the
+characters into classes over all their character sets (:func:`chardfa._partition`, with the
+word-character split when ``\\b``/``\\B`` occur), and rewrites the whole into a hash-consed
+expression algebra (:class:`Expr`): ∅, ε, a set of classes (a bit mask), ``\\b``, ``\\B``,
+concatenation (binary, right-nested), union and intersection (frozensets of operands),
+complement, and counted repetition ``r{lo,hi}`` kept symbolic (``a{10000}`` is one node). The
+smart constructors normalise (associativity, commutativity and idempotence of union and
+intersection, ∅ and ε absorption, sets merged, ``~~r = r``), so that equal derivatives are the
+same object and the derivatives of an expression are finitely many.
+
+Word boundaries. Whether ``r`` matches the empty text at a position depends on the word-ness of
+the characters before (``p``) and after (``n``) it: ``\\b`` holds iff ``p != n``, ``\\B`` iff
+``p == n``; the text starts non-word and its end counts as non-word, as in
+:mod:`~decodekit.constraints.automata.chardfa`. ``Expr.null`` holds the four cases as bits
+``1 << (2 p + n)``. A state is (expression, ``p``); reading class ``k`` (word-ness ``n``) is the
+derivative ``D_k`` taken with the assertions evaluated at (``p``, ``n``)::
+
+    D(∅) = D(ε) = D(\\b) = D(\\B) = ∅      D(S) = ε if k in S else ∅
+    D(r s) = D(r) s | (D(s) if ν(r, p, n))  D(r | s) = D(r) | D(s)
+    D(r & s) = D(r) & D(s)                  D(~r) = ~D(r)
+    D(r{lo,hi}) = D(r) r{lo',hi-1},  lo' = 0 if ν(r, p, n) else max(lo - 1, 0)
+
+(empty iterations all sit at the same position, so when ``r`` is nullable there, ``r{lo,hi}``
+is ``r{0,hi}``). A state accepts iff ``ν(r, p, non-word)``.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+
+import numpy as np
+
+from decodekit.constraints.automata.chardfa import _partition
+from decodekit.constraints.automata.graph import unique_rows
+from decodekit.constraints.automata.product import _refuse_anchors, _refuse_first_char_test, first_char_gate
+from decodekit.constraints.automata.utf8 import _layout, _node_of, code_point_classes
+from decodekit.constraints.syntax.nodes import Anchor, Kind, Node
+from decodekit.constraints.syntax.parser import parse
+from decodekit.errors import ConstraintError
+
+ANY_TEXT = r"(?s:.*)"
+SEARCH_BUDGET = 200_000  # derivatives a liveness / distance search may take from one state
+MAX_STATES = 2_000_000  # character states one compiled expression may number
+
+
+# ----------------------------------------------------------------------------- the user API
+
+
+class Pattern:
+    """A constraint expression: ``Pattern(regex)`` fully matches ``regex`` (Python ``regex``
+    syntax, as :func:`~decodekit.constraints.compile.compile_regex`); ``a & b``: both match;
+    ``a | b``: either matches; ``~a``: the text does not fully match ``a``. Operands may be
+    :class:`Pattern` objects or regex strings (``Pattern("[a-z]+") & "...."`` is a 4-letter
+    word). Immutable and hashable; ``str()`` reads ``(A) & ~(B)``.
+
+    Attributes:
+        op: ``"re"`` (``args``: the regex text), ``"and"``, ``"or"`` (``args``: a tuple of
+            Patterns), ``"not"`` (``args``: a 1-tuple), ``"search"`` (``args``: a regex matched
+            anywhere in the text, ``(?s:.*)(?:R)(?s:.*)`` with R's flags kept inside R).
+    """
+
+    __slots__ = ("op", "args", "_hash")
+
+    def __init__(self, regex: str | Pattern, _op: str = "re", _args: tuple = ()):
+        if isinstance(regex, Pattern):
+            _op, _args = regex.op, regex.args
+        elif _op == "re":
+            if not isinstance(regex, str):
+                raise ConstraintError(f"Pattern takes a regex string, got {type(regex).__name__} {regex!r}")
+            _args = regex
+        self.op, self.args = _op, _args
+        self._hash = hash((_op, _args))
+
+    def __and__(self, other) -> Pattern:
+        return intersect(self, other)
+
+    def __rand__(self, other) -> Pattern:
+        return intersect(other, self)
+
+    def __or__(self, other) -> Pattern:
+        return union(self, other)
+
+    def __ror__(self, other) -> Pattern:
+        return union(other, self)
+
+    def __invert__(self) -> Pattern:
+        return complement(self)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Pattern) and self.op == other.op and self.args == other.args
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __str__(self) -> str:
+        if self.op == "re":
+            return self.args
+        if self.op == "not":
+            return f"~({self.args[0]})"
+        if self.op == "search":
+            return f"...{self.args}..."
+        return f" {'&' if self.op == 'and' else '|'} ".join(f"({a})" for a in self.args)
+
+    def __repr__(self) -> str:
+        return f"Pattern({str(self)!r})"
+
+    def regexes(self) -> list[str]:
+        """Every regex text in the expression, in order."""
+        out, stack = [], [self]
+        while stack:
+            p = stack.pop()
+            if p.op == "re":
+                out.append(p.args)
+                gate = first_char_gate(p.args)
+                if gate is not None:
+                    out.append(gate)
+            elif p.op == "search":
+                out += [p.args, ANY_TEXT]
+            else:
+                stack.extend(reversed(p.args))
+        return out
+
+    @property
+    def combined(self) -> bool:
+        """Whether it holds an intersection or a complement (not just regexes and unions)."""
+        return self.op in ("and", "not") or (self.op == "or" and any(a.combined for a in self.args))
+
+
+def _as_pattern(x) -> Pattern:
+    if isinstance(x, Pattern):
+        return x
+    if isinstance(x, str):
+        return Pattern(x)
+    raise ConstraintError(
+        f"a constraint expression takes regex strings or Patterns, got {type(x).__name__} {x!r}"
+    )
+
+
+def intersect(*parts) -> Pattern:
+    """The texts every part fully matches (``a & b & ...``)."""
+    if not parts:
+        raise ConstraintError("intersect needs at least one pattern")
+    items = tuple(_as_pattern(p) for p in parts)
+    return items[0] if len(items) == 1 else Pattern("", "and", items)
+
+
+def union(*parts) -> Pattern:
+    """The texts some part fully matches (``a | b | ...``)."""
+    if not parts:
+        raise ConstraintError("union needs at least one pattern")
+    items = tuple(_as_pattern(p) for p in parts)
+    return items[0] if len(items) == 1 else Pattern("", "or", items)
+
+
+def complement(part) -> Pattern:
+    """The valid UTF-8 texts ``part`` does not fully match (``~a``)."""
+    return Pattern("", "not", (_as_pattern(part),))
+
+
+def excluding(positive, excluded: Iterable[str]) -> Pattern:
+    """``positive`` and no match of any of ``excluded`` anywhere in the text: what
+    ``compile_regex(..., exclude=...)`` means, as ``positive & ~(.*R.*) & ...``. An exclude's
+    anchors and the first-character test ``regex.search`` would apply are refused, as there."""
+    parts = [_as_pattern(positive)]
+    for r in excluded:
+        ast, _ = parse(r)
+        _refuse_anchors(ast, r)
+        _refuse_first_char_test(r)
+        parts.append(complement(Pattern("", "search", r)))
+    return intersect(*parts)
+
+
+# ----------------------------------------------------------------------------- the algebra
+
+EMPTY, EPS, SET, WB, NWB, CAT, OR, AND, NOT, REP = range(10)
+_ALL_CONTEXTS = 0b1111
+
+
+class Expr:
+    """A hash-consed expression node (compare by identity). ``null``: its nullability bits over
+    (previous, next) word-ness (module docstring); ``ctx``: it contains ``\\b``/``\\B``;
+    ``simple``: no intersection, complement or boundary below (then it is non-empty iff not ∅).
+    ``lo``: a lower bound on the bytes of a match (exact when ``simple``)."""
+
+    __slots__ = ("op", "a", "b", "lo", "hi", "mask", "null", "ctx", "simple", "minb", "id", "__weakref__")
+
+    def __repr__(self) -> str:
+        names = ["∅", "ε", "S", "\\b", "\\B", "cat", "or", "and", "not", "rep"]
+        if self.op == SET:
+            return f"S{self.mask:b}"
+        if self.op == REP:
+            return f"({self.a!r}){{{self.lo},{self.hi}}}"
+        if self.op == CAT:
+            return f"{self.a!r}·{self.b!r}"
+        if self.op in (OR, AND):
+            return "(" + (" | " if self.op == OR else " & ").join(sorted(map(repr, self.a))) + ")"
+        if self.op == NOT:
+            return f"~{self.a!r}"
+        return names[self.op]
+
+
+class Algebra:
+    """The hash-consed nodes of one compiled expression and their smart constructors.
+
+    ``class_bytes`` [C]: the fewest UTF-8 bytes of a spellable character of each class (a large
+    number when none), for the byte lower bounds; ``word`` [C] bool: the class is ``\\w``."""
+
+    def __init__(self, class_bytes: list[int], word: list[bool]):
+        self._table: dict[tuple, Expr] = {}
+        self.class_bytes, self.word = class_bytes, word
+        self.empty = self._make((EMPTY,), EMPTY, null=0, simple=True, minb=0)
+        self.eps = self._make((EPS,), EPS, null=_ALL_CONTEXTS, simple=True, minb=0)
+        self.wb = self._make((WB,), WB, null=0b0110, ctx=True, minb=0)
+        self.nwb = self._make((NWB,), NWB, null=0b1001, ctx=True, minb=0)
+        self.top = self.complement(self.empty)
+        self._deriv: dict[tuple, Expr] = {}
+
+    def _make(self, key, op, a=None, b=None, lo=0, hi=None, mask=0, null=0, ctx=False, simple=False, minb=0):
+        e = self._table.get(key)
+        if e is None:
+            e = Expr()
+            e.op, e.a, e.b, e.lo, e.hi, e.mask = op, a, b, lo, hi, mask
+            e.null, e.ctx, e.simple, e.minb, e.id = null, ctx, simple, minb, len(self._table)
+            self._table[key] = e
+        return e
+
+    def chars(self, mask: int) -> Expr:
+        if not mask:
+            return self.empty
+        m, best = mask, 1 << 30
+        while m:  # the fewest bytes over the classes in the set
+            low = m & -m
+            best = min(best, self.class_bytes[low.bit_length() - 1])
+            m ^= low
+        return self._make((SET, mask), SET, mask=mask, simple=True, minb=best)
+
+    def cat(self, a: Expr, b: Expr) -> Expr:
+        if a.op == EMPTY or b.op == EMPTY:
+            return self.empty
+        if a.op == EPS:
+            return b
+        if b.op == EPS:
+            return a
+        if a.op == CAT:  # right-nested
+            return self.cat(a.a, self.cat(a.b, b))
+        return self._make(
+            (CAT, a, b), CAT, a, b, null=a.null & b.null, ctx=a.ctx or b.ctx,
+            simple=a.simple and b.simple, minb=a.minb + b.minb,
+        )  # fmt: skip
+
+    def _flat(self, op: int, items: Iterable[Expr]) -> tuple[set, int]:
+        out, mask = set(), 0
+        for x in items:
+            if x.op == op:
+                out.update(x.a)
+            else:
+                out.add(x)
+        sets = [x for x in out if x.op == SET]
+        if sets:
+            mask = sets[0].mask
+            for s in sets[1:]:
+                mask = mask | s.mask if op == OR else mask & s.mask
+            out.difference_update(sets)
+        return out, (mask if sets else -1)
+
+    def union(self, items: Iterable[Expr]) -> Expr:
+        out, mask = self._flat(OR, items)
+        out.discard(self.empty)
+        if mask > 0:
+            out.add(self.chars(mask))
+        if self.top in out:
+            return self.top
+        if not out:
+            return self.empty
+        if len(out) == 1:
+            return next(iter(out))
+        key = frozenset(out)
+        null = 0
+        for x in key:
+            null |= x.null
+        return self._make(
+            (OR, key), OR, key, null=null, ctx=any(x.ctx for x in key),
+            simple=all(x.simple for x in key), minb=min(x.minb for x in key),
+        )  # fmt: skip
+
+    def intersection(self, items: Iterable[Expr]) -> Expr:
+        out, mask = self._flat(AND, items)
+        if self.empty in out or mask == 0:
+            return self.empty
+        out.discard(self.top)
+        if mask > 0:
+            out.add(self.chars(mask))
+        if not out:
+            return self.top
+        if len(out) == 1:
+            return next(iter(out))
+        if self.eps in out and any(x.op == SET for x in out):
+            return self.empty
+        key = frozenset(out)
+        null = _ALL_CONTEXTS
+        for x in key:
+            null &= x.null
+        return self._make(
+            (AND, key), AND, key, null=null, ctx=any(x.ctx for x in key), minb=max(x.minb for x in key)
+        )
+
+    def complement(self, a: Expr) -> Expr:
+        if a.op == NOT:
+            return a.a
+        return self._make((NOT, a), NOT, a, null=~a.null & _ALL_CONTEXTS, ctx=a.ctx, minb=0)
+
+    def rep(self, a: Expr, lo: int, hi: int | None) -> Expr:
+        if hi == 0 or a.op == EPS:
+            return self.eps
+        if a.op == EMPTY:
+            return self.eps if lo == 0 else self.empty
+        if lo == 1 and hi == 1:
+            return a
+        if a.op == REP and a.lo == 0 and a.hi is None and lo <= 1 and hi is None:
+            return a  # (r*)* = (r*)+ = r*
+        null = _ALL_CONTEXTS if lo == 0 else a.null
+        return self._make(
+            (REP, a, lo, hi), REP, a, lo=lo, hi=hi, null=null, ctx=a.ctx, simple=a.simple, minb=lo * a.minb
+        )
+
+    def derivative(self, e: Expr, k: int, p: bool) -> Expr:
+        """``D_k(e)`` with the previous character's word-ness ``p`` (module docstring)."""
+        key = (e, k, p)
+        got = self._deriv.get(key)
+        if got is not None:
+            return got
+        op = e.op
+        if op == SET:
+            out = self.eps if e.mask >> k & 1 else self.empty
+        elif op in (EMPTY, EPS, WB, NWB):
+            out = self.empty
+        elif op == CAT:
+            out = self.cat(self.derivative(e.a, k, p), e.b)
+            if e.a.null >> (2 * p + self.word[k]) & 1:
+                out = self.union((out, self.derivative(e.b, k, p)))
+        elif op == OR:
+            out = self.union([self.derivative(x, k, p) for x in e.a])
+        elif op == AND:
+            out = self.intersection([self.derivative(x, k, p) for x in e.a])
+        elif op == NOT:
+            out = self.complement(self.derivative(e.a, k, p))
+        else:  # REP
+            first = self.derivative(e.a, k, p)
+            if first.op == EMPTY:
+                out = first
+            else:
+                lo = 0 if e.a.null >> (2 * p + self.word[k]) & 1 else max(e.lo - 1, 0)
+                out = self.cat(first, self.rep(e.a, lo, None if e.hi is None else e.hi - 1))
+        self._deriv[key] = out
+        return out
+
+
+# ----------------------------------------------------------------------------- compiling
+
+
+def _utf8_tables(classes, available: np.ndarray | None):
+    """The code-point class DAG of :mod:`~decodekit.constraints.automata.utf8` as lookups.
+
+    Returns a dict: ``ascii`` [128] class of each ASCII byte; ``lead`` [256] (level, node) of
+    each lead byte (level 1: ``rows[node]`` is the classes of its 64 continuation bytes; level 2:
+    ``l2[node]`` its level-1 children; level 3: ``l3[node]`` its level-2 children; -1 invalid);
+    ``masks[level][node]``: the classes below a node reachable through ``available`` bytes (a bit
+    mask), and ``left[level]`` how many bytes each of them still needs."""
+    two, three, four, lead = _layout()
+    rows, block = classes.rows, classes.block
+    sig2 = np.concatenate([_node_of(block, three), _node_of(block, four.reshape(-1, 64))])
+    l2, l2_of = unique_rows(sig2)
+    l2_three, l2_four = l2_of[:16], l2_of[16:].reshape(5, 64)
+    l2_four = np.where((four >= 0).any(-1), l2_four, -1)
+    l3, l3_of = unique_rows(l2_four)
+    avail = np.ones(256, dtype=bool) if available is None else available
+    cont = avail[0x80:0xC0]
+    m1 = [_bits(r) for r in rows[:, cont]]
+    m2 = [_or(m1[c] for c, ok in zip(r, cont) if ok and c >= 0) for r in l2.tolist()]
+    m3 = [_or(m2[c] for c, ok in zip(r, cont) if ok and c >= 0) for r in l3.tolist()]
+    leads = [(-1, -1)] * 256
+    for b in range(0xC2, 0xE0):
+        leads[b] = (1, int(block[two[b]]))
+    for b in range(0xE0, 0xF0):
+        leads[b] = (2, int(l2_three[b - 0xE0]))
+    for b in range(0xF0, 0xF5):
+        leads[b] = (3, int(l3_of[b - 0xF0])) if (four[b - 0xF0] >= 0).any() else (-1, -1)
+    ascii_ = rows[block[:2]].reshape(-1).tolist()
+    return {
+        "ascii": ascii_, "lead": leads, "rows": rows.tolist(), "l2": l2.tolist(), "l3": l3.tolist(),
+        "masks": (None, m1, m2, m3), "avail": avail.tolist(),
+    }  # fmt: skip
+
+
+def _bits(values) -> int:
+    out = 0
+    for v in np.unique(values).tolist():
+        out |= 1 << v
+    return out
+
+
+def _or(masks) -> int:
+    out = 0
+    for m in masks:
+        out |= m
+    return out
+
+
+class CharLevel:
+    """The character level of a compiled :class:`Pattern`: numbered states (expression, previous
+    character word or not), their transitions by class, acceptance, liveness and distances, all
+    computed on first need.
+
+    ``available`` [256] bool: the bytes a text may contain (a vocabulary's); character sets are
+    cut to the classes spellable with them, so that a ``simple`` state is live iff it exists."""
+
+    def __init__(self, pattern: Pattern, available: np.ndarray | None = None):
+        parsed: dict[str, tuple[Node, bool]] = {}
+        for r in pattern.regexes():
+            if r not in parsed:
+                parsed[r] = parse(r)
+        boundaries = any(b for _, b in parsed.values())
+        sets: dict = {}
+        for ast, _ in parsed.values():
+            _collect_sets(ast, sets)
+        explicit, other, member, word, examples = _partition(list(sets), boundaries)
+        self.examples = examples
+        self.num_classes = member.shape[1]
+        self.word = word.tolist()
+        classes = code_point_classes(other, explicit)
+        self.utf8 = _utf8_tables(classes, available)
+        avail_classes = self._available_classes()
+        class_bytes = [1 << 20] * self.num_classes
+        for k, n in avail_classes.items():
+            class_bytes[k] = n
+        self.alg = alg = Algebra(class_bytes, self.word)
+        mask_all = _or(1 << k for k in avail_classes)
+        set_mask = [_bits(np.flatnonzero(row)) & mask_all for row in member]
+        set_of = {cs: i for i, cs in enumerate(sets)}
+        converted = {r: _convert(ast, alg, set_of, set_mask) for r, (ast, _) in parsed.items()}
+        self.root = _combine(pattern, alg, converted)
+        self.boundaries = boundaries
+        self.states: list[tuple[Expr, bool]] = []
+        self.index: dict[tuple[Expr, bool], int] = {}
+        self.trans: list[dict[int, int]] = []
+        self._live: dict[int, bool] = {}
+        self._dist: dict[int, int] = {}
+        self.initial = self.state(self.root, False)
+
+    def _available_classes(self) -> dict[int, int]:
+        """class -> the fewest bytes of a character of it spellable with the available bytes."""
+        u = self.utf8
+        out: dict[int, int] = {}
+        for b in range(128):
+            if u["avail"][b]:
+                out[u["ascii"][b]] = 1
+        for b, (level, node) in enumerate(u["lead"]):
+            if level < 0 or not u["avail"][b]:
+                continue
+            m = u["masks"][level][node]
+            while m:
+                low = m & -m
+                k = low.bit_length() - 1
+                out[k] = min(out.get(k, 9), level + 1)
+                m ^= low
+        return out
+
+    def state(self, e: Expr, p: bool) -> int:
+        """The id of state (e, p); -1 for ∅."""
+        if e.op == EMPTY:
+            return -1
+        key = (e, bool(p) and self.boundaries and e.ctx)
+        q = self.index.get(key)
+        if q is None:
+            q = self.index[key] = len(self.states)
+            if q >= MAX_STATES:
+                raise ConstraintError(
+                    f"constraint too large: more than {MAX_STATES:,} character states visited"
+                )
+            self.states.append(key)
+            self.trans.append({})
+        return q
+
+    def step(self, q: int, k: int) -> int:
+        """The state after reading a character of class k from state q (-1: ∅)."""
+        row = self.trans[q]
+        got = row.get(k)
+        if got is None:
+            e, p = self.states[q]
+            got = row[k] = self.state(self.alg.derivative(e, k, p), self.word[k])
+        return got
+
+    def accepting(self, q: int) -> bool:
+        e, p = self.states[q]
+        return bool(e.null >> (2 * p) & 1)
+
+    def classes(self) -> range:
+        return range(self.num_classes)
+
+    def distance(self, q: int) -> int:
+        """The fewest bytes of a text leading q to acceptance, -1 if none (exact: the
+        structural bound for a ``simple`` expression, else a bounded Dijkstra search;
+        ConstraintError past :data:`SEARCH_BUDGET` states)."""
+        got = self._dist.get(q)
+        if got is not None:
+            return got
+        e, _ = self.states[q]
+        if e.simple:
+            self._dist[q] = e.minb
+            return e.minb
+        return self._search(q)
+
+    def lower(self, q: int) -> int:
+        """A lower bound on :meth:`distance` that never searches."""
+        got = self._dist.get(q)
+        return got if got is not None else self.states[q][0].minb
+
+    def live(self, q: int) -> bool:
+        return q >= 0 and self.distance(q) >= 0
+
+    def _search(self, q0: int) -> int:
+        cost = [n if n < (1 << 20) else -1 for n in self.alg.class_bytes]
+        usable = [k for k in range(self.num_classes) if cost[k] > 0]
+        best = {q0: 0}
+        parent: dict[int, int] = {}
+        heap = [(0, 0, q0)]  # (bytes, 1 if the rest of the way is known, state)
+        done = set()
+        visited = 0
+        while heap:
+            d, final, q = heapq.heappop(heap)
+            if final:  # the first final entry popped is the shortest way
+                x = q
+                while True:  # the states on it get their exact distance
+                    self._dist[x] = d - best[x]
+                    if x == q0:
+                        break
+                    x = parent[x]
+                return d
+            if q in done:
+                continue
+            done.add(q)
+            known = 0 if self.accepting(q) else self._dist.get(q)
+            if known is not None and known >= 0:  # the rest of the way from q is known
+                heapq.heappush(heap, (d + known, 1, q))
+                continue
+            if known is not None:  # a dead state: nothing beyond it
+                continue
+            visited += 1
+            if visited > SEARCH_BUDGET:
+                raise ConstraintError(
+                    f"constraint too expensive: deciding whether a state can still match searched more "
+                    f"than {SEARCH_BUDGET:,} states (an intersection or complement whose matches are far "
+                    "or rare); simplify the expression"
+                )
+            for k in usable:
+                r = self.step(q, k)
+                if r < 0 or r in done:
+                    continue
+                nd = d + cost[k]
+                if nd < best.get(r, 1 << 60):
+                    best[r], parent[r] = nd, q
+                    heapq.heappush(heap, (nd, 0, r))
+        for x in done:  # every state reachable from q0 was seen: none accepts
+            self._dist[x] = -1
+        return -1
+
+
+def _collect_sets(root: Node, sets: dict) -> None:
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if n.kind is Kind.SET:
+            sets.setdefault(n.cset, len(sets))
+        else:
+            stack.extend(n.items)
+
+
+def _convert(root: Node, alg: Algebra, set_of: dict, set_mask: list[int]) -> Expr:
+    """The parsed AST as an :class:`Expr` (iterative over the nesting)."""
+    done: dict[int, Expr] = {}
+    stack = [(root, False)]
+    while stack:
+        node, ready = stack.pop()
+        if node.kind is Kind.SET:
+            done[id(node)] = alg.chars(set_mask[set_of[node.cset]])
+            continue
+        if node.kind is Kind.ASSERT:
+            a = node.anchor
+            done[id(node)] = (
+                alg.wb if a is Anchor.WORD_BOUNDARY else alg.nwb if a is Anchor.NOT_WORD_BOUNDARY else alg.eps
+            )
+            continue
+        if not ready:
+            stack.append((node, True))
+            stack.extend((c, False) for c in node.items if id(c) not in done)
+            continue
+        parts = [done[id(c)] for c in node.items]
+        if node.kind is Kind.SEQ:
+            out = alg.eps
+            for x in reversed(parts):
+                out = alg.cat(x, out)
+        elif node.kind is Kind.ALT:
+            out = alg.union(parts)
+        else:
+            out = alg.rep(parts[0], node.lo, node.hi)
+        done[id(node)] = out
+    return done[id(root)]
+
+
+def _combine(p: Pattern, alg: Algebra, converted: dict[str, Expr]) -> Expr:
+    """The expression of ``p``: a regex leaf gated by ``regex``'s first-character test
+    (:func:`~decodekit.constraints.automata.product.first_char_gate`) as a single pattern's
+    compile does; an exclude's search leaf ``.*R.*``."""
+    if p.op == "re":
+        gate = first_char_gate(p.args)
+        e = converted[p.args]
+        return e if gate is None else alg.intersection((e, converted[gate]))
+    if p.op == "search":
+        anything = converted[ANY_TEXT]
+        return alg.cat(anything, alg.cat(converted[p.args], anything))
+    parts = [_combine(x, alg, converted) for x in p.args]
+    if p.op == "and":
+        return alg.intersection(parts)
+    if p.op == "or":
+        return alg.union(parts)
+    return alg.complement(parts[0])

@@ -1,0 +1,169 @@
+"""The UTF-8 byte level of a :class:`~decodekit.constraints.automata.derivatives.CharLevel`,
+built on first visit.
+
+A byte state is a character state q between characters (``level`` 0), or q followed by the
+first bytes of an unfinished character: (q, level, node), ``level`` continuation bytes still to
+come, ``node`` the node of the code-point class DAG of
+:mod:`~decodekit.constraints.automata.utf8` under which the character lies (level 1: a row of 64
+classes; 2 and 3: rows of 64 child nodes). Byte states are numbered as they are reached; their
+transitions fill a table ``[S, 256]`` (-2: not computed yet, -1: dead), so that stepping the
+vocabulary's trie is a gather, with only the pairs never seen computed in Python. A state is dead
+(-1) when its character state is ∅, or, inside a character, when every character it can still
+complete to leads to ∅. Valid UTF-8 only: no overlong forms, surrogates or code points past
+U+10FFFF (the DAG has no node for them).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from decodekit.constraints.automata.derivatives import CharLevel
+from decodekit.constraints.automata.graph import distances_to_accept, distinct_columns, minimize
+from decodekit.constraints.automata.utf8 import ByteDFA
+from decodekit.errors import ConstraintError
+
+UNKNOWN = -2
+
+
+class LazyBytes:
+    """Byte states of ``char`` on first visit (module docstring). ``table`` [capacity, 256]
+    int32 (rows past :attr:`size` unused); state 0 is the initial one."""
+
+    def __init__(self, char: CharLevel) -> None:
+        self.char = char
+        self.keys: list[tuple[int, int, int]] = []
+        self.index: dict[tuple[int, int, int], int] = {}
+        self.table = np.full((64, 256), UNKNOWN, dtype=np.int32)
+        u = char.utf8
+        self._ascii, self._lead, self._rows, self._l2, self._l3 = (
+            u["ascii"],
+            u["lead"],
+            u["rows"],
+            u["l2"],
+            u["l3"],
+        )
+        self._masks = u["masks"]
+        self._dist: dict[int, int] = {}
+        if self.state(char.initial, 0, 0) != 0:
+            raise RuntimeError("the initial byte state is not 0")
+
+    @property
+    def size(self) -> int:
+        return len(self.keys)
+
+    def state(self, q: int, level: int, node: int) -> int:
+        """The id of byte state (q, level, node), -1 if q is ∅ or node invalid."""
+        if q < 0 or node < 0:
+            return -1
+        key = (q, level, node)
+        s = self.index.get(key)
+        if s is None:
+            if level and not self._completes(q, level, node):
+                self.index[key] = -1
+                return -1
+            s = self.index[key] = len(self.keys)
+            self.keys.append(key)
+            if s >= len(self.table):
+                grown = np.full((2 * len(self.table), 256), UNKNOWN, dtype=np.int32)
+                grown[: len(self.table)] = self.table
+                self.table = grown
+        return s
+
+    def _completes(self, q: int, level: int, node: int) -> bool:
+        """Whether some character under ``node`` (available bytes only) leads q somewhere."""
+        m = self._masks[level][node]
+        char = self.char
+        while m:
+            low = m & -m
+            if char.step(q, low.bit_length() - 1) >= 0:
+                return True
+            m ^= low
+        return False
+
+    def step(self, s: int, b: int) -> int:
+        """The state after byte b from state s (computed and stored on first need)."""
+        got = int(self.table[s, b])
+        if got != UNKNOWN:
+            return got
+        q, level, node = self.keys[s]
+        if level == 0:
+            if b < 0x80:
+                out = self.state(self.char.step(q, self._ascii[b]), 0, 0)
+            else:
+                lv, nd = self._lead[b]
+                out = -1 if lv < 0 else self.state(q, lv, nd)
+        elif not 0x80 <= b < 0xC0:
+            out = -1
+        elif level == 1:
+            out = self.state(self.char.step(q, self._rows[node][b - 0x80]), 0, 0)
+        else:
+            child = (self._l2 if level == 2 else self._l3)[node][b - 0x80]
+            out = self.state(q, level - 1, child)
+        self.table[s, b] = out
+        return out
+
+    def fill(self, states: np.ndarray, codes: np.ndarray) -> None:
+        """Compute the unknown entries ``table[states[i], codes[i]]`` (each distinct pair once)."""
+        pairs = np.unique(states.astype(np.int64) * 256 + codes)
+        for key in pairs.tolist():
+            self.step(key >> 8, key & 255)
+
+    def accepting(self, s: int) -> bool:
+        q, level, _ = self.keys[s]
+        return level == 0 and self.char.accepting(q)
+
+    def distance(self, s: int) -> int:
+        """The fewest bytes from s to acceptance over the available bytes (-1: none)."""
+        got = self._dist.get(s)
+        if got is None:
+            q, level, node = self.keys[s]
+            if level == 0:
+                got = self.char.distance(q)
+            else:
+                got, m = -1, self._masks[level][node]
+                while m:
+                    low = m & -m
+                    r = self.char.step(q, low.bit_length() - 1)
+                    d = self.char.distance(r) if r >= 0 else -1
+                    if d >= 0 and (got < 0 or level + d < got):
+                        got = level + d
+                    m ^= low
+            self._dist[s] = got
+        return got
+
+    def lower(self, s: int) -> int:
+        """A lower bound on :meth:`distance` that never searches (0 inside a character)."""
+        got = self._dist.get(s)
+        if got is not None:
+            return got
+        q, level, _ = self.keys[s]
+        return self.char.lower(q) if level == 0 else level
+
+    def whole(self, available: np.ndarray, max_states: int, label: str) -> ByteDFA | None:
+        """Every byte state reachable over the ``available`` [256] bytes, as a trim, minimal
+        :class:`ByteDFA` (what the whole token automaton is lifted from); None if nothing is
+        accepted. Past ``max_states`` reachable byte states, ConstraintError."""
+        codes = np.flatnonzero(available).tolist()
+        s = 0
+        while s < self.size:
+            for b in codes:
+                self.step(s, b)
+            s += 1
+            if self.size > max_states:
+                raise ConstraintError(
+                    f"constraint too large: {label} has more than {max_states} reachable byte-level states "
+                    f"(max_states={max_states}); use a masked search, which builds it on first visit"
+                )
+        n = self.size
+        table = self.table[:n].astype(np.int64)
+        table[:, ~available] = -1
+        acc = np.array([self.accepting(x) for x in range(n)], dtype=bool)
+        dist = distances_to_accept(table, acc)
+        live = dist >= 0
+        if not live[0]:
+            return None
+        remap = np.append(np.where(live, np.cumsum(live) - 1, -1), -1)
+        out = minimize(remap[table[live]], acc[live], 0, hint=dist[live])
+        boundary = np.array([k[1] == 0 for k in self.keys], dtype=bool)[np.flatnonzero(live)[out.reps]]
+        columns, which = distinct_columns(out.table)
+        return ByteDFA(columns.astype(np.int32), out.accepting, 0, which.astype(np.int64), boundary)

@@ -1,0 +1,387 @@
+"""The token level of the derivative engine: masks from states discovered on first visit.
+
+:class:`DerivedTokenAutomaton` has the interface of
+:class:`~decodekit.constraints.tokens.lazy.LazyTokenAutomaton` (it is one, for the searches), over
+the byte states of :class:`~decodekit.constraints.automata.lazybytes.LazyBytes`: nothing is
+built before the first mask but the parse and the first row. It is used only where its masks
+are exactly the whole automaton's (``build.exact_lazily``: no separator, every byte some token
+contains is a token by itself), so that
+
+* a token is allowed (no length limit) iff its bytes lead to a byte state that can still reach
+  acceptance (``LazyBytes.distance >= 0``: trivially for an expression without intersection,
+  complement or boundary, else a bounded search);
+* with ``remaining`` tokens left, iff moreover the fewest tokens from that state to acceptance
+  are at most ``remaining - 1``. With ``d`` the fewest bytes to acceptance and L the longest
+  token, those fewest tokens lie in ``[ceil(d / L), d]`` (every byte is a token); only between
+  the two does a bounded breadth-first search over tokens decide (:meth:`_within`).
+
+Rows. The trie of the vocabulary is walked once per state, depth by depth (one gather per depth
+from the byte table, the unknown (state, byte) pairs of a depth computed first, each once).
+Rows without the length check are cached by a key: for an expression without intersection,
+complement or boundary, the part of it that the next L bytes can reach (:func:`_prefix_key`:
+repetition counts past what L bytes can consume are capped, what lies beyond them cut), so that
+``.{2000}`` or ``a{10000}`` walk one row, not one per position. The length check is skipped
+for a row when ``remaining - 1`` is at least an upper bound on the bytes to acceptance of every
+state the row's tokens reach (:func:`_reach_bound`).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from decodekit.constraints.automata.derivatives import CAT, OR, REP, SET, CharLevel, Expr
+from decodekit.constraints.automata.lazybytes import UNKNOWN, LazyBytes
+from decodekit.constraints.tokens.lazy import LazyTokenAutomaton
+from decodekit.constraints.tokens.trie import EncodedVocab, as_bytes
+from decodekit.errors import ConstraintError
+
+ROWS = 256  # static rows kept (LRU)
+WALKS = 64  # per-state walks kept for the length check (LRU)
+NEED_WALKS = 4096  # walks the fewest-tokens search may take for one question
+
+
+class DerivedTokenAutomaton(LazyTokenAutomaton):
+    """Masks, steps and acceptance of a :class:`CharLevel` expression over a vocabulary, on
+    first visit (module docstring). States are byte-state ids (0: initial; -1: dead);
+    :attr:`exact` is always True."""
+
+    def __init__(
+        self,
+        char: CharLevel,
+        enc: EncodedVocab,
+        tokens: Sequence[str | bytes | None],
+        eos_id: int | None,
+        pattern: str,
+        stats: dict | None = None,
+        device: torch.device | str = "cpu",
+    ) -> None:
+        self.eos_id, self.pattern, self.separator, self.initial = eos_id, pattern, "", 0
+        self.device = torch.device(device)
+        self._enc, self._tokens, self._char = enc, tokens, char
+        self.bytes = LazyBytes(char)
+        usable = enc.valid.copy()
+        if eos_id is not None:
+            usable[eos_id] = False
+        self._usable = usable
+        self._longest = max(1, int(enc.lengths.max(initial=1)))
+        self._rows: OrderedDict = OrderedDict()
+        self._walks: OrderedDict = OrderedDict()
+        self._keys: dict[int, object] = {}
+        self._codes: dict[int, list[int]] = {}
+        self._within_known: dict[
+            int, tuple[int, int]
+        ] = {}  # state -> (largest R known no, least R known yes)
+        self._reach: dict[int, int] = {}
+        self._copies: dict = {}
+        self._stats = dict(stats or {})
+        if self.bytes.distance(0) < 0:
+            raise ConstraintError(
+                f"no token sequence of this vocabulary ({enc.size} tokens) matches {pattern!r}: "
+                "no text of the bytes its tokens contain matches"
+            )
+
+    # ------------------------------------------------------------------ the public interface
+
+    @property
+    def vocab_size(self) -> int:
+        return self._enc.size
+
+    @property
+    def exact(self) -> bool:
+        return True
+
+    @property
+    def stats(self) -> dict:
+        """Sizes so far: ``candidate_states`` (byte states discovered), ``char_states``."""
+        return {**self._stats, "candidate_states": self.bytes.size, "char_states": len(self._char.states)}
+
+    @property
+    def shortest(self) -> int:
+        """The fewest tokens (EOS not counted) of an accepted sequence."""
+        d = self.bytes.distance(0)
+        lo, hi = -(-d // self._longest), d
+        while lo < hi:  # the answer is monotone in the budget
+            mid = (lo + hi) // 2
+            if self._within(0, mid):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def fits(self, max_length: int) -> bool:
+        """Whether a match ends within ``max_length`` tokens."""
+        return self._within(0, max_length)
+
+    def to(self, device: torch.device | str) -> DerivedTokenAutomaton:
+        """A copy producing tensors on ``device`` (self if already there); the states are shared,
+        the cached rows are per device."""
+        device = torch.device(device)
+        if device == self.device:
+            return self
+        if device not in self._copies:
+            copy = object.__new__(DerivedTokenAutomaton)
+            copy.__dict__.update(self.__dict__)
+            copy.device, copy._rows = device, OrderedDict()
+            self._copies[device] = copy
+        return self._copies[device]
+
+    def is_accepting(self, states: torch.Tensor) -> torch.Tensor:
+        """[N] states -> [N] bool (dead states are not)."""
+        out = [s >= 0 and self.bytes.accepting(s) for s in states.reshape(-1).tolist()]
+        return torch.tensor(out, dtype=torch.bool, device=self.device)
+
+    def min_tokens(self, states: torch.Tensor) -> torch.Tensor:
+        """[N] states -> [N] long, a lower bound on the tokens to acceptance (0 for dead):
+        ``ceil(bytes / L)``."""
+        out = [0 if s < 0 else -(-self.bytes.lower(s) // self._longest) for s in states.reshape(-1).tolist()]
+        return torch.tensor(out, dtype=torch.long, device=self.device)
+
+    def _accepts_state(self, s: int) -> bool:
+        return self.bytes.accepting(s)
+
+    def __repr__(self) -> str:
+        return (
+            f"DerivedTokenAutomaton(pattern={self.pattern!r}, byte_states={self.bytes.size}, "
+            f"vocab_size={self.vocab_size}, eos_id={self.eos_id})"
+        )
+
+    # ------------------------------------------------------------------ stepping
+
+    def _next(self, c: int, t: int) -> int:
+        if c < 0 or not self._usable[t]:
+            return -1
+        codes = self._codes.get(t)
+        if codes is None:
+            codes = self._codes[t] = list(as_bytes(self._tokens[t]))
+        step = self.bytes.step
+        for b in codes:
+            c = step(c, b)
+            if c < 0:
+                return -1
+        return c
+
+    def _walk(self, s: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The usable tokens whose bytes lead from s to a live state, those states, and their
+        fewest bytes to acceptance; the trie stepped depth by depth from the byte table."""
+        enc, lb = self._enc, self.bytes
+        found_t, found_e = [], []
+        empty = enc.by_depth[0][0]
+        if len(empty):
+            found_t.append(empty)
+            found_e.append(np.full(len(empty), s, dtype=np.int64))
+        alive, state = np.zeros(1, dtype=np.int64), np.array([s], dtype=np.int64)
+        for d in range(1, len(enc.by_depth)):
+            first = enc.first_child[d - 1]
+            lo = first[alive]
+            counts = first[alive + 1] - lo
+            total = int(counts.sum())
+            if not total:
+                break
+            child = np.repeat(lo - (np.cumsum(counts) - counts), counts) + np.arange(total)
+            src = np.repeat(state, counts)
+            codes = enc.byte[d - 1][child]
+            nxt = lb.table[src, codes]
+            unknown = np.flatnonzero(nxt == UNKNOWN)
+            if len(unknown):
+                lb.fill(src[unknown], codes[unknown])
+                nxt[unknown] = lb.table[src[unknown], codes[unknown]]
+            keep = np.flatnonzero(nxt >= 0)
+            if not len(keep):
+                break
+            alive, state = child[keep], nxt[keep].astype(np.int64)
+            ids, nodes = enc.by_depth[d]
+            if len(ids):
+                every = np.full(len(enc.byte[d - 1]), -1, dtype=np.int64)
+                every[alive] = state
+                ends = every[nodes]
+                hit = ends >= 0
+                found_t.append(ids[hit])
+                found_e.append(ends[hit])
+        if not found_t:
+            z = np.zeros(0, dtype=np.int64)
+            return z, z, z
+        tok, ends = np.concatenate(found_t), np.concatenate(found_e)
+        keep = self._usable[tok]
+        tok, ends = tok[keep], ends[keep]
+        uniq, inverse = np.unique(ends, return_inverse=True)
+        dist = np.array([lb.distance(e) for e in uniq.tolist()], dtype=np.int64)[inverse.reshape(-1)]
+        live = dist >= 0
+        return tok[live], ends[live], dist[live]
+
+    def _walked(self, s: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        got = self._walks.get(s)
+        if got is None:
+            got = self._walks[s] = self._walk(s)
+            if len(self._walks) > WALKS:
+                self._walks.popitem(last=False)
+        else:
+            self._walks.move_to_end(s)
+        return got
+
+    # ------------------------------------------------------------------ rows
+
+    def _row(self, c: int, remaining: int | None) -> tuple:
+        """(bool [V] row, cache entry for biases, sparse ids) of state c under ``remaining``."""
+        if c < 0:
+            return self._empty()
+        accept = self.bytes.accepting(c)
+        if remaining is not None and remaining - 1 < self._reach_of(c):
+            tok, ends, dist = self._walked(c)
+            budget = remaining - 1
+            ok = dist <= budget
+            gap = np.flatnonzero(~ok & (-(-dist // self._longest) <= budget))
+            if len(gap):
+                uniq = np.unique(ends[gap]).tolist()
+                yes = {e for e in uniq if self._within(e, budget)}
+                ok[gap] = np.isin(ends[gap], list(yes))
+            return self._entry(tok[ok], accept)
+        key = self._key(c)
+        entry = self._rows.get(key)
+        if entry is None:
+            tok, _, _ = self._walked(c) if key[0] == "state" else self._walk(c)
+            entry = self._rows[key] = self._entry(tok, accept)
+            if len(self._rows) > ROWS:
+                self._rows.popitem(last=False)
+        else:
+            self._rows.move_to_end(key)
+        return entry
+
+    def _key(self, c: int):
+        """What the static row of c is cached under (module docstring)."""
+        got = self._keys.get(c)
+        if got is None:
+            q, level, node = self.bytes.keys[c]
+            e, p = self._char.states[q]
+            accept = self.bytes.accepting(c)
+            if e.simple:
+                got = ("prefix", _prefix_key(e, self._longest + 4, {}), level, node, accept)
+            else:
+                got = ("state", c)
+            self._keys[c] = got
+        return got
+
+    def _reach_of(self, c: int) -> int:
+        """An upper bound on the bytes to acceptance of every state the row of c reaches."""
+        got = self._reach.get(c)
+        if got is None:
+            e, _ = self._char.states[self.bytes.keys[c][0]]
+            if e.simple:
+                got = _reach_bound(e, {}) + 3  # a token may end inside a character: 3 bytes more
+            else:
+                _, _, dist = self._walked(c)
+                got = int(dist.max(initial=0))
+            self._reach[c] = got
+        return got
+
+    def _within(self, s: int, budget: int) -> bool:
+        """Whether some token sequence of at most ``budget`` tokens leads s to acceptance: the
+        byte bounds first, then a depth-first search over tokens, closest states first (answers
+        per (state, budget) kept, monotone in the budget; ConstraintError past
+        :data:`NEED_WALKS` walks)."""
+        quick = self._bounds(s, budget)
+        if quick is not None:
+            return quick
+        walks = 0
+        stack = [(s, budget, None)]  # (state, tokens left, candidates not tried yet)
+        while stack:
+            x, left, todo = stack[-1]
+            if todo is None:
+                walks += 1
+                if walks > NEED_WALKS:
+                    raise ConstraintError(
+                        f"constraint too expensive: deciding whether {self.pattern!r} can still be matched "
+                        f"within {budget} tokens took more than {NEED_WALKS} walks of the vocabulary; "
+                        "raise max_length"
+                    )
+                _, ends, dist = self._walked(x)
+                if (dist <= left - 1).any():
+                    for y, k, _ in stack:  # every state on the way is within its budget
+                        self._known(y, k, True)
+                    return True
+                fine = -(-dist // self._longest) <= left - 1
+                order = np.unique(ends[fine], return_index=True)
+                todo = order[0][np.argsort(dist[fine][order[1]], kind="stable")].tolist()[::-1]
+                stack[-1] = (x, left, todo)
+            if not todo:
+                self._known(x, left, False)
+                stack.pop()
+                continue
+            e = todo.pop()
+            quick = self._bounds(e, left - 1)
+            if quick is None:
+                stack.append((e, left - 1, None))
+            elif quick:
+                for y, k, _ in stack:
+                    self._known(y, k, True)
+                return True
+        return False
+
+    def _bounds(self, s: int, budget: int) -> bool | None:
+        """Whether s reaches acceptance within ``budget`` tokens when the byte bounds or an
+        earlier answer decide it, else None."""
+        d = self.bytes.distance(s)
+        if d < 0 or budget < 0:
+            return False
+        if d <= budget:
+            return True
+        if -(-d // self._longest) > budget:
+            return False
+        no, yes = self._within_known.get(s, (-1, 1 << 62))
+        return False if budget <= no else True if budget >= yes else None
+
+    def _known(self, s: int, budget: int, answer: bool) -> None:
+        no, yes = self._within_known.get(s, (-1, 1 << 62))
+        self._within_known[s] = (no, min(yes, budget)) if answer else (max(no, budget), yes)
+
+
+def _prefix_key(e: Expr, budget: int, memo: dict):
+    """A hashable key equal for two ``simple`` expressions whose texts agree on every prefix of
+    at most ``budget`` bytes (and so have the same static row): counts of repetitions that
+    ``budget`` bytes cannot exhaust are capped, and what lies past ``budget`` bytes is cut."""
+    if budget < 0:
+        return "..."
+    k = (e.id, budget)
+    got = memo.get(k)
+    if got is not None:
+        return got
+    op = e.op
+    if op == SET:
+        got = (SET, e.mask)
+    elif op == CAT:
+        got = (CAT, _prefix_key(e.a, budget, memo), _prefix_key(e.b, budget - e.a.minb, memo))
+    elif op == OR:
+        got = (OR, frozenset(_prefix_key(x, budget, memo) for x in e.a))
+    elif op == REP:
+        if e.a.minb >= 1:
+            cap = budget // e.a.minb + 1
+            lo, hi = min(e.lo, cap), cap if e.hi is None else min(e.hi, cap)
+            got = (REP, _prefix_key(e.a, budget, memo), lo, hi, e.hi is None and e.lo < cap)
+        else:
+            got = (REP, _prefix_key(e.a, budget, memo), e.lo, e.hi)
+    else:
+        got = (op,)
+    memo[k] = got
+    return got
+
+
+def _reach_bound(e: Expr, memo: dict) -> int:
+    """An upper bound on the fewest bytes to acceptance (``minb``) of every derivative of a
+    ``simple`` expression (its own included)."""
+    got = memo.get(e.id)
+    if got is not None:
+        return got
+    op = e.op
+    if op == CAT:
+        got = max(_reach_bound(e.a, memo) + e.b.minb, _reach_bound(e.b, memo))
+    elif op == OR:
+        got = max(_reach_bound(x, memo) for x in e.a)
+    elif op == REP:
+        got = _reach_bound(e.a, memo) + e.lo * e.a.minb
+    else:
+        got = e.minb
+    memo[e.id] = got
+    return got

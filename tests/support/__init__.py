@@ -1,0 +1,1 @@
+"""Fakes, oracles and helpers shared by the tests (no tests here)."""
