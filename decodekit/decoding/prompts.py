@@ -108,7 +108,8 @@ def check_logprobs(logprobs: torch.Tensor, rows: int, vocab_size: int, step: int
 
 def _for_states(constraint: Any, model: LanguageModel, exclude: Any, max_length: int) -> TokenConstraint:
     """What one beam per automaton state runs on: the whole automaton (``anderson_automaton``);
-    a lazy automaton given whose masks are the whole automaton's (``exact``); where the whole
+    a lazy automaton given whose masks are the whole automaton's (``exact`` and ``exact_rows``;
+    an engine without ``exact_rows``, such as the derivatives', is refused as before); where the whole
     automaton is refused for size, the lazy one (``Laziness.MASKED``) if its static rows are the
     whole automaton's (``exact_rows``: no separator, every byte a token by itself; near the length
     limit its bound may mask more unless ``exact``) and a match fits in ``max_length``: both
@@ -118,7 +119,12 @@ def _for_states(constraint: Any, model: LanguageModel, exclude: Any, max_length:
     from decodekit.constraints.tokens.interface import StateTables, provides
 
     given = provides(constraint, TokenConstraint) and not provides(constraint, StateTables)
-    if given and provides(constraint, Transitions) and constraint.exact:
+    if (
+        given
+        and provides(constraint, Transitions)
+        and constraint.exact
+        and getattr(constraint, "exact_rows", False)
+    ):
         return as_automaton(constraint, model, exclude=exclude)
     try:
         return anderson_automaton(constraint, model, exclude=exclude)
