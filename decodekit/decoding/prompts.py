@@ -109,11 +109,12 @@ def check_logprobs(logprobs: torch.Tensor, rows: int, vocab_size: int, step: int
 def _for_states(constraint: Any, model: LanguageModel, exclude: Any, max_length: int) -> TokenConstraint:
     """What one beam per automaton state runs on: the whole automaton (``anderson_automaton``);
     a lazy automaton given whose masks are the whole automaton's (``exact`` and ``exact_rows``;
-    an engine without ``exact_rows``, such as the derivatives', is refused as before); where the whole
-    automaton is refused for size, the lazy one (``Laziness.MASKED``) if its static rows are the
-    whole automaton's (``exact_rows``: no separator, every byte a token by itself; near the length
-    limit its bound may mask more unless ``exact``) and a match fits in ``max_length``: both
-    searched over the states they reach. Otherwise the size refusal, naming the masked searches."""
+    an engine without ``exact_rows``, such as the derivatives', is refused as before); where the
+    whole automaton is refused for size, the lazy one (``Laziness.MASKED``, else ``LAZY``: the
+    byte-DFA engine, not the derivatives') if its static rows are the whole automaton's
+    (``exact_rows``: no separator, every byte a token by itself; near the length limit its bound
+    may mask more unless ``exact``) and a match fits in ``max_length``: both searched over the
+    states they reach. Otherwise the size refusal, naming the masked searches."""
     from decodekit.constraints import ConstraintError, Laziness, Transitions, anderson_automaton, as_automaton
     from decodekit.constraints.compile import ANDERSON_HINT
     from decodekit.constraints.tokens.interface import StateTables, provides
@@ -131,13 +132,18 @@ def _for_states(constraint: Any, model: LanguageModel, exclude: Any, max_length:
     except ConstraintError as refused:
         if given or ANDERSON_HINT not in str(refused):
             raise
-        try:
-            lazy = as_automaton(constraint, model, exclude=exclude, lazy=Laziness.MASKED)
-        except ConstraintError:
-            lazy = None
-        if provides(lazy, StateTables):
-            return lazy
-        if lazy is None or not (provides(lazy, Transitions) and getattr(lazy, "exact_rows", False)):
+        lazy = None
+        for how in (Laziness.MASKED, Laziness.LAZY):  # exact near the limit where it can be; else the bound
+            try:
+                made = as_automaton(constraint, model, exclude=exclude, lazy=how)
+            except ConstraintError:
+                continue
+            if provides(made, StateTables):
+                return made
+            if provides(made, Transitions) and getattr(made, "exact_rows", False):
+                lazy = made
+                break
+        if lazy is None:
             raise
         if not lazy.fits(max_length):
             raise ConstraintError(

@@ -20,8 +20,8 @@ from decodekit.decoding.beam import ANDERSON, ANDERSON_GRID, ANDERSON_VISITED
 from decodekit.decoding.search import run
 from decodekit.decoding.strategies import Settings
 from decodekit.memory import ResourceError
-from tests.support.exhaustive import Oracle, SparseLM, assert_n_best, regexes, vocab_of
 from tests.models.test_conformance import NAMES, VOCAB, model_of
+from tests.support.exhaustive import Oracle, SparseLM, assert_n_best, regexes, vocab_of
 
 ALPHAS = [-1.0, -0.5, 0.0, 0.5, 1.0, 2.0]
 

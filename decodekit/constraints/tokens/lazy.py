@@ -78,7 +78,6 @@ class _Shared:
         exact: Callable[[], Lifted | None] | None,
     ) -> None:
         self.enc, self.tokens = enc, tokens
-        self.bytewise = False  # bound is the fewest bytes, each a token: the static rows are exact
         num_byte, width = dfa.table.shape
         steps = byte_table(dfa, separator.encode("utf-8"))  # premultiplied, as lift's
         flat, lut, start = steps.flat, steps.lut, steps.start
@@ -94,12 +93,16 @@ class _Shared:
             not separator and np.isin(np.flatnonzero((dfa.table >= 0).any(axis=0)), kinds).all()
         ):  # every byte a token:
             bound = byte_dist  # tokens needed = bytes
-            self.bytewise = True
         else:  # the candidate graph of single-byte tokens: c -> 1 + q' (upper bound on tokens needed)
             src = np.repeat(np.arange(num_byte + 1), len(kinds))
             dst = flat[(start[:, None] + kinds[None, :]).reshape(-1)] // width
             keep = dst < num_byte
             bound = reverse_distances(src[keep], 1 + dst[keep], accepting, num_byte + 1)
+        # every byte a token contains is a token by itself (no separator): bound >= 0 iff a match can
+        # still follow with tokens at all, so the static rows are the whole automaton's
+        seen = np.unique(np.concatenate([np.asarray(b, dtype=np.int64) for b in enc.byte] or [np.zeros(0)]))
+        single = enc.byte[0][nodes[usable[ids]]] if len(ids) else np.zeros(0, dtype=np.int64)
+        self.bytewise = not separator and bool(np.isin(seen, single).all())
         if bound[0] < 0:
             raise ConstraintError(
                 f"the constraint {pattern!r} is too large to build whole, and built lazily it needs every "
@@ -186,7 +189,7 @@ class LazyTokenAutomaton:
     @property
     def exact_rows(self) -> bool:
         """Whether the masks equal the whole automaton's wherever the length budget leaves every
-        state's fewest tokens to acceptance in reach (no separator, every byte the pattern reads
+        state's fewest tokens to acceptance in reach (no separator, every byte a token contains
         a token by itself: then a token is allowed iff a match can still follow); near the limit
         they may mask more unless :attr:`exact`. What Anderson-style search over the states it
         reaches needs of a lazy automaton."""
