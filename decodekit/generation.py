@@ -15,6 +15,7 @@ from typing import Any
 
 from decodekit.checks import at_least, one_of, real, require, shown
 from decodekit.decoding.banked import default_search
+from decodekit.decoding.prompts import compile_constraint
 from decodekit.decoding.search import run
 from decodekit.decoding.strategies import STRATEGIES, Settings
 from decodekit.errors import ConfigError
@@ -301,8 +302,15 @@ def _config(config: GenerationConfig | None, options: dict[str, Any]) -> Generat
 
 def _checked(model: LanguageModel, prompts, config: GenerationConfig, max_memory) -> LanguageModel:
     """Refuse what does not fit (memory, the model's position limit), then ``model`` with the
-    config's suppression and controls: what :func:`generate` and :func:`stream` decode."""
-    check_memory(model, prompts, config, limit=max_memory)
+    config's suppression and controls: what :func:`generate` and :func:`stream` decode. One beam
+    per automaton state counts the states of the constraint the plan step compiles (the compile
+    cache hands :func:`~decodekit.decoding.search.run` the same one)."""
+    planned = None
+    if config.search.needs == "states":
+        planned = compile_constraint(config, "states", model)
+    check_memory(
+        model, prompts, config, limit=max_memory, **({} if planned is None else {"constraint": planned})
+    )
     check_positions(model, prompts, config.max_length)
     return with_controls(with_suppression(model, config), config)
 

@@ -185,23 +185,80 @@ def _measure(model: Any) -> tuple[int, int]:
     return max(a - growth, 0), growth
 
 
-def _rows(model: Any, config: Any, prompts: int) -> tuple[int, str, int]:
-    """(rows N, the search in words, automaton states S or 0) of ``config.search``."""
+def _rows(model: Any, config: Any, prompts: int, constraint: Any = None) -> tuple[int, str, int]:
+    """(rows N, the search in words, automaton states S or 0) of ``config.search``.
+
+    One beam per automaton state counts the states of ``constraint``, what the plan step
+    (``decoding.prompts.compile_constraint``) compiled: every state of a whole automaton
+    (``num_states``), or, over a lazy one (Anderson-style search over the states as they are
+    reached), the one it starts in: its rows grow with the states reached, checked as they grow
+    (:func:`rows_guard`). A caller without the compiled constraint (splitting a batch to fit)
+    gets the whole automaton's count from the compile cache, or 1 where it is refused for size."""
     strategy, states = config.search, 0
     if strategy.needs == "states":  # one beam per automaton state: count them
-        from decodekit.constraints import anderson_automaton
-
-        exclude = getattr(config, "exclude", ())
-        states = anderson_automaton(config.constraint, model, exclude=exclude).num_states
+        if constraint is None:
+            constraint = _states_constraint(model, config)
+        states = getattr(constraint, "num_states", 1) if constraint is not None else 1
     return prompts * strategy.rows(config, states), strategy.describe(states), states
 
 
-def estimate(model: Any, prompt_lengths: list[int], config: Any, *, measure: bool = True) -> Estimate:
+def _states_constraint(model: Any, config: Any) -> Any:
+    """The whole automaton of ``config``'s constraint, or None where it is refused for size."""
+    from decodekit.constraints import ConstraintError, anderson_automaton
+
+    try:
+        return anderson_automaton(config.constraint, model, exclude=getattr(config, "exclude", ()))
+    except ConstraintError as e:
+        if "too large" in str(e) or "exceeds max_states" in str(e) or "built on first visit" in str(e):
+            return None
+        raise
+
+
+def rows_guard(model: Any, config: Any, prompts: int, limit: int | str | None = None):
+    """For a search whose rows grow with the automaton states it reaches (Anderson-style search
+    over visited states): ``guard(reached, states)``, raising :class:`ResourceError` when
+    ``states`` beams of K rows per prompt (``states`` x K x ``prompts`` rows, the estimate of
+    :func:`estimate` with that many states) no longer fit in the memory :func:`check` allows; the
+    message names the ``reached`` states (reached so far, all steps together)."""
+    device = model_device(model)
+    budget = (memory_limit(device, limit), memory_limit("cpu", limit))
+    lengths = [0] * prompts
+
+    def guard(reached: int, states: int) -> None:
+        est = estimate(model, lengths, config, measure=False, states=states)
+        if not _fits(est, budget, device):
+            host = device.type == "cpu" or est.device <= budget[0]
+            need, have = (est.host, budget[1]) if host else (est.device, budget[0])
+            raise ResourceError(
+                f"this {config.search.what.split(' (')[0]} has reached {reached:,} automaton states, "
+                f"{states:,} of them holding hypotheses at once: {_count(est.rows)} rows x "
+                f"{model.vocab_size:,} tokens need about {human(need)}, more than the {human(have)} it "
+                "may use; a smaller beam_size, a shorter max_length or a masked beam search "
+                "(strategy='masked-beam') needs less"
+            )
+
+    return guard
+
+
+def estimate(
+    model: Any,
+    prompt_lengths: list[int],
+    config: Any,
+    *,
+    measure: bool = True,
+    constraint: Any = None,
+    states: int | None = None,
+) -> Estimate:
     """The memory a search of ``config`` over prompts of these lengths needs (see the module doc;
-    ``measure=False``: without probing the model's state unless that was done before)."""
+    ``measure=False``: without probing the model's state unless that was done before;
+    ``constraint``: the one the plan step compiled, whose states one beam per state counts
+    (:func:`_rows`); ``states``: that count given instead)."""
     vocab, prompts = int(model.vocab_size), len(prompt_lengths)
     longest = max(prompt_lengths, default=0) + (model.bos_id is not None)
-    rows, _, states = _rows(model, config, prompts)
+    if states is None:
+        rows, _, states = _rows(model, config, prompts, constraint)
+    else:
+        rows = prompts * config.search.rows(config, states)
     rows, steps = min(rows, 2**80), min(config.max_length, 2**80)  # absurd sizes: no float overflow
     strategy = config.search
     per_row, per_token = state_profile(model, measure=measure)
@@ -233,7 +290,13 @@ def estimate(model: Any, prompt_lengths: list[int], config: Any, *, measure: boo
 
 
 def check(
-    model: Any, prompts: list[list[int]], config: Any, *, limit: int | str | None = None, small: float = 0.0
+    model: Any,
+    prompts: list[list[int]],
+    config: Any,
+    *,
+    limit: int | str | None = None,
+    small: float = 0.0,
+    constraint: Any = None,
 ) -> Estimate:
     """Raise :class:`ResourceError` if the search would not fit (see the module docstring).
 
@@ -241,18 +304,19 @@ def check(
     dominates the need that fits: ``beam_size``, ``num_samples``, the number of prompts decoded
     together, the prompt length or ``max_length``. ``small``: a search whose estimate without
     the model's state is under this share of the budget passes without probing the model (the
-    decoders called directly use 1 %, so that a small search makes no model call of its own)."""
+    decoders called directly use 1 %, so that a small search makes no model call of its own).
+    ``constraint``: what the plan step compiled (:func:`_rows`)."""
     lengths = [len(p) for p in prompts]
     device = model_device(model)
     budget = (memory_limit(device, limit), memory_limit("cpu", limit))
     if small:
-        quick = estimate(model, lengths, config, measure=False)
+        quick = estimate(model, lengths, config, measure=False, constraint=constraint)
         if quick.device <= small * budget[0] and quick.host <= small * budget[1]:
             return quick
-    est = estimate(model, lengths, config)
+    est = estimate(model, lengths, config, constraint=constraint)
     if _fits(est, budget, device):
         return est
-    _, what, _ = _rows(model, config, len(lengths))
+    _, what, _ = _rows(model, config, len(lengths), constraint)
     host = device.type == "cpu" or est.device <= budget[0]  # what does not fit: host or device memory
     need, have = (est.host, budget[1]) if host else (est.device, budget[0])
     source = (
@@ -262,10 +326,11 @@ def check(
         if os.environ.get("DECODEKIT_MAX_MEMORY")
         else f"{int(SAFETY * 100)} % of the free {'host ' if host and device.type != 'cpu' else ''}memory"
     )
+    advice = _advice(model, lengths, config, budget, device, est, constraint)
     raise ResourceError(
         f"this {what} needs about {human(need)} ({_count(est.rows)} rows x {model.vocab_size:,} tokens, "
         f"{_count(config.max_length)} steps, prompts of up to {max(lengths, default=0):,} tokens), more than "
-        f"the {human(have)} it may use ({source}); {_advice(model, lengths, config, budget, device, est)}"
+        f"the {human(have)} it may use ({source}); {advice}"
     )
 
 
@@ -290,9 +355,11 @@ def _largest(low: int, high: int, ok) -> int | None:
     return low
 
 
-def _advice(model, lengths: list[int], config: Any, budget, device, est: Estimate) -> str:
+def _advice(model, lengths: list[int], config: Any, budget, device, est: Estimate, constraint=None) -> str:
     def fits(lengths_=lengths, **changes) -> bool:
-        return _fits(estimate(model, lengths_, config.replace(**changes)), budget, device)
+        return _fits(
+            estimate(model, lengths_, config.replace(**changes), constraint=constraint), budget, device
+        )
 
     parts = est.parts
     knob = config.search.knob

@@ -22,6 +22,7 @@ _LAZY = {  # public name -> its module
     "union": "decodekit.constraints.automata.derivatives",
     "LazyTokenAutomaton": "decodekit.constraints.tokens.lazy",
     "StateTables": "decodekit.constraints.tokens.interface",
+    "Transitions": "decodekit.constraints.tokens.interface",
     "TokenAutomaton": "decodekit.constraints.tokens.automaton",
     "TokenConstraint": "decodekit.constraints.tokens.interface",
     "anderson_automaton": "decodekit.constraints.compile",

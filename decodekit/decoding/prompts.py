@@ -106,12 +106,59 @@ def check_logprobs(logprobs: torch.Tensor, rows: int, vocab_size: int, step: int
         )
 
 
+def _for_states(constraint: Any, model: LanguageModel, exclude: Any, max_length: int) -> TokenConstraint:
+    """What one beam per automaton state runs on: the whole automaton (``anderson_automaton``);
+    a lazy automaton given whose masks are the whole automaton's (``exact`` and ``exact_rows``;
+    an engine without ``exact_rows``, such as the derivatives', is refused as before); where the
+    whole automaton is refused for size, the lazy one (``Laziness.MASKED``, else ``LAZY``: the
+    byte-DFA engine, not the derivatives') if its static rows are the whole automaton's
+    (``exact_rows``: no separator, every byte a token by itself; near the length limit its bound
+    may mask more unless ``exact``) and a match fits in ``max_length``: both searched over the
+    states they reach. Otherwise the size refusal, naming the masked searches."""
+    from decodekit.constraints import ConstraintError, Laziness, Transitions, anderson_automaton, as_automaton
+    from decodekit.constraints.compile import ANDERSON_HINT
+    from decodekit.constraints.tokens.interface import StateTables, provides
+
+    given = provides(constraint, TokenConstraint) and not provides(constraint, StateTables)
+    if (
+        given
+        and provides(constraint, Transitions)
+        and constraint.exact
+        and getattr(constraint, "exact_rows", False)
+    ):
+        return as_automaton(constraint, model, exclude=exclude)
+    try:
+        return anderson_automaton(constraint, model, exclude=exclude)
+    except ConstraintError as refused:
+        if given or ANDERSON_HINT not in str(refused):
+            raise
+        lazy = None
+        for how in (Laziness.MASKED, Laziness.LAZY):  # exact near the limit where it can be; else the bound
+            try:
+                made = as_automaton(constraint, model, exclude=exclude, lazy=how)
+            except ConstraintError:
+                continue
+            if provides(made, StateTables):
+                return made
+            if provides(made, Transitions) and getattr(made, "exact_rows", False):
+                lazy = made
+                break
+        if lazy is None:
+            raise
+        if not lazy.fits(max_length):
+            raise ConstraintError(
+                f"{refused}; built on first visit, it has no match within max_length={max_length}"
+            ) from None
+        return lazy
+
+
 def compile_constraint(settings: Any, needs: str, model: LanguageModel) -> TokenConstraint | None:
     """The planning step above the loop, the one place a constraint meets a model:
     ``settings.constraint`` (a regex, a list of them, a compiled constraint, or None) and
     ``settings.exclude`` compiled once for ``model`` as the strategy ``needs`` (``"states"``: a
-    :class:`~decodekit.constraints.StateTables`, built whole for one beam per state, a size
-    refusal naming the masked searches; ``"masks"``: a
+    :class:`~decodekit.constraints.StateTables`, built whole for one beam per state, or where that
+    is refused for size an exact lazy :class:`~decodekit.constraints.Transitions` (one beam per
+    state reached: :func:`_for_states`); ``"masks"``: a
     :class:`~decodekit.constraints.TokenConstraint`, as
     :meth:`Laziness.for_masks <decodekit.constraints.Laziness.for_masks>` says for the model's
     device), on the model's device; None without a constraint.
@@ -120,11 +167,11 @@ def compile_constraint(settings: Any, needs: str, model: LanguageModel) -> Token
     constraint, exclude, max_length = settings.constraint, settings.exclude, settings.max_length
     if constraint is None and not exclude:
         return None
-    from decodekit.constraints import Laziness, anderson_automaton, as_automaton
+    from decodekit.constraints import Laziness, as_automaton
 
     device = model_device(model)
     if needs == "states":
-        automaton = anderson_automaton(constraint, model, exclude=exclude)
+        automaton = _for_states(constraint, model, exclude, max_length)
     else:
         automaton = as_automaton(constraint, model, exclude=exclude, lazy=Laziness.for_masks(device))
     if automaton.fits(max_length):

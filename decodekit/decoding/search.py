@@ -72,6 +72,7 @@ class Search:
     strategy: Strategy
     settings: Any
     automaton: TokenConstraint | None
+    max_memory: int | str | None = None  # what the search may use, for a layout that grows
 
 
 def run(
@@ -84,16 +85,19 @@ def run(
     observe: Callable[[Selection], None] | None = None,
 ) -> list[Hypothesis] | list[list[Hypothesis]]:
     """Run the strategy ``settings.search`` names: check its settings, refuse a search that would
-    not fit in memory before allocating anything (:func:`decodekit.memory.check`), compile the
-    constraint once (:func:`~.prompts.compile_constraint`), then the loop (:func:`decode`;
+    not fit in memory before allocating anything (:func:`decodekit.memory.check`, after the
+    constraint is compiled once: :func:`~.prompts.compile_constraint`), then the loop (:func:`decode`;
     ``observe(selection)`` is called after each step's selection: streaming)."""
     strategy = settings.search
     strategy.check(settings)
     at_least("max_length", settings.max_length, 0)
     prompts, single = as_batch(prompt)
-    memory.check(model, prompts, settings, limit=max_memory, small=0.01)  # small: no model probe
     with torch.inference_mode():
-        search = Search(model, strategy, settings, compile_constraint(settings, strategy.needs, model))
+        automaton = compile_constraint(settings, strategy.needs, model)
+    # small: no model probe; the estimate reads the constraint the plan step compiled
+    memory.check(model, prompts, settings, limit=max_memory, small=0.01, constraint=automaton)
+    with torch.inference_mode():
+        search = Search(model, strategy, settings, automaton, max_memory)
         out = decode(search, prompts, record, observe)
     vocab = getattr(model, "vocab", None)
     if vocab is not None:  # hypotheses carry their text when the search knows the vocabulary
@@ -136,7 +140,7 @@ def decode(
         if observe is not None:
             observe(sel)
         if ranked and (automaton is not None or pool.has_candidates(pool.n_best)):
-            cum = rows.logprob.view(len(prompts), width)
+            cum = rows.logprob.view(len(prompts), -1)  # W rows per prompt (over visited states: grows)
             pool.update(cum, _shortest(automaton, rows.states, t + 1, max_length, eos, cum.shape), max_length)
         if all(pool.done) or rows.logprob.numel() == 0 or t == max_length - 1:
             break

@@ -96,6 +96,19 @@ class TokenAutomaton:
         length check (:func:`~.masks.mask`)."""
         return masks.mask(self, self._masks, logprobs, states, remaining, inplace)
 
+    def transitions(
+        self, states: torch.Tensor, remaining: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``states [G]`` -> ``(owner [E], tokens [E], next [E])``: the tokens t with
+        ``next = next_state[states[owner], t] >= 0`` and ``min_tokens_to_accept[next] <=
+        remaining - 1`` (the allowed non-EOS tokens, :class:`~.interface.Transitions`), from the table."""
+        rows = self.next_state[states.to(self.device).long()]  # [G, V]
+        ok = rows >= 0
+        if remaining is not None:
+            ok &= self.min_tokens_to_accept[rows.clamp(min=0)] <= remaining - 1
+        owner, tokens = ok.nonzero(as_tuple=True)
+        return owner, tokens, rows[owner, tokens]
+
     def is_accepting(self, states: torch.Tensor) -> torch.Tensor:
         """[N] states -> [N] bool: whether each is an accepting state (dead states are not)."""
         states = states.to(self.device).long()

@@ -1,11 +1,13 @@
-"""What a decoder sees of a constraint: :class:`TokenConstraint`, and :class:`StateTables`, the
-refinement that a search keeping one beam per automaton state needs (every state's tables).
+"""What a decoder sees of a constraint: :class:`TokenConstraint`; :class:`Transitions`, the
+refinement that a search keeping one beam per *visited* automaton state needs (the allowed tokens
+of a few states and where they lead); and :class:`StateTables` (every state's tables).
 
 A constraint is compiled once, above the loop (``decodekit.decoding.prompts.compile_constraint``),
 into one of these; the searches call only what the protocols name, never asking which automaton
 they hold. Both :class:`~.automaton.TokenAutomaton` (dense: :class:`StateTables`) and
 :class:`~.lazy.LazyTokenAutomaton` (built on first visit) are :class:`TokenConstraint`; a
-strategy declaring ``needs="states"`` is given a :class:`StateTables`.
+strategy declaring ``needs="states"`` is given a :class:`StateTables` where the whole automaton
+is small, else a :class:`Transitions` (both automata are).
 
 States are ints (``[N]`` long tensors in the batched calls), -1 the dead state, which stays dead.
 ``remaining`` counts the tokens still allowed, the one being chosen included (an int, ``[N]``
@@ -88,6 +90,20 @@ class TokenConstraint(Protocol):
 
 
 @runtime_checkable
+class Transitions(TokenConstraint, Protocol):
+    """A :class:`TokenConstraint` that lists, for a few states, the tokens allowed from them and
+    where they lead (Anderson-style search over the states as they are reached)."""
+
+    def transitions(
+        self, states: torch.Tensor, remaining: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``states [G]`` long (live, distinct) -> ``(owner [E], tokens [E], next [E])`` long, on
+        the constraint's device: every token (EOS excepted) that :meth:`allowed` allows from
+        ``states[owner[e]]`` under ``remaining``, and its next state; ``owner`` ascending, tokens
+        ascending within an owner."""
+
+
+@runtime_checkable
 class StateTables(TokenConstraint, Protocol):
     """A :class:`TokenConstraint` with every state built (Anderson-style search: one beam per state).
 
@@ -111,7 +127,7 @@ def provides(value: object, protocol: type = TokenConstraint) -> bool:
     automaton."""
     names = set()
     for base in protocol.__mro__:
-        if base in (TokenConstraint, StateTables):
+        if base in (TokenConstraint, Transitions, StateTables):
             names |= set(base.__annotations__) | {k for k in vars(base) if not k.startswith("_")}
     return all(inspect.getattr_static(value, name, _ABSENT) is not _ABSENT for name in names)
 

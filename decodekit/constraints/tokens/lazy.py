@@ -98,6 +98,11 @@ class _Shared:
             dst = flat[(start[:, None] + kinds[None, :]).reshape(-1)] // width
             keep = dst < num_byte
             bound = reverse_distances(src[keep], 1 + dst[keep], accepting, num_byte + 1)
+        # every byte a token contains is a token by itself (no separator): bound >= 0 iff a match can
+        # still follow with tokens at all, so the static rows are the whole automaton's
+        seen = np.unique(np.concatenate([np.asarray(b, dtype=np.int64) for b in enc.byte] or [np.zeros(0)]))
+        single = enc.byte[0][nodes[usable[ids]]] if len(ids) else np.zeros(0, dtype=np.int64)
+        self.bytewise = not separator and bool(np.isin(seen, single).all())
         if bound[0] < 0:
             raise ConstraintError(
                 f"the constraint {pattern!r} is too large to build whole, and built lazily it needs every "
@@ -133,9 +138,9 @@ class _Shared:
 class LazyTokenAutomaton:
     """A :class:`~decodekit.constraints.tokens.interface.TokenConstraint` (``allowed``, ``mask``,
     ``step``, ``is_accepting``, ``min_tokens``, ``shortest``, ``walk``, ``accepts``, ``fits``,
-    ``to``), built on first visit (see the module docstring). Not the
-    :class:`~decodekit.constraints.tokens.interface.StateTables` refinement: Anderson-style search
-    needs every state and refuses it.
+    ``to``), built on first visit (see the module docstring), and its
+    :class:`~decodekit.constraints.tokens.interface.Transitions` refinement (Anderson-style search
+    over the states as they are reached); not :class:`~decodekit.constraints.tokens.interface.StateTables`.
 
     ``shortest``: the fewest tokens the masks guarantee: exact when :attr:`exact`, else a match
     spelled one byte per token (at least the true fewest). ``min_tokens``: a *lower* bound
@@ -161,6 +166,7 @@ class LazyTokenAutomaton:
         self.device = torch.device(device)
         self._static: OrderedDict = OrderedDict()
         self._exact: OrderedDict = OrderedDict()
+        self._edges: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # state -> (tokens, next): transitions
         if shared is None:
             shared = _Shared(dfa, enc, tokens, separator, eos_id, pattern, exact)
             stats = {**stats, "candidate_states": shared.candidates}
@@ -179,6 +185,15 @@ class LazyTokenAutomaton:
         tokens contain is a token by itself (no separator), and near the length limit the whole
         automaton, built once on first need, gives the fewest tokens to acceptance."""
         return self._shared.build is not None or self._shared.need is not None
+
+    @property
+    def exact_rows(self) -> bool:
+        """Whether the masks equal the whole automaton's wherever the length budget leaves every
+        state's fewest tokens to acceptance in reach (no separator, every byte a token contains
+        a token by itself: then a token is allowed iff a match can still follow); near the limit
+        they may mask more unless :attr:`exact`. What Anderson-style search over the states it
+        reaches needs of a lazy automaton."""
+        return self._shared.bytewise
 
     @property
     def shortest(self) -> int:
@@ -240,6 +255,36 @@ class LazyTokenAutomaton:
             return apply_row(logprobs, bias, ids, inplace)
         bias = torch.stack([self._bias(r, logprobs.dtype) for r in rows])
         return logprobs.add_(bias) if inplace else logprobs + bias
+
+    def transitions(
+        self, states: torch.Tensor, remaining: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``states [G]`` -> ``(owner [E], tokens [E], next [E])``: what :meth:`allowed` allows
+        (EOS aside) and where it leads (:class:`~.interface.Transitions`), each state's row walked
+        once (:meth:`_walk`) and kept while this copy lives: Anderson-style search revisits the
+        states it reached. Under a budget the next states need ``bound`` (or, when :attr:`exact`,
+        the whole automaton's fewest tokens) ``<= remaining - 1``, as the masks. Next states are
+        given as their class's representative (:meth:`_canonical`), so that one beam per state is
+        one beam per state of the whole (minimal) automaton."""
+        sh, parts = self._shared, []
+        need = None
+        if remaining is not None and remaining - 1 < sh.most:
+            need = sh.exact_need()
+            need = sh.bound if need is None else need
+        for g, c in enumerate(states.tolist()):
+            edges = self._edges.get(c)
+            if edges is None:
+                tok, nxt = self._walk(c) if c >= 0 else (np.zeros(0, np.int64),) * 2
+                edges = self._edges[c] = (tok.astype(np.int32), nxt.astype(np.int32))  # half the bytes
+            tok, nxt = (x.astype(np.int64) for x in edges)
+            if need is not None:
+                keep = (need[nxt] >= 0) & (need[nxt] <= remaining - 1)
+                tok, nxt = tok[keep], nxt[keep]
+            order = np.argsort(tok, kind="stable")
+            parts.append((np.full(len(tok), g, dtype=np.int64), tok[order], self._canonical(nxt[order])))
+        if not parts:
+            return (torch.zeros(0, dtype=torch.long, device=self.device),) * 3
+        return tuple(torch.from_numpy(np.concatenate(x)).to(self.device) for x in zip(*parts))
 
     def is_accepting(self, states: torch.Tensor) -> torch.Tensor:
         """[N] states -> [N] bool (dead states are not)."""
@@ -313,6 +358,18 @@ class LazyTokenAutomaton:
         nxt = np.where(ends < sh.dead, 1 + ends // sh.width, 0)
         keep = sh.usable[tok] & (ends < sh.dead) & (sh.bound[nxt] >= 0)
         return tok[keep], nxt[keep]
+
+    def _canonical(self, states: np.ndarray) -> np.ndarray:
+        """Candidate states -> the smallest candidate with the same token-level future: the same
+        acceptance and, after the separator, a byte state of the same class (:func:`_byte_classes`;
+        never merging states that differ, so a subclass with its own states may return them)."""
+        sh = self._shared
+        if getattr(sh, "canon", None) is None:
+            classes = _byte_classes(sh.succ, sh.accepting[1:], _columns(sh, self.separator))
+            key = classes[sh.start // sh.width] * 2 + sh.accepting  # [1 + Q]
+            _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+            sh.canon = first[inverse.reshape(-1)]
+        return sh.canon[states]
 
     def _row(self, c: int, remaining: int | None) -> tuple:
         """(bool [V] row, cache entry for biases) of state c under ``remaining``."""
@@ -406,6 +463,30 @@ def _groups(succ: np.ndarray, bound: np.ndarray, depth: int) -> np.ndarray:
             break
         count = int(label.max()) + 1
     return label
+
+
+def _columns(sh: _Shared, separator: str) -> np.ndarray:
+    """The byte classes a token or the separator can read (the others never matter)."""
+    seen = [np.asarray(b, dtype=np.uint8) for b in sh.enc.byte] + [
+        np.frombuffer(separator.encode(), np.uint8)
+    ]
+    return np.unique(sh.lut[np.unique(np.concatenate(seen))])
+
+
+def _byte_classes(succ: np.ndarray, accepting: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """Over byte states 0..Q (Q: the dead sink), [Q + 1] class ids: states of a class accept the
+    same byte strings over ``columns`` (Moore refinement from acceptance, over those columns);
+    a refinement still splitting after :data:`MAX_ROUNDS` rounds gives every state its own class
+    (sound: only the token-level states' beams are then not shared)."""
+    n = succ.shape[0]
+    label = np.append(accepting.astype(np.int64), 2)
+    count = len(np.unique(label))
+    for _ in range(MAX_ROUNDS):
+        _, label = unique_rows(np.concatenate([label[:, None], label[succ[:, columns]]], axis=1))
+        if int(label.max()) + 1 == count:
+            return label
+        count = int(label.max()) + 1
+    return np.arange(n)
 
 
 def _reach(succ: np.ndarray, bound: np.ndarray, depth: int) -> np.ndarray:
