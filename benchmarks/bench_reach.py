@@ -42,6 +42,7 @@ from bench_automaton import PATTERNS  # noqa: E402
 from bench_structured import (  # noqa: E402
     _encoder,
     _status_kb,
+    add_child_options,
     available_engines,
     bench_compile,
     bench_tokens,
@@ -162,9 +163,7 @@ def parse_args(argv=None):
     ap.add_argument("--patterns", nargs="+", choices=list(REACH), default=list(REACH))
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per child process")
     ap.add_argument("--memory", type=int, default=4096, help="MB of address space a child may add")
-    ap.add_argument("--json", type=Path, default=None)
-    ap.add_argument("--child-engine", default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--child-pattern", default=None, help=argparse.SUPPRESS)
+    add_child_options(ap)
     return ap.parse_args(argv)
 
 

@@ -777,6 +777,13 @@ def child(args) -> None:
     print("RESULT " + json.dumps(out), flush=True)
 
 
+def add_child_options(ap: argparse.ArgumentParser) -> None:
+    """``--json`` (where the results go) and the hidden options a child process is started with."""
+    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--child-engine", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--child-pattern", default=None, help=argparse.SUPPRESS)
+
+
 def child_result(cmd: list[str], timeout: float) -> dict:
     """Run a benchmark child process and read its last ``RESULT {json}`` line: that dict, or
     ``{"error": ...}`` (a timeout, or the end of what it printed when it failed)."""
@@ -1134,9 +1141,7 @@ def parse_args(argv=None):
     ap.add_argument("--width", type=int, default=128)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--e2e-repeats", type=int, default=5)
-    ap.add_argument("--json", type=Path, default=None)
-    ap.add_argument("--child-engine", default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--child-pattern", default=None, help=argparse.SUPPRESS)
+    add_child_options(ap)
     return ap.parse_args(argv)
 
 

@@ -62,7 +62,9 @@ def _head_rows(model: nn.Module, ids: torch.Tensor) -> tuple[torch.Tensor, torch
 
 
 class _Sampled(nn.Module):
-    """Shared parts: the noise distribution, k, drawing the shared noise and scoring rows."""
+    """Shared parts: the noise distribution, k, drawing the shared noise, scoring rows and
+    correcting the scores by the noise; each loss defines ``objective(o_y, o_x, targets,
+    noise_ids) -> J [N, T]`` of the corrected scores (:meth:`forward`)."""
 
     def __init__(self, noise: NoiseDistribution, k: int) -> None:
         super().__init__()
@@ -98,6 +100,21 @@ class _Sampled(nn.Module):
     def log_k_noise(self, ids: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         """log(k P_n(ids)) in ``dtype``, same shape as ids."""
         return self.noise.log_probs[ids].to(dtype) + self._log_k
+
+    def forward(
+        self,
+        model: nn.Module,
+        hidden: torch.Tensor,
+        targets: torch.Tensor,
+        noise_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Args: hidden [N, T, D], targets [N, T] long, noise_ids [k] (default: drawn from P_n).
+        Returns per-token losses J [N, T]: :meth:`objective` of the scores corrected by the noise,
+        o(y) = s(y) - log(k P_n(y)) [N, T] and o(x_j) [N, T, k]."""
+        noise_ids, s_y, s_x = self.scores(model, hidden, targets, noise_ids)
+        o_y = s_y - self.log_k_noise(targets, s_y.dtype)
+        o_x = s_x - self.log_k_noise(noise_ids, s_y.dtype)
+        return self.objective(o_y, o_x, targets, noise_ids)
 
 
 class NCELoss(_Sampled):
@@ -137,37 +154,18 @@ class NCELoss(_Sampled):
         if self.init_bias and model.head.bias is not None:
             model.head.bias.fill_(-math.log(model.head.bias.numel()))
 
-    def forward(
-        self,
-        model: nn.Module,
-        hidden: torch.Tensor,
-        targets: torch.Tensor,
-        noise_ids: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """Args: hidden [N, T, D], targets [N, T] long, noise_ids [k] (default: drawn from P_n).
-        Returns per-token losses J [N, T] (the k noise terms of a position summed)."""
-        noise_ids, s_y, s_x = self.scores(model, hidden, targets, noise_ids)
-        log_z = self.log_z.to(s_y.device)
-        delta_y = s_y - log_z - self.log_k_noise(targets, s_y.dtype)  # [N, T]
-        delta_x = s_x - log_z - self.log_k_noise(noise_ids, s_y.dtype)  # [N, T, k]
-        return F.softplus(-delta_y) + F.softplus(delta_x).sum(-1)
+    def objective(self, o_y: torch.Tensor, o_x: torch.Tensor, targets, noise_ids) -> torch.Tensor:
+        """J [N, T] from o = s - log(k P_n): delta = o - log Z, the k noise terms summed."""
+        log_z = self.log_z.to(o_y.device)
+        return F.softplus(log_z - o_y) + F.softplus(o_x - log_z).sum(-1)
 
 
 class SampledSoftmaxLoss(_Sampled):
     """Sampled softmax / importance sampling over the target and k shared samples, with the
     log(k P_n) correction and accidental hits removed (see the module docstring)."""
 
-    def forward(
-        self,
-        model: nn.Module,
-        hidden: torch.Tensor,
-        targets: torch.Tensor,
-        noise_ids: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """Args as :meth:`NCELoss.forward`. Returns per-token losses J [N, T]."""
-        noise_ids, s_y, s_x = self.scores(model, hidden, targets, noise_ids)
-        o_y = s_y - self.log_k_noise(targets, s_y.dtype)  # [N, T]
-        o_x = s_x - self.log_k_noise(noise_ids, s_y.dtype)  # [N, T, k]
+    def objective(self, o_y: torch.Tensor, o_x: torch.Tensor, targets, noise_ids) -> torch.Tensor:
+        """J [N, T]: the softmax over the target and the samples (accidental hits removed)."""
         o_x = o_x.masked_fill(targets[..., None] == noise_ids, -math.inf)
         logits = torch.cat([o_y[..., None], o_x], dim=-1)  # [N, T, 1 + k]
         return torch.logsumexp(logits, dim=-1) - o_y
