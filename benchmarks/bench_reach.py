@@ -26,21 +26,16 @@ import os
 os.environ.setdefault("RAYON_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
-import contextlib  # noqa: E402
 import gc  # noqa: E402
 import json  # noqa: E402
-import resource  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-import torch  # noqa: E402
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_automaton import PATTERNS  # noqa: E402
 from bench_structured import (  # noqa: E402
-    _encoder,
     _status_kb,
     add_child_options,
     available_engines,
@@ -48,9 +43,8 @@ from bench_structured import (  # noqa: E402
     bench_tokens,
     check_walk,
     child_result,
+    child_setup,
     load,
-    load_vocabulary,
-    make_engines,
     versions,
 )
 
@@ -85,16 +79,7 @@ def cold_pass(engine, handle, walk: list[int]) -> float:
 
 def child(args) -> None:
     """One engine on one pattern; prints one ``RESULT {json}`` line."""
-    torch.set_num_threads(1)
-    raw, _, tokens, eos = load_vocabulary(args, verbose=False)
-    engines = make_engines([args.child_engine], tokens, eos, _encoder(raw))
-    engine = engines[args.child_engine]
-    gc.collect()
-    base = _status_kb("VmRSS")
-    with contextlib.suppress(OSError):
-        Path("/proc/self/clear_refs").write_text("5")
-    limit = args.memory << 20
-    resource.setrlimit(resource.RLIMIT_AS, (_status_kb("VmSize") * 1024 + limit, resource.RLIM_INFINITY))
+    raw, tokens, engines, engine, base, _ = child_setup(args, args.memory)
     pattern, text = REACH[args.child_pattern]
     out = {"engine": engine.name, "pattern": pattern}
     comp = bench_compile(engines, pattern, args.repeats, describe=False)[engine.name]

@@ -742,12 +742,13 @@ def _status_kb(field: str) -> int:
     return -1
 
 
-def child(args) -> None:
-    """Run one engine on one reach pattern; print one JSON line."""
+def child_setup(args, memory_mb: int):
+    """A child process's one engine (``--child-engine``) over the vocabulary, its memory measured
+    from here: returns (raw tokenizer, tokens, engines, engine, RSS kB now, whether VmHWM was
+    reset); the address space may grow by ``memory_mb`` more."""
     torch.set_num_threads(1)
     raw, _, tokens, eos = load_vocabulary(args, verbose=False)
     engines = make_engines([args.child_engine], tokens, eos, _encoder(raw))
-    engine = engines[args.child_engine]
     gc.collect()
     base = _status_kb("VmRSS")
     try:
@@ -755,8 +756,14 @@ def child(args) -> None:
         hwm_reset = True
     except OSError:
         hwm_reset = False
-    limit = args.reach_memory << 20
+    limit = memory_mb << 20
     resource.setrlimit(resource.RLIMIT_AS, (_status_kb("VmSize") * 1024 + limit, resource.RLIM_INFINITY))
+    return raw, tokens, engines, engines[args.child_engine], base, hwm_reset
+
+
+def child(args) -> None:
+    """Run one engine on one reach pattern; print one JSON line."""
+    raw, tokens, engines, engine, base, hwm_reset = child_setup(args, args.reach_memory)
     name = args.child_pattern
     pattern = REACH[name]
     out = {"engine": engine.name, "pattern": pattern, "hwm_reset": hwm_reset}
