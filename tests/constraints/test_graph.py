@@ -46,19 +46,24 @@ def test_minimize_preserves_the_language_and_merges_equivalent_states(data):
     assert len(set(languages)) == len(languages)  # no two remaining states are equivalent
 
 
+def both_paths(compute):
+    """``compute()`` by the small-table Python path and by the vectorised one (forced)."""
+    small = compute()
+    saved = graph.SMALL_TABLE
+    graph.SMALL_TABLE = -1  # force the vectorised path
+    try:
+        return small, compute()
+    finally:
+        graph.SMALL_TABLE = saved
+
+
 @settings(max_examples=60, deadline=None)
 @given(tables(), st.booleans())
 def test_small_and_vectorised_refinement_agree(data, use_hint):
     """Python-tuple and numpy refinement give the same partition, hence the same output."""
     table, accepting = data
     hint = np.arange(len(table)) % 2 if use_hint else None
-    small = graph.minimize(table, accepting, 0, hint=hint)
-    saved = graph.SMALL_TABLE
-    graph.SMALL_TABLE = -1  # force the vectorised path
-    try:
-        large = graph.minimize(table, accepting, 0, hint=hint)
-    finally:
-        graph.SMALL_TABLE = saved
+    small, large = both_paths(lambda: graph.minimize(table, accepting, 0, hint=hint))
     for a, b in zip(small, large):
         assert np.array_equal(a, b)
 
@@ -99,11 +104,5 @@ def test_distinct_columns_verifies_hash_groups(monkeypatch):
 def test_small_and_vectorised_distances_agree(data):
     table, accepting = data
     src, sym = np.nonzero(table >= 0)
-    small = graph.reverse_distances(src, table[src, sym], accepting, len(table))
-    saved = graph.SMALL_TABLE
-    graph.SMALL_TABLE = -1  # force the vectorised path
-    try:
-        large = graph.reverse_distances(src, table[src, sym], accepting, len(table))
-    finally:
-        graph.SMALL_TABLE = saved
+    small, large = both_paths(lambda: graph.reverse_distances(src, table[src, sym], accepting, len(table)))
     assert np.array_equal(small, large)
