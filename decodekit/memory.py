@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from decodekit.errors import ConfigError, ResourceError
-from decodekit.models.base import model_device
+from decodekit.models.base import model_device, prefill
 
 FLOAT = 4  # bytes per log-probability (every strategy works in float32)
 TRACE_STEP = 800  # Python and allocator overhead of the two small tensors a beam step records
@@ -173,10 +173,7 @@ def _measure(model: Any) -> tuple[int, int]:
         with torch.inference_mode():
             state = model.initial_state(1)
             x = torch.tensor([token], device=device)
-            if hasattr(model, "prefill"):
-                _, one = model.prefill(state, x.view(1, 1))
-            else:
-                _, one = model.step(state, x)
+            _, one = prefill(model, state, x.view(1, 1))
             _, two = model.step(one, x)
     except Exception:  # a model that cannot be probed is estimated from its scores alone
         return 0, 0

@@ -11,6 +11,7 @@ import torch
 from decodekit.checks import require
 from decodekit.constraints import TokenConstraint
 from decodekit.errors import ConstraintError, ModelOutputError
+from decodekit.models import base
 from decodekit.models import state as st
 from decodekit.models.base import LanguageModel, State, model_device
 
@@ -56,14 +57,10 @@ def prefill(model: LanguageModel, prompts: list[list[int]], copies: int = 1) -> 
     for i, seq in enumerate(inputs):
         groups.setdefault(len(seq), []).append(i)
     order, logprob_parts, states = [], [], []
-    for length, members in groups.items():
+    for members in groups.values():
         tokens = torch.tensor([inputs[i] for i in members], dtype=torch.long, device=device)  # [G, T]
         state = model.initial_state(len(members))
-        if hasattr(model, "prefill"):
-            logprobs, state = model.prefill(state, tokens)
-        else:
-            for t in range(length):
-                logprobs, state = model.step(state, tokens[:, t])
+        logprobs, state = base.prefill(model, state, tokens)
         check_logprobs(logprobs, len(members), vocab_size, step=0, full=True)
         order += members
         logprob_parts.append(logprobs)
