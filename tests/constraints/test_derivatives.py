@@ -397,6 +397,8 @@ def _holds_cat(expr, text: str) -> bool:
     if isinstance(expr, str):
         return bool(regex.fullmatch(expr, text))
     op, args = expr
+    if op == "rep":
+        return _holds_rep(args[0], args[1], args[2], text)
     if op == "cat":
         head, rest = args[0], args[1:]
         if not rest:
@@ -411,10 +413,25 @@ def _holds_cat(expr, text: str) -> bool:
     return not _holds_cat(args[0], text)
 
 
+def _holds_rep(expr, lo: int, hi, text: str) -> bool:
+    """``lo`` to ``hi`` pieces of ``text`` in a row, each holding ``expr``."""
+    if text == "" and (lo == 0 or _holds_cat(expr, "")):
+        return True
+    if hi == 0:
+        return False
+    rest_hi = None if hi is None else hi - 1
+    return any(
+        _holds_cat(expr, text[:i]) and _holds_rep(expr, max(lo - 1, 0), rest_hi, text[i:])
+        for i in range(1, len(text) + 1)
+    )
+
+
 def _build_cat(expr):
     if isinstance(expr, str):
         return Pattern(expr)
     op, args = expr
+    if op == "rep":
+        return derivatives.repeat(_build_cat(args[0]), args[1], args[2])
     parts = [_build_cat(a) for a in args]
     if op == "cat":
         return derivatives.concat(*parts)
@@ -429,6 +446,10 @@ def cat_expressions(depth: int = 3):
                 st.sampled_from(["and", "or", "cat"]), st.lists(inner, min_size=2, max_size=3).map(tuple)
             ),
             st.tuples(st.just("not"), st.tuples(inner)),
+            st.tuples(
+                st.just("rep"),
+                st.tuples(inner, st.integers(0, 2), st.sampled_from([None, 2, 3])),
+            ),
         ),
         max_leaves=depth + 1,
     )
@@ -436,7 +457,7 @@ def cat_expressions(depth: int = 3):
 
 @SETTINGS
 @given(cat_expressions())
-def test_concatenation_with_intersection_and_complement_exhaustively(expr):
+def test_concatenation_and_repetition_with_intersection_and_complement_exhaustively(expr):
     """Every token sequence up to length 4 is accepted iff some split of the text satisfies the
     concatenation's parts as ``regex`` says (and, or, not as above), on the masked searches and
     on the whole automaton alike."""

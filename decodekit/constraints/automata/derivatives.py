@@ -104,6 +104,10 @@ class Pattern:
     def __radd__(self, other) -> Pattern:
         return concat(other, self)
 
+    def repeat(self, lo: int, hi: int | None = None) -> Pattern:
+        """``lo`` to ``hi`` (None: any number of) texts of this one in a row (:func:`repeat`)."""
+        return repeat(self, lo, hi)
+
     @staticmethod
     def concat(*parts) -> Pattern:
         """``parts[0] + parts[1] + ...`` (:func:`concat`)."""
@@ -124,6 +128,9 @@ class Pattern:
             return f"...{self.args}..."
         if self.op == "cat":
             return " + ".join(f"({a})" for a in self.args)
+        if self.op == "rep":
+            a, lo, hi = self.args
+            return f"({a}){{{lo},{'' if hi is None else hi}}}"
         return f" {'&' if self.op == 'and' else '|'} ".join(f"({a})" for a in self.args)
 
     def __repr__(self) -> str:
@@ -141,6 +148,8 @@ class Pattern:
                     out.append(gate)
             elif p.op == "search":
                 out += [p.args, ANY_TEXT]
+            elif p.op == "rep":
+                stack.append(p.args[0])
             else:
                 stack.extend(reversed(p.args))
         return out
@@ -148,6 +157,8 @@ class Pattern:
     @property
     def combined(self) -> bool:
         """Whether it holds an intersection or a complement (not just regexes and unions)."""
+        if self.op == "rep":
+            return self.args[0].combined
         return self.op in ("and", "not") or (self.op in ("or", "cat") and any(a.combined for a in self.args))
 
 
@@ -224,6 +235,23 @@ def concat(*parts) -> Pattern:
                 f"a concatenation cannot hold word boundaries (\\b, \\B): rewrite {str(p)!r} without them"
             )
     return Pattern("", "cat", tuple(items))
+
+
+def repeat(part, lo: int, hi: int | None = None) -> Pattern:
+    """The texts ``u1 ... un`` with ``lo <= n <= hi`` (None: unbounded), each ``ui`` fully matching
+    ``part``; a joinable regex (as in :func:`concat`) becomes the one regex ``(?:R){lo,hi}``."""
+    p = _as_pattern(part)
+    if not (isinstance(lo, int) and lo >= 0 and (hi is None or isinstance(hi, int) and hi >= lo)):
+        raise ConstraintError(f"repeat needs 0 <= lo <= hi, got lo={lo!r}, hi={hi!r}")
+    if p.op == "re" and _joinable(p.args):
+        joined = f"(?:{p.args}){{{lo},{'' if hi is None else hi}}}"
+        if first_char_gate(joined) is None:
+            return Pattern(joined)
+    if _boundaries(p):
+        raise ConstraintError(
+            f"a repetition cannot hold word boundaries (\\b, \\B): rewrite {str(p)!r} without them"
+        )
+    return Pattern("", "rep", (p, lo, hi))
 
 
 def complement(part) -> Pattern:
@@ -692,6 +720,8 @@ def _combine(p: Pattern, alg: Algebra, converted: dict[str, Expr]) -> Expr:
     if p.op == "search":
         anything = converted[ANY_TEXT]
         return alg.cat(anything, alg.cat(converted[p.args], anything))
+    if p.op == "rep":
+        return alg.rep(_combine(p.args[0], alg, converted), p.args[1], p.args[2])
     parts = [_combine(x, alg, converted) for x in p.args]
     if p.op == "and":
         return alg.intersection(parts)
