@@ -118,7 +118,7 @@ UNSUPPORTED_FORMATS = frozenset(("regex", "duration", "relative-json-pointer"))
 _META = frozenset(r"\.^$|?*+()[]{}#")
 
 
-def json_schema(schema: dict | bool | str, *, whitespace: str = "compact") -> str:
+def json_schema(schema: dict | bool | str, *, whitespace: str = "compact") -> str | Pattern:
     """Compile a JSON Schema (a dict, or its JSON text) into a regex constraint.
 
     Args:
@@ -129,7 +129,9 @@ def json_schema(schema: dict | bool | str, *, whitespace: str = "compact") -> st
 
     Returns:
         A pattern for :func:`decodekit.compile_regex` (or ``constraint=``); every text it fully
-        matches is JSON valid against ``schema``.
+        matches is JSON valid against ``schema``: a regex ``str`` when no intersection is
+        needed, else a :class:`~decodekit.constraints.automata.derivatives.Pattern` (a string
+        with several of ``pattern``, ``format``, ``minLength``/``maxLength``: their intersection).
 
     Raises:
         ConstraintError: invalid schema JSON, or a keyword outside the supported subset, named by
