@@ -7,6 +7,7 @@ import itertools
 import json
 
 import pytest
+import regex
 
 import decodekit
 from decodekit.constraints import compile_regex
@@ -100,3 +101,48 @@ def test_contradicting_keywords_are_refused_when_compiled():
     pattern = json_schema({"type": "string", "pattern": "^a+$", "allOf": [{"pattern": "^b"}]})
     with pytest.raises(ConstraintError, match="no token sequence|no text"):
         compile_regex(pattern, SMALL.tokens)
+
+
+NOT_OTHER_KINDS = [
+    {"not": {"type": "object", "properties": {"foo": {"type": "string"}}}},
+    {"not": {"type": "integer", "minimum": 3}},
+    {"not": {"type": ["string", "array"], "maxLength": 2}},
+]
+VALUES = [
+    "1",
+    "7",
+    "-2",
+    "2.5",
+    "1.0",
+    '"a"',
+    '"abc"',
+    "[]",
+    "[1]",
+    "{}",
+    '{"foo":1}',
+    '{"foo":"x"}',
+    "null",
+    "true",
+]
+
+
+@pytest.mark.parametrize("schema", NOT_OTHER_KINDS)
+def test_not_of_some_kinds_writes_the_other_kinds(schema):
+    """``not`` of a subschema accepting only some kinds: every value of another kind fails it, so
+    those are written (a part of what ``not`` allows); each text written is valid."""
+    pattern = json_schema(schema)
+    assert isinstance(pattern, str)
+    written = [t for t in VALUES if regex.fullmatch(pattern, t)]
+    assert written and all(valid(schema, t) for t in written), written
+    model = HistoryLM(len(VOCAB), seed=0, bos_id=VOCAB.eos_id, eos_id=VOCAB.eos_id, vocab=VOCAB)
+    [hyp] = decodekit.greedy(model, [], 40, constraint=pattern)
+    assert not hyp.finished or valid(schema, hyp.decode(VOCAB)), hyp.decode(VOCAB)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [{"not": {"minimum": 1}}, {"type": "string", "not": {"pattern": "^a"}}, {"not": {"maxLength": 2}}],
+)
+def test_not_of_a_subschema_every_kind_passes_stays_refused(schema):
+    with pytest.raises(ConstraintError, match="/not: not needs the complement"):
+        json_schema(schema)

@@ -477,7 +477,8 @@ class _Normalizer:
             self.negate(c, s["not"], ctx, f"{ptr}/not")
 
     def negate(self, c: Clause, sub, ctx: _Ctx, ptr: str) -> None:
-        """``not``: exact when the subschema constrains only the type (or is a boolean)."""
+        """``not``: exact when the subschema constrains only the type (or is a boolean); else, when
+        the subschema accepts only some kinds of value (exact clauses), the other kinds: a part."""
         if sub is True or sub == {}:
             c.kinds = set()
             return
@@ -489,6 +490,10 @@ class _Normalizer:
         if all(p.exact and p.enum is None and p.constrains_only_kinds() for p in parts):
             for p in parts:
                 c.kinds -= p.kinds
+            return
+        kinds = set().union(*(p.kinds for p in parts))
+        if all(p.exact and p.enum is None for p in parts) and c.kinds - kinds:
+            c.kinds -= kinds  # a value of another kind fails the subschema: a part of what `not` allows
             return
         _needs(ptr, "not", "complement")
 
