@@ -35,6 +35,7 @@ is ``r{0,hi}``). A state accepts iff ``ν(r, p, non-word)``.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import re
 from collections.abc import Iterable
@@ -191,6 +192,7 @@ def union(*parts) -> Pattern:
 _GLOBAL_FLAGS = re.compile(r"\(\?[a-zA-Z^-]+\)")
 
 
+@functools.lru_cache(maxsize=4096)
 def _joinable(r: str) -> bool:
     """Whether ``(?:r)`` inside a longer regex means what ``r`` alone fully matches: no anchor,
     word boundary, global inline flag or first-character test that would see past its ends."""
@@ -209,8 +211,19 @@ def _joinable(r: str) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=4096)
+def _regex_boundaries(r: str) -> bool:
+    return parse(r)[1]
+
+
+@functools.lru_cache(maxsize=4096)
 def _boundaries(p: Pattern) -> bool:
-    return any(parse(r)[1] for r in p.regexes())
+    """Whether ``p`` holds ``\\b`` or ``\\B`` (each sub-expression and regex parsed once)."""
+    if p.op in ("re", "search"):
+        return _regex_boundaries(p.args)
+    if p.op == "rep":
+        return _boundaries(p.args[0])
+    return any(_boundaries(a) for a in p.args)
 
 
 def concat(*parts) -> Pattern:
