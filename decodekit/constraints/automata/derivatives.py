@@ -211,9 +211,12 @@ def _joinable(r: str) -> bool:
     return True
 
 
+_MAYBE_BOUNDARY = re.compile(r"(?<!\\)(?:\\\\)*\\[bB]")  # an escape \b or \B (or [\b]): parse to know
+
+
 @functools.lru_cache(maxsize=4096)
 def _regex_boundaries(r: str) -> bool:
-    return parse(r)[1]
+    return _MAYBE_BOUNDARY.search(r) is not None and parse(r)[1]
 
 
 @functools.lru_cache(maxsize=4096)
