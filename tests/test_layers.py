@@ -90,7 +90,8 @@ DEPENDS = {
     "plotting": ("errors", "files"),  # training curves (matplotlib, optional)
     # the constraint compiler, by stage (docs/architecture.md): each stage imports only earlier ones
     "constraints.syntax": ("errors",),  # regex text -> AST; the Unicode tables
-    "constraints.frontends": ("errors", "constraints.syntax"),  # JSON Schema -> regex
+    # JSON Schema -> a regex, or a Pattern expression where it needs an intersection
+    "constraints.frontends": ("errors", "constraints.syntax", "constraints.automata"),
     "constraints.automata": ("errors", "constraints.syntax"),  # AST -> char DFA -> byte DFA; products
     "constraints.tokens": ("errors", "constraints.automata"),  # trie, lift, the protocols, automata, masks
     "constraints": (  # the face: compile_regex, the cache, one build ladder; beside the models

@@ -387,3 +387,111 @@ def test_masked_searches_take_an_expression(bpe):
     for hyp in hyps:
         text = b"".join(vocab.surface_bytes()[t] for t in hyp.tokens if t != vocab.eos_id).decode("utf-8")
         assert regex.fullmatch("[a-z ]{3,12}", text) and not regex.search("at|the", text), text
+
+
+CAT_PARTS = ["(a|b)*", "a.*", "(ab)*", "[ab ]{0,2}", "a+ ?b*", " .*", "b", "^a?$"]
+
+
+def _holds_cat(expr, text: str) -> bool:
+    """``_holds`` with ``("cat", parts)``: some split of ``text`` whose pieces hold part by part."""
+    if isinstance(expr, str):
+        return bool(regex.fullmatch(expr, text))
+    op, args = expr
+    if op == "rep":
+        return _holds_rep(args[0], args[1], args[2], text)
+    if op == "cat":
+        head, rest = args[0], args[1:]
+        if not rest:
+            return _holds_cat(head, text)
+        return any(
+            _holds_cat(head, text[:i]) and _holds_cat(("cat", rest), text[i:]) for i in range(len(text) + 1)
+        )
+    if op == "and":
+        return all(_holds_cat(a, text) for a in args)
+    if op == "or":
+        return any(_holds_cat(a, text) for a in args)
+    return not _holds_cat(args[0], text)
+
+
+def _holds_rep(expr, lo: int, hi, text: str) -> bool:
+    """``lo`` to ``hi`` pieces of ``text`` in a row, each holding ``expr``."""
+    if text == "" and (lo == 0 or _holds_cat(expr, "")):
+        return True
+    if hi == 0:
+        return False
+    rest_hi = None if hi is None else hi - 1
+    return any(
+        _holds_cat(expr, text[:i]) and _holds_rep(expr, max(lo - 1, 0), rest_hi, text[i:])
+        for i in range(1, len(text) + 1)
+    )
+
+
+def _build_cat(expr):
+    if isinstance(expr, str):
+        return Pattern(expr)
+    op, args = expr
+    if op == "rep":
+        return derivatives.repeat(_build_cat(args[0]), args[1], args[2])
+    parts = [_build_cat(a) for a in args]
+    if op == "cat":
+        return derivatives.concat(*parts)
+    return intersect(*parts) if op == "and" else union(*parts) if op == "or" else complement(parts[0])
+
+
+def cat_expressions(depth: int = 3):
+    return st.recursive(
+        st.sampled_from(CAT_PARTS),
+        lambda inner: st.one_of(
+            st.tuples(
+                st.sampled_from(["and", "or", "cat"]), st.lists(inner, min_size=2, max_size=3).map(tuple)
+            ),
+            st.tuples(st.just("not"), st.tuples(inner)),
+            st.tuples(
+                st.just("rep"),
+                st.tuples(inner, st.integers(0, 2), st.sampled_from([None, 2, 3])),
+            ),
+        ),
+        max_leaves=depth + 1,
+    )
+
+
+@SETTINGS
+@given(cat_expressions())
+def test_concatenation_and_repetition_with_intersection_and_complement_exhaustively(expr):
+    """Every token sequence up to length 4 is accepted iff some split of the text satisfies the
+    concatenation's parts as ``regex`` says (and, or, not as above), on the masked searches and
+    on the whole automaton alike."""
+    tokens = ["a", "b", " ", "ab", "ba b"]
+    pattern = _build_cat(expr)
+    texts = {seq: "".join(tokens[t] for t in seq) for seq in sequences(len(tokens), 4)}
+    try:
+        auto = derived(pattern, tokens)
+    except ConstraintError as e:
+        assert "no token sequence" in str(e)
+        assert not any(_holds_cat(expr, t) for t in texts.values())
+        return
+    for seq, text in texts.items():
+        assert auto.accepts(seq) == _holds_cat(expr, text), (pattern, seq)
+    whole = compile_regex(pattern, tokens, lazy=False)
+    for seq in texts:
+        assert whole.accepts(seq) == auto.accepts(seq)
+
+
+def test_concatenation_of_plain_regexes_is_one_regex():
+    """Regexes that mean the same joined are one regex text (the eager compile as before); an
+    anchor, a global flag or a first-character test keeps the concatenation, and word boundaries
+    inside one are refused."""
+    joined = Pattern("[a-z]+") + "[0-9]" + Pattern.concat("x", "y?")
+    assert joined.op == "re" and str(joined) == "(?:(?:[a-z]+)(?:[0-9]))(?:(?:x)(?:y?))"
+    assert isinstance(compile_regex(joined, ["a", "b", "1", "x", "y"], lazy=False), TokenAutomaton)
+    for kept in [Pattern("^a") + "b", "(?i)a" + Pattern("b"), Pattern("a") + ~Pattern("b")]:
+        assert kept.op == "cat" and str(kept).startswith("(")
+    assert str(Pattern("a") + ~Pattern("b")) == "(a) + (~(b))"
+    assert (Pattern("^a") + (Pattern("^b") + "c")) == Pattern.concat("^a", "^b", "c")
+    with pytest.raises(ConstraintError, match="word boundaries"):
+        Pattern(r"a\b") + ~Pattern("b")
+    tokens = ["A", "a", "b", "B"]
+    auto = compile_regex("(?i)a" + Pattern("b"), tokens)
+    for seq in sequences(len(tokens), 3):
+        text = "".join(tokens[t] for t in seq)
+        assert auto.accepts(seq) == bool(regex.fullmatch("[aA]b", text)), text

@@ -283,10 +283,6 @@ def test_flexible_whitespace_is_one_optional_space_after_colon_and_comma():
             {"type": "object", "properties": {"age": {"type": "integer", "multipleOf": 3}}},
             "/properties/age/multipleOf is not supported",
         ),
-        (
-            {"type": "string", "pattern": "^(?:ab)+$", "minLength": 3},
-            "/pattern: pattern beside minLength/maxLength",
-        ),
         ({"type": "string", "format": "regex"}, "/format 'regex' is not supported"),
         (
             {"oneOf": [{"type": "integer"}, {"type": "integer", "maximum": 3}]},

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import decodekit
+from decodekit.constraints.automata.derivatives import Pattern
 from decodekit.constraints.frontends.schema import MAX_REF_UNROLL, json_schema
 from decodekit.errors import ConstraintError
 from tests.constraints.test_json_schema import VOCAB, valid
@@ -224,12 +225,7 @@ def test_a_property_name_with_a_newline_gives_a_one_line_message():
     "schema,says",
     [
         ({"type": "integer", "multipleOf": 3}, "/multipleOf is not supported"),
-        (
-            {"type": "string", "pattern": "^(?:ab)+$", "minLength": 3},
-            "/pattern: pattern beside minLength/maxLength",
-        ),
-        ({"type": "string", "format": "email", "maxLength": 3}, "/format: format 'email' beside"),
-        ({"allOf": [{"pattern": "^a"}, {"pattern": "b$"}]}, "pattern beside another pattern"),
+        ({"type": "string", "not": {"pattern": "^a"}}, "/not: not needs the complement"),
         ({"not": {"minimum": 3}}, "/not: not needs the complement"),
         ({"$ref": "#/$defs/missing"}, "does not resolve"),
         ({"$ref": "http://example.com/s.json"}, "only local references"),
@@ -487,6 +483,12 @@ def test_pattern_beside_lengths_is_cut_to_fit(pattern, lo, width, data):
         compiled = json_schema(schema)
     except ConstraintError as e:
         assert "needs the intersection" in str(e) or "allows no value" in str(e)
+        return
+    if isinstance(compiled, Pattern):  # pattern & length: texts of the pattern within the length
+        for _ in range(20):
+            text = data.draw(st.from_regex(compiled.args[0].args, fullmatch=True))
+            if all(regex.fullmatch(part.args, text) for part in compiled.args):
+                assert valid(schema, text), (schema, text)
         return
     text = data.draw(st.from_regex(compiled, fullmatch=True))
     assert valid(schema, text), (schema, text)

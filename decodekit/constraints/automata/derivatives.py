@@ -35,7 +35,9 @@ is ``r{0,hi}``). A state accepts iff ``ν(r, p, non-word)``.
 
 from __future__ import annotations
 
+import functools
 import heapq
+import re
 from collections.abc import Iterable
 
 import numpy as np
@@ -59,12 +61,13 @@ MAX_STATES = 2_000_000  # character states one compiled expression may number
 class Pattern:
     """A constraint expression: ``Pattern(regex)`` fully matches ``regex`` (Python ``regex``
     syntax, as :func:`~decodekit.constraints.compile.compile_regex`); ``a & b``: both match;
-    ``a | b``: either matches; ``~a``: the text does not fully match ``a``. Operands may be
+    ``a | b``: either matches; ``~a``: the text does not fully match ``a``; ``a + b``: the text
+    is ``u v`` with ``u`` matching ``a`` and ``v`` matching ``b`` (:func:`concat`). Operands may be
     :class:`Pattern` objects or regex strings (``Pattern("[a-z]+") & "...."`` is a 4-letter
     word). Immutable and hashable; ``str()`` reads ``(A) & ~(B)``.
 
     Attributes:
-        op: ``"re"`` (``args``: the regex text), ``"and"``, ``"or"`` (``args``: a tuple of
+        op: ``"re"`` (``args``: the regex text), ``"and"``, ``"or"``, ``"cat"`` (``args``: a tuple of
             Patterns), ``"not"`` (``args``: a 1-tuple), ``"search"`` (``args``: a regex matched
             anywhere in the text, ``(?s:.*)(?:R)(?s:.*)`` with R's flags kept inside R).
     """
@@ -96,6 +99,21 @@ class Pattern:
     def __invert__(self) -> Pattern:
         return complement(self)
 
+    def __add__(self, other) -> Pattern:
+        return concat(self, other)
+
+    def __radd__(self, other) -> Pattern:
+        return concat(other, self)
+
+    def repeat(self, lo: int, hi: int | None = None) -> Pattern:
+        """``lo`` to ``hi`` (None: any number of) texts of this one in a row (:func:`repeat`)."""
+        return repeat(self, lo, hi)
+
+    @staticmethod
+    def concat(*parts) -> Pattern:
+        """``parts[0] + parts[1] + ...`` (:func:`concat`)."""
+        return concat(*parts)
+
     def __eq__(self, other) -> bool:
         return isinstance(other, Pattern) and self.op == other.op and self.args == other.args
 
@@ -109,6 +127,11 @@ class Pattern:
             return f"~({self.args[0]})"
         if self.op == "search":
             return f"...{self.args}..."
+        if self.op == "cat":
+            return " + ".join(f"({a})" for a in self.args)
+        if self.op == "rep":
+            a, lo, hi = self.args
+            return f"({a}){{{lo},{'' if hi is None else hi}}}"
         return f" {'&' if self.op == 'and' else '|'} ".join(f"({a})" for a in self.args)
 
     def __repr__(self) -> str:
@@ -126,6 +149,8 @@ class Pattern:
                     out.append(gate)
             elif p.op == "search":
                 out += [p.args, ANY_TEXT]
+            elif p.op == "rep":
+                stack.append(p.args[0])
             else:
                 stack.extend(reversed(p.args))
         return out
@@ -133,7 +158,9 @@ class Pattern:
     @property
     def combined(self) -> bool:
         """Whether it holds an intersection or a complement (not just regexes and unions)."""
-        return self.op in ("and", "not") or (self.op == "or" and any(a.combined for a in self.args))
+        if self.op == "rep":
+            return self.args[0].combined
+        return self.op in ("and", "not") or (self.op in ("or", "cat") and any(a.combined for a in self.args))
 
 
 def _as_pattern(x) -> Pattern:
@@ -160,6 +187,87 @@ def union(*parts) -> Pattern:
         raise ConstraintError("union needs at least one pattern")
     items = tuple(_as_pattern(p) for p in parts)
     return items[0] if len(items) == 1 else Pattern("", "or", items)
+
+
+_GLOBAL_FLAGS = re.compile(r"\(\?[a-zA-Z^-]+\)")
+
+
+@functools.lru_cache(maxsize=4096)
+def _joinable(r: str) -> bool:
+    """Whether ``(?:r)`` inside a longer regex means what ``r`` alone fully matches: no anchor,
+    word boundary, global inline flag or first-character test that would see past its ends."""
+    if _GLOBAL_FLAGS.search(r) or first_char_gate(r) is not None:
+        return False
+    ast, boundaries = parse(r)
+    if boundaries:
+        return False
+    stack = [ast]
+    while stack:
+        n = stack.pop()
+        if n.kind is Kind.ASSERT:
+            return False
+        if n.kind is not Kind.SET:
+            stack.extend(n.items)
+    return True
+
+
+_MAYBE_BOUNDARY = re.compile(r"(?<!\\)(?:\\\\)*\\[bB]")  # an escape \b or \B (or [\b]): parse to know
+
+
+@functools.lru_cache(maxsize=4096)
+def _regex_boundaries(r: str) -> bool:
+    return _MAYBE_BOUNDARY.search(r) is not None and parse(r)[1]
+
+
+@functools.lru_cache(maxsize=4096)
+def _boundaries(p: Pattern) -> bool:
+    """Whether ``p`` holds ``\\b`` or ``\\B`` (each sub-expression and regex parsed once)."""
+    if p.op in ("re", "search"):
+        return _regex_boundaries(p.args)
+    if p.op == "rep":
+        return _boundaries(p.args[0])
+    return any(_boundaries(a) for a in p.args)
+
+
+def concat(*parts) -> Pattern:
+    """The texts ``u1 u2 ...`` where each ``ui`` fully matches ``parts[i]`` (``a + b + ...``):
+    concatenation of the languages. Regexes whose joined text ``(?:a)(?:b)`` means exactly that
+    are joined into one regex (a plain ``Pattern``, compiled as before); word boundaries inside
+    a concatenation are refused (``\\b`` at a part's end would see the next part's text)."""
+    if not parts:
+        raise ConstraintError("concat needs at least one pattern")
+    items: list[Pattern] = []
+    for p in map(_as_pattern, parts):
+        items.extend(p.args if p.op == "cat" else (p,))
+    if len(items) == 1:
+        return items[0]
+    if all(p.op == "re" for p in items) and all(_joinable(p.args) for p in items):
+        joined = "".join(f"(?:{p.args})" for p in items)
+        if first_char_gate(joined) is None:
+            return Pattern(joined)
+    for p in items:
+        if _boundaries(p):
+            raise ConstraintError(
+                f"a concatenation cannot hold word boundaries (\\b, \\B): rewrite {str(p)!r} without them"
+            )
+    return Pattern("", "cat", tuple(items))
+
+
+def repeat(part, lo: int, hi: int | None = None) -> Pattern:
+    """The texts ``u1 ... un`` with ``lo <= n <= hi`` (None: unbounded), each ``ui`` fully matching
+    ``part``; a joinable regex (as in :func:`concat`) becomes the one regex ``(?:R){lo,hi}``."""
+    p = _as_pattern(part)
+    if not (isinstance(lo, int) and lo >= 0 and (hi is None or isinstance(hi, int) and hi >= lo)):
+        raise ConstraintError(f"repeat needs 0 <= lo <= hi, got lo={lo!r}, hi={hi!r}")
+    if p.op == "re" and _joinable(p.args):
+        joined = f"(?:{p.args}){{{lo},{'' if hi is None else hi}}}"
+        if first_char_gate(joined) is None:
+            return Pattern(joined)
+    if _boundaries(p):
+        raise ConstraintError(
+            f"a repetition cannot hold word boundaries (\\b, \\B): rewrite {str(p)!r} without them"
+        )
+    return Pattern("", "rep", (p, lo, hi))
 
 
 def complement(part) -> Pattern:
@@ -628,9 +736,16 @@ def _combine(p: Pattern, alg: Algebra, converted: dict[str, Expr]) -> Expr:
     if p.op == "search":
         anything = converted[ANY_TEXT]
         return alg.cat(anything, alg.cat(converted[p.args], anything))
+    if p.op == "rep":
+        return alg.rep(_combine(p.args[0], alg, converted), p.args[1], p.args[2])
     parts = [_combine(x, alg, converted) for x in p.args]
     if p.op == "and":
         return alg.intersection(parts)
     if p.op == "or":
         return alg.union(parts)
+    if p.op == "cat":
+        out = alg.eps
+        for x in reversed(parts):
+            out = alg.cat(x, out)
+        return out
     return alg.complement(parts[0])

@@ -27,6 +27,7 @@ from decimal import Decimal
 
 import regex
 
+from decodekit.constraints.automata.derivatives import Pattern, concat, intersect, repeat, union
 from decodekit.constraints.frontends.ecma import translate
 from decodekit.constraints.syntax.budgets import MAX_NFA_STATES
 from decodekit.errors import ConstraintError
@@ -117,7 +118,7 @@ UNSUPPORTED_FORMATS = frozenset(("regex", "duration", "relative-json-pointer"))
 _META = frozenset(r"\.^$|?*+()[]{}#")
 
 
-def json_schema(schema: dict | bool | str, *, whitespace: str = "compact") -> str:
+def json_schema(schema: dict | bool | str, *, whitespace: str = "compact") -> str | Pattern:
     """Compile a JSON Schema (a dict, or its JSON text) into a regex constraint.
 
     Args:
@@ -128,7 +129,9 @@ def json_schema(schema: dict | bool | str, *, whitespace: str = "compact") -> st
 
     Returns:
         A pattern for :func:`decodekit.compile_regex` (or ``constraint=``); every text it fully
-        matches is JSON valid against ``schema``.
+        matches is JSON valid against ``schema``: a regex ``str`` when no intersection is
+        needed, else a :class:`~decodekit.constraints.automata.derivatives.Pattern` (a string
+        with several of ``pattern``, ``format``, ``minLength``/``maxLength``: their intersection).
 
     Raises:
         ConstraintError: invalid schema JSON, or a keyword outside the supported subset, named by
@@ -474,7 +477,8 @@ class _Normalizer:
             self.negate(c, s["not"], ctx, f"{ptr}/not")
 
     def negate(self, c: Clause, sub, ctx: _Ctx, ptr: str) -> None:
-        """``not``: exact when the subschema constrains only the type (or is a boolean)."""
+        """``not``: exact when the subschema constrains only the type (or is a boolean); else, when
+        the subschema accepts only some kinds of value (exact clauses), the other kinds: a part."""
         if sub is True or sub == {}:
             c.kinds = set()
             return
@@ -486,6 +490,10 @@ class _Normalizer:
         if all(p.exact and p.enum is None and p.constrains_only_kinds() for p in parts):
             for p in parts:
                 c.kinds -= p.kinds
+            return
+        kinds = set().union(*(p.kinds for p in parts))
+        if all(p.exact and p.enum is None for p in parts) and c.kinds - kinds:
+            c.kinds -= kinds  # a value of another kind fails the subschema: a part of what `not` allows
             return
         _needs(ptr, "not", "complement")
 
@@ -786,16 +794,24 @@ def _check_subs(subs: list, v, norm: _Normalizer, depth: int):
 
 
 # ---------------------------------------------------------------------------------------------
-# regex text: fragments are (text, states) or None (no value)
+# regex text: fragments are (text, states) or None (no value); the text is a regex string, or a
+# Pattern where an intersection was needed (then everything around it is a Pattern too)
 
 
 def _frag(text: str, states: int | None = None):
     return (text, len(text) if states is None else states)
 
 
+def _size(text) -> int:
+    return len(text) if isinstance(text, str) else len(str(text))
+
+
 def _cat(*parts):
     if any(p is None for p in parts):
         return None
+    if any(isinstance(p[0], Pattern) for p in parts):
+        texts = [p[0] for p in parts if p[0] != ""]
+        return (concat(*texts) if texts else "", sum(p[1] for p in parts))
     return ("".join(p[0] for p in parts), sum(p[1] for p in parts))
 
 
@@ -805,6 +821,8 @@ def _alts(parts):
         return None
     if len(parts) == 1:
         return parts[0]
+    if any(isinstance(p[0], Pattern) for p in parts):
+        return (union(*(p[0] for p in parts)), sum(p[1] for p in parts) + 2)
     return (f"(?:{'|'.join(p[0] for p in parts)})", sum(p[1] for p in parts) + 2)
 
 
@@ -815,6 +833,8 @@ def _rep(p, lo: int, hi: int | None):
         return _frag("") if lo == 0 else None
     if (lo, hi) == (1, 1):
         return p
+    if isinstance(p[0], Pattern):
+        return (repeat(p[0], lo, hi), p[1] * max(lo, hi or 1, 1) + 2)
     q = (
         "*"
         if (lo, hi) == (0, None)
@@ -838,7 +858,7 @@ class _Compiler:
         self.colon, self.comma = (": ?", ", ?") if flexible else (":", ",")
 
     def check(self, frag, ptr: str):
-        if frag is not None and (frag[1] > MAX_STATES or len(frag[0]) > MAX_PATTERN_CHARS):
+        if frag is not None and (frag[1] > MAX_STATES or _size(frag[0]) > MAX_PATTERN_CHARS):
             raise ConstraintError(
                 f"{_show(ptr)}: the JSON Schema's regex would exceed {MAX_PATTERN_CHARS:,} characters or "
                 f"{MAX_STATES:,} automaton states (at least {frag[1]:,} states here): simplify the schema"
@@ -969,29 +989,32 @@ class _Compiler:
 
     # strings ------------------------------------------------------------------------------------
     def string(self, c: Clause):
+        """A string's fragment: its formats, patterns and length bounds each as a regex of the
+        JSON text (``"..."``); several of them: their intersection (a Pattern). Each regex admits
+        only texts whose decoded string satisfies its keyword, so the intersection is sound; the
+        length regex is ``"CHAR{lo,hi}"``, one decoded character per CHAR (an escape such as
+        ``\\n`` or ``\\u00e9`` is one CHAR, surrogate escapes are not spelled), so it is exact."""
         lo, hi = c.min_len, c.max_len
         if hi is not None and hi < lo:
             return None
-        if len(c.patterns) > 1:
-            _needs(c.patterns[1][1], "pattern beside another pattern")
-        if c.formats:
-            if len(c.formats) > 1 or c.patterns:
-                _needs(c.formats[0][1], "format beside another format or a pattern")
-            f, ptr = c.formats[0]
-            if lo or hi is not None:
-                shortest, longest = _FORMAT_LENGTHS.get(f, (0, None))
-                if not (lo <= shortest and longest is not None and (hi is None or longest <= hi)):
-                    _needs(ptr, f"format {f!r} beside minLength/maxLength")
-            return _frag(f'"{FORMATS[f]}"')
-        if c.patterns:
-            p, ptr = c.patterns[0]
+        texts = [(f'"{FORMATS[f]}"', _size(FORMATS[f]) + 2) for f, _ in c.formats]
+        length = lo or hi is not None
+        if len(c.formats) == 1 and not c.patterns and length:
+            shortest, longest = _FORMAT_LENGTHS.get(c.formats[0][0], (0, None))
+            if lo <= shortest and longest is not None and (hi is None or longest <= hi):
+                length = False  # every text of the format has a length within the bounds
+        for p, ptr in c.patterns:
             t = translate(p, ptr)
-            if lo or hi is not None:
-                t = _fit(p, ptr, lo, hi, t) or _needs(ptr, "pattern beside minLength/maxLength")
-            return _frag(f'"{t.encoded}"', t.states)
-        if lo == 0 and hi is None:
-            return _frag(STRING, _CHAR_STATES + 4)
-        return _rep_string(lo, hi)
+            if length and len(c.patterns) == 1 and not c.formats:
+                fitted = _fit(p, ptr, lo, hi, t)
+                if fitted is not None:
+                    return _frag(f'"{fitted.encoded}"', fitted.states)
+            texts.append((f'"{t.encoded}"', t.states))
+        if length or not texts:
+            texts.append((STRING, _CHAR_STATES + 4) if lo == 0 and hi is None else _rep_string(lo, hi))
+        if len(texts) == 1:
+            return texts[0]
+        return (intersect(*(Pattern(t) for t, _ in texts)), max(n for _, n in texts) * len(texts))
 
     # arrays -------------------------------------------------------------------------------------
     def array(self, c: Clause):
