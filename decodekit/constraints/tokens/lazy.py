@@ -119,6 +119,7 @@ class _Shared:
         self.build, self.need = exact, None  # the whole automaton: how to build it, then its need
         self.reach: np.ndarray | None = None  # computed when a budget first bites
         self.group: np.ndarray | None = None
+        self.canon: np.ndarray | None = None  # [1 + Q] each candidate's class representative
         self.walks = 0
         self.codes: dict[int, list[int]] = {}
         self.copies: dict[torch.device, LazyTokenAutomaton] = {}
@@ -166,7 +167,8 @@ class LazyTokenAutomaton:
         self.device = torch.device(device)
         self._static: OrderedDict = OrderedDict()
         self._exact: OrderedDict = OrderedDict()
-        self._edges: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # state -> (tokens, next): transitions
+        # state -> (tokens, next states, their representatives), int32 (half the bytes): transitions
+        self._edges: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         if shared is None:
             shared = _Shared(dfa, enc, tokens, separator, eos_id, pattern, exact)
             stats = {**stats, "candidate_states": shared.candidates}
@@ -273,18 +275,19 @@ class LazyTokenAutomaton:
             need = sh.bound if need is None else need
         for g, c in enumerate(states.tolist()):
             edges = self._edges.get(c)
-            if edges is None:
+            if edges is None:  # by token; the next states as walked (for the budget) and canonical
                 tok, nxt = self._walk(c) if c >= 0 else (np.zeros(0, np.int64),) * 2
-                edges = self._edges[c] = (tok.astype(np.int32), nxt.astype(np.int32))  # half the bytes
-            tok, nxt = (x.astype(np.int64) for x in edges)
+                order = np.argsort(tok, kind="stable")
+                tok, nxt = tok[order], nxt[order]
+                edges = self._edges[c] = tuple(x.astype(np.int32) for x in (tok, nxt, self._canonical(nxt)))
+            tok, nxt, canon = edges
             if need is not None:
                 keep = (need[nxt] >= 0) & (need[nxt] <= remaining - 1)
-                tok, nxt = tok[keep], nxt[keep]
-            order = np.argsort(tok, kind="stable")
-            parts.append((np.full(len(tok), g, dtype=np.int64), tok[order], self._canonical(nxt[order])))
+                tok, canon = tok[keep], canon[keep]
+            parts.append((np.full(len(tok), g, dtype=np.int32), tok, canon))
         if not parts:
             return (torch.zeros(0, dtype=torch.long, device=self.device),) * 3
-        return tuple(torch.from_numpy(np.concatenate(x)).to(self.device) for x in zip(*parts))
+        return tuple(torch.from_numpy(np.concatenate(x)).to(self.device, torch.long) for x in zip(*parts))
 
     def is_accepting(self, states: torch.Tensor) -> torch.Tensor:
         """[N] states -> [N] bool (dead states are not)."""
@@ -364,7 +367,7 @@ class LazyTokenAutomaton:
         acceptance and, after the separator, a byte state of the same class (:func:`_byte_classes`;
         never merging states that differ, so a subclass with its own states may return them)."""
         sh = self._shared
-        if getattr(sh, "canon", None) is None:
+        if sh.canon is None:
             classes = _byte_classes(sh.succ, sh.accepting[1:], _columns(sh, self.separator))
             key = classes[sh.start // sh.width] * 2 + sh.accepting  # [1 + Q]
             _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
