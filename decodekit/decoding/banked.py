@@ -54,6 +54,7 @@ from typing import Any
 
 import torch
 
+from decodekit.constraints.tokens.interface import StateTables, provides
 from decodekit.decoding.beam import BEAM
 from decodekit.decoding.prompts import Constraint, Prompt
 from decodekit.decoding.search import NEG_INF, Search, Select, Selection, run
@@ -123,10 +124,11 @@ def _bank_table(automaton, banks: int) -> torch.Tensor:
 
 
 def _whole(search: Search):
-    """The automaton with ``next_state``: the one compiled, or a lazy one built whole when its
-    candidate states x V stay within :data:`WHOLE_ENTRIES`; None (the lazy candidates) else."""
+    """The automaton with every state's tables (:class:`StateTables`): the one compiled, or a lazy
+    one built whole when its candidate states x V stay within :data:`WHOLE_ENTRIES`; None (the
+    lazy candidates) else."""
     automaton = search.automaton
-    if hasattr(automaton, "next_state"):
+    if provides(automaton, StateTables):
         return automaton
     settings, model = search.settings, search.model
     states = automaton.stats.get("candidate_states", math.inf)
@@ -172,7 +174,7 @@ def _start_banked(search: Search, batch: int) -> tuple[Select, Selection]:
 def banked_selection(automaton, beam: int, vocab: int, eos: int | None) -> Select:
     """The selection of the module docstring over rows ``b * K + k`` (states: ``automaton``'s)."""
     banks = bank_count(automaton, beam)
-    table = bank_table(automaton, banks) if hasattr(automaton, "next_state") else None
+    table = bank_table(automaton, banks) if provides(automaton, StateTables) else None
     per_row, width = min(2 * beam, vocab), min(beam, beam * vocab)
     lanes = torch.arange(banks, dtype=torch.int8, device=automaton.device).view(1, -1, 1, 1)  # [1, B, 1, 1]
 
