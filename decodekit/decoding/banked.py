@@ -303,12 +303,12 @@ _said: set = set()  # what default_search warned about
 def _states(model: LanguageModel, settings: Any) -> float:
     """The automaton's states S (whole), its candidate states (lazy: what compiling it lazily,
     a parse and a byte DFA, tells), or inf when it is lazy already."""
-    from decodekit.constraints import ConstraintError, LazyTokenAutomaton, TokenAutomaton, as_automaton
+    from decodekit.constraints import ConstraintError, as_automaton
 
     c = settings.constraint
-    if isinstance(c, TokenAutomaton):
+    if provides(c, StateTables):
         return c.num_states
-    if isinstance(c, LazyTokenAutomaton):
+    if provides(c):  # a compiled automaton built on first visit
         return math.inf
     try:
         lazy = as_automaton(c, model, exclude=settings.exclude, lazy=True)
@@ -319,6 +319,6 @@ def _states(model: LanguageModel, settings: Any) -> float:
             return anderson_automaton(c, model, exclude=settings.exclude).num_states
         except ConstraintError:
             return 0  # the grid's own refusal (or the banked one's) will say why
-    if isinstance(lazy, TokenAutomaton):
+    if provides(lazy, StateTables):
         return lazy.num_states
     return lazy.stats.get("candidate_states", math.inf)
