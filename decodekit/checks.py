@@ -5,9 +5,11 @@ built from raw arguments): one mistake raises one error type, :class:`~decodekit
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from decodekit.errors import ConfigError
@@ -17,6 +19,20 @@ def shown(value: Any) -> str:
     """``repr(value)`` cut to 60 characters (a JSON line may hold anything)."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while a block builds millions of small lists from
+    input (a million prompts, an ARPA file's n-grams): they hold no cycles, and each collection
+    would rescan the whole heap again (2-3x the time on a large heap). Restored as it was."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def require(ok: bool, message: str) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from decodekit.checks import require
+from decodekit.checks import collector_paused, require
 from decodekit.constraints import TokenConstraint
 from decodekit.errors import ConstraintError, ModelOutputError
 from decodekit.models import base
@@ -35,7 +35,8 @@ def as_batch(prompt: Prompt | Sequence[Prompt]) -> tuple[list[list[int]], bool]:
     for i, p in enumerate(items):
         ok = not isinstance(p, (str, bytes)) and hasattr(p, "__iter__")
         require(ok, f"prompt {i} must be a list of token ids, got {type(p).__name__}")
-    return [[int(x) for x in p] for p in items], False
+    with collector_paused():  # a batch may hold a million prompts
+        return [[int(x) for x in p] for p in items], False
 
 
 def prefill(model: LanguageModel, prompts: list[list[int]], copies: int = 1) -> tuple[torch.Tensor, State]:

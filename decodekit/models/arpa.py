@@ -20,7 +20,6 @@ unigram probability is the conventional -99) and ``</s>`` (only last) both map t
 
 from __future__ import annotations
 
-import gc
 import math
 import re
 import warnings
@@ -30,6 +29,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from decodekit.checks import collector_paused
 from decodekit.errors import DecodekitError
 from decodekit.files import atomic_write, read_bytes
 from decodekit.models.ngram import NgramLM
@@ -268,13 +268,8 @@ def read_arpa(path: str | Path, vocab: Vocab | None = None) -> NgramLM:
 
 def _read(path: Path, vocab: Vocab | None, bar: tqdm) -> NgramLM:
     where = str(path)
-    gc_was_enabled = gc.isenabled()
-    gc.disable()  # millions of small lists: the cyclic collector would rescan them over and over
-    try:
+    with collector_paused():  # millions of small lists
         counts, sections = _parse(Path(path))
-    finally:
-        if gc_was_enabled:
-            gc.enable()
     bar.update(1)
     bar.total = len(counts) + 2
     vocab, index = _vocab_of(sections[0][1], vocab, where)
