@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from decodekit.errors import DecodekitError
-from decodekit.files import atomic_write, writable_target
+from decodekit.util.files import atomic_write, writable_target
 
 METRICS = "metrics.jsonl"  # the file decodekit.training.rundir writes (one JSON object per epoch)
 FORMATS = (".png", ".svg", ".pdf")

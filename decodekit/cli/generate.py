@@ -227,7 +227,7 @@ def generate(
         raise UsageError("--dot draws the search of one PROMPT; it cannot be used with --input")
     _check_outputs(output_path, dot_path)
     if max_memory is not None:
-        from decodekit.memory import parse_size
+        from decodekit.decoding.memory import parse_size
 
         try:
             max_memory = parse_size(max_memory)
@@ -289,7 +289,7 @@ def generate(
         )
         raise SystemExit(1)
     if tree is not None:
-        from decodekit.files import atomic_write
+        from decodekit.util.files import atomic_write
 
         text = tree.to_dot(vocab)
         try:
@@ -320,7 +320,7 @@ def _stream(model, ids: list[int], config, vocab, max_memory) -> None:
 def _check_outputs(output_path: str | None, dot_path: str | None) -> None:
     """Refuse an output that exists and is not a regular file (``/dev/null``, a FIFO) before the
     model is loaded; a symlink is followed (its target is written)."""
-    from decodekit.files import writable_target
+    from decodekit.util.files import writable_target
 
     for path, what in ((output_path, "--output"), (dot_path, "--dot")):
         if path is not None:

@@ -101,7 +101,7 @@ def schema_regex(path: str) -> str:
     """The regex of the JSON Schema in ``path``, or written inline (``'{"type": "integer"}'``:
     text starting with ``{`` that names no file); one-line errors for unreadable or bad ones."""
     from decodekit import json_schema
-    from decodekit.files import read_bytes
+    from decodekit.util.files import read_bytes
 
     if path.lstrip().startswith("{") and not os.path.exists(path):
         text, path = path, "(inline)"

@@ -92,8 +92,8 @@ def train_command(data: str, kind: str, out: str, resume: bool, overwrite: bool,
 def _take_out(stack, out: str, resume: bool, overwrite: bool, parallel) -> bool:
     """Lock --out (rank 0; every rank learns whether that worked) and decide what to do with what
     it holds. Returns ``resume``, False when --resume finds nothing to resume."""
-    from decodekit.locking import exclusive
     from decodekit.training import RESUME, reconcile, run_files
+    from decodekit.util.locking import exclusive
 
     error, is_main = None, parallel is None or parallel.is_main
     if is_main:

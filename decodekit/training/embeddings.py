@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from decodekit.errors import ConfigError
-from decodekit.files import bounded_lines, open_regular
+from decodekit.util.files import bounded_lines, open_regular
 
 
 @dataclass(frozen=True)

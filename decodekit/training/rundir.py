@@ -32,9 +32,9 @@ from decodekit.checkpoint import (
     write_config,
 )
 from decodekit.errors import CheckpointError, ConfigError, LockedError
-from decodekit.files import read_bytes, remove_file, writable_target
-from decodekit.locking import exclusive
 from decodekit.training.resume import RESUME
+from decodekit.util.files import read_bytes, remove_file, writable_target
+from decodekit.util.locking import exclusive
 
 METRICS = "metrics.jsonl"
 RUN_FILES = (CONFIG, WEIGHTS, VOCAB, RESUME, METRICS)
