@@ -127,14 +127,13 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
 __getattr__, __dir__ = lazy_exports(globals(), _LAZY)
 
 # modules that moved: their former names import the same module objects (decodekit.util.lazy)
-keep_former_names(
-    {
-        "decodekit.batch": "decodekit.jobs",
-        "decodekit.checks": "decodekit.util.checks",
-        "decodekit.files": "decodekit.util.files",
-        "decodekit.generation": "decodekit.decoding.generation",
-        "decodekit.lazy": "decodekit.util.lazy",
-        "decodekit.locking": "decodekit.util.locking",
-        "decodekit.memory": "decodekit.decoding.memory",
-    }
-)
+_FORMER_NAMES = {
+    "decodekit.batch": "decodekit.jobs",
+    "decodekit.checks": "decodekit.util.checks",
+    "decodekit.files": "decodekit.util.files",
+    "decodekit.generation": "decodekit.decoding.generation",
+    "decodekit.lazy": "decodekit.util.lazy",
+    "decodekit.locking": "decodekit.util.locking",
+    "decodekit.memory": "decodekit.decoding.memory",
+}
+keep_former_names(_FORMER_NAMES)

@@ -12,7 +12,14 @@ from pathlib import Path
 import click
 
 from decodekit import STRATEGIES
-from decodekit.cli.common import UsageError, load_model_option, model_options, need_vocab, set_threads
+from decodekit.cli.common import (
+    UsageError,
+    file_option,
+    load_model_option,
+    model_options,
+    need_vocab,
+    set_threads,
+)
 from decodekit.cli.generate_batch import run_batch
 from decodekit.cli.generate_options import (
     described_constraints,
@@ -74,12 +81,10 @@ STRATEGY_HELP = (
     "--num-samples", type=click.IntRange(min=1), default=1, show_default=True, help="Samples per prompt."
 )
 @click.option("--seed", type=int, default=None, help="Random seed for sampling (reproducible output).")
-@click.option(
+@file_option(
     "--json-schema",
     "json_schema_path",
-    type=click.Path(dir_okay=False),
-    metavar="FILE",
-    help="A JSON Schema the continuation must satisfy (compact JSON; the subset: docs/constraints.md).",
+    "A JSON Schema the continuation must satisfy (compact JSON; the subset: docs/constraints.md).",
 )
 @click.option(
     "--suppress",
@@ -134,27 +139,17 @@ STRATEGY_HELP = (
     is_flag=True,
     help="One JSON object per hypothesis per line (with per-token log-probabilities).",
 )
-@click.option(
+@file_option(
     "--dot",
     "dot_path",
-    type=click.Path(dir_okay=False),
-    metavar="FILE",
-    help="Write a Graphviz drawing of the search (the beam tree; per-state beams under a constraint).",
+    "Write a Graphviz drawing of the search (the beam tree; per-state beams under a constraint).",
 )
-@click.option(
+@file_option(
     "--input",
     "input_path",
-    type=click.Path(dir_okay=False),
-    metavar="FILE",
-    help="JSON lines {id, prompt, [constraint, options]} to decode instead of PROMPT.",
+    "JSON lines {id, prompt, [constraint, options]} to decode instead of PROMPT.",
 )
-@click.option(
-    "--output",
-    "output_path",
-    type=click.Path(dir_okay=False),
-    metavar="FILE",
-    help="Where --input results go, one JSON object per input line.",
-)
+@file_option("--output", "output_path", "Where --input results go, one JSON object per input line.")
 @click.option("--resume", is_flag=True, help="With --input: skip ids already in --output.")
 @click.option(
     "--batch-size",

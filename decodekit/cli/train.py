@@ -39,7 +39,10 @@ def _parallel(device, batch_size: int):
 def _load_embeddings(model, path: str, freeze: bool) -> None:
     from decodekit.training import load_embeddings
 
-    stats = load_embeddings(model, path, freeze=freeze)
+    try:
+        stats = load_embeddings(model, path, freeze=freeze)
+    except ValueError as e:  # the library names the config field; the command line has the flag
+        raise UsageError(str(e).replace("tie=True", "--tie")) from None
     click.echo(
         f"embeddings: {stats.found} of {stats.found + stats.missing} vocabulary words from {path} "
         f"({stats.file_words} vectors, dim {stats.dim}){'; frozen' if freeze else ''}",

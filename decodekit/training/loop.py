@@ -377,7 +377,7 @@ class _Run:
             what = "is not finite" if not math.isfinite(loss) else f"gives perplexity {ppl:,.0f}"
             warnings.warn(
                 f"training diverges: the training loss {what}, far worse than guessing uniformly among "
-                f"the {v:,} tokens; lower the learning rate (lr {self.config.lr:g}; e.g. --lr "
+                f"the {v:,} tokens; lower the learning rate (lr {self.config.lr:g}; e.g. lr="
                 f"{self.config.lr / 10:g}) or clip harder (clip {self.config.clip:g})",
                 stacklevel=2,
             )

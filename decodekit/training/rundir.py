@@ -108,7 +108,7 @@ def take_directory(stack: contextlib.ExitStack, out: Path, par: Any, resume: boo
     if par.is_main:
         try:
             out.mkdir(parents=True, exist_ok=True)
-            stack.enter_context(exclusive(out, "--out directory"))
+            stack.enter_context(exclusive(out, "training run directory"))
             reconcile(out)
             existing = run_files(out)
             if not resume and existing:
