@@ -84,7 +84,14 @@ STRATEGY_HELP = (
 @file_option(
     "--json-schema",
     "json_schema_path",
-    "A JSON Schema the continuation must satisfy (compact JSON; the subset: docs/constraints.md).",
+    "A JSON Schema the continuation must satisfy (the subset: docs/constraints.md).",
+)
+@click.option(
+    "--json-whitespace",
+    type=click.Choice(["compact", "flexible"]),
+    default="compact",
+    show_default=True,
+    help="With --json-schema: no whitespace, or one optional space after each ':' and ','.",
 )
 @click.option(
     "--suppress",
@@ -175,6 +182,7 @@ def generate(
     as_json,
     stream,
     json_schema_path,
+    json_whitespace,
     dot_path,
     input_path,
     output_path,
@@ -234,7 +242,9 @@ def generate(
     if json_schema_path is not None:  # --exclude still applies to the JSON text
         if patterns:
             raise UsageError("give --constraint or --json-schema, not both")
-        options["constraint"] = schema_regex(json_schema_path)
+        options["constraint"] = schema_regex(json_schema_path, json_whitespace)
+    elif given & {"json_whitespace"}:
+        raise UsageError("--json-whitespace applies to --json-schema only")
     config = GenerationConfig(**options)  # the remaining options are GenerationConfig's fields
     if input_path is None:  # after the checks: a mistake is one error, not a warning and an error
         warn_ignored(options, given)
