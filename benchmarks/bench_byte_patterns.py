@@ -207,7 +207,7 @@ def byte_bpe(data: Path, size: int = 50_000, min_frequency: int = 2, cache: Path
     import tokenizers
     import transformers
 
-    from decodekit.models.hf import HFVocab, byte_decoder
+    from decodekit.models.hf import HFVocab
 
     texts = training_texts(data)
     h = hashlib.sha256(f"byte-bpe|{size}|{min_frequency}|{tokenizers.__version__}".encode())
@@ -233,7 +233,7 @@ def byte_bpe(data: Path, size: int = 50_000, min_frequency: int = 2, cache: Path
     tokens = tuple(vocab.surface_bytes())
     eos = vocab.eos_id
     # the same bytes straight from GPT-2's byte table
-    table = byte_decoder()
+    table = _byte_decoder()
     direct = [None if i == eos else bytes(table[c] for c in raw.id_to_token(i)) for i in range(len(tokens))]
     assert list(tokens) == direct, "HFVocab.surface_bytes() differs from the byte decoder"
     singles = {t for t in tokens if t is not None and len(t) == 1}
@@ -251,6 +251,21 @@ def byte_bpe(data: Path, size: int = 50_000, min_frequency: int = 2, cache: Path
             flush=True,
         )
     return raw, tok, tokens, eos
+
+
+def _byte_decoder() -> dict[str, int]:
+    """GPT-2's byte table written out again, on purpose: the independent oracle that the check
+    above compares ``HFVocab.surface_bytes()`` (built on decodekit.models.hf's copy) with."""
+    bs = (
+        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), 256))
+    )
+    cs, extra = bs[:], 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + extra)
+            extra += 1
+    return {chr(c): b for b, c in zip(bs, cs)}
 
 
 def _utf8(data: bytes) -> bool:

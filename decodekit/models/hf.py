@@ -138,9 +138,8 @@ class HFVocab(Vocab):
         raise DecodekitError("an HFVocab is the tokenizer's: save the tokenizer with save_pretrained instead")
 
 
-def byte_decoder() -> dict[str, int]:
-    """GPT-2's reversible byte <-> printable character table, inverted: the character a
-    byte-level BPE writes for each byte (its tokenizer's vocabulary spelling) -> that byte."""
+def _byte_decoder() -> dict[str, int]:
+    """GPT-2's reversible byte <-> printable character table, inverted."""
     bs = (
         list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), 256))
     )
@@ -158,7 +157,7 @@ _BYTE_FALLBACK = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 
 def _token_bytes(tokenizer, names: list[str], special: frozenset[int], n: int) -> list[bytes | None]:
     """Per token: the bytes it stands for, or None (special, or beyond the tokenizer)."""
-    table = byte_decoder()
+    table = _byte_decoder()
     decoder = getattr(getattr(tokenizer, "backend_tokenizer", None), "decoder", None)
     if decoder is not None and type(decoder).__name__ == "ByteLevel":
         byte_level = True
