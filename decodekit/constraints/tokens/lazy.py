@@ -100,7 +100,7 @@ class _Shared:
             bound = reverse_distances(src[keep], 1 + dst[keep], accepting, num_byte + 1)
         # every byte a token contains is a token by itself (no separator): bound >= 0 iff a match can
         # still follow with tokens at all, so the static rows are the whole automaton's
-        seen = np.unique(np.concatenate([np.asarray(b, dtype=np.int64) for b in enc.byte] or [np.zeros(0)]))
+        seen = np.flatnonzero(enc.present)  # the bytes of the trie's nodes (a unique over them: 2 ms)
         single = enc.byte[0][nodes[usable[ids]]] if len(ids) else np.zeros(0, dtype=np.int64)
         self.bytewise = not separator and bool(np.isin(seen, single).all())
         if bound[0] < 0:
