@@ -121,13 +121,26 @@ class StateTables(TokenConstraint, Protocol):
     def num_states(self) -> int: ...
 
 
+@runtime_checkable
+class Bitmasks(TokenConstraint, Protocol):
+    """A :class:`TokenConstraint` that writes its masks into a preallocated packed bitmask, the
+    form xgrammar's and llguidance's kernels read (no tensor made per call)."""
+
+    def fill_bitmask(
+        self, bitmask: torch.Tensor, states: torch.Tensor, remaining: int | torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """``bitmask`` [N, ceil(V / 32)] int32 filled with :meth:`allowed` ``(states, remaining)``:
+        bit ``t % 32`` of word ``t // 32`` set iff token t is allowed (the bits past V are 0);
+        returns ``bitmask``."""
+
+
 def provides(value: object, protocol: type = TokenConstraint) -> bool:
     """``isinstance(value, protocol)`` for these protocols without reading any attribute: Python
     3.11's runtime check reads properties, and a lazy automaton's ``shortest`` may build the whole
     automaton."""
     names = set()
     for base in protocol.__mro__:
-        if base in (TokenConstraint, Transitions, StateTables):
+        if base in (TokenConstraint, Transitions, StateTables, Bitmasks):
             names |= set(base.__annotations__) | {k for k in vars(base) if not k.startswith("_")}
     return all(inspect.getattr_static(value, name, _ABSENT) is not _ABSENT for name in names)
 

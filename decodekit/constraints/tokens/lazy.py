@@ -49,13 +49,13 @@ from decodekit.constraints.automata.graph import distances_to_accept, reverse_di
 from decodekit.constraints.automata.utf8 import ByteDFA
 from decodekit.constraints.tokens import interface
 from decodekit.constraints.tokens.lift import Lifted, byte_table, walk_one
-from decodekit.constraints.tokens.masks import SPARSE, apply_row, sparse_ids
+from decodekit.constraints.tokens.masks import SPARSE, apply_row, check_bitmask, pack_bits, sparse_ids
 from decodekit.constraints.tokens.trie import EncodedVocab, as_bytes
 from decodekit.errors import ConstraintError
 
 NEG_INF = float("-inf")
 STATIC_ROWS = 256  # static rows kept (bool + float32 [V] each: 250 KB at V = 50k)
-EXACT_ROWS = 64  # exact rows kept (allowed token ids and their bounds)
+EXACT_ROWS = 64  # exact rows kept (allowed token ids and their bounds), and rows per (state, budget)
 MAX_ROUNDS = 64  # Moore rounds for sharing rows; a longer longest token: one row per byte state
 GROUP_AFTER = 16  # static rows walked per byte state before byte states with equal rows are grouped
 
@@ -149,6 +149,8 @@ class LazyTokenAutomaton:
     Device copies (:meth:`to`) share one :class:`_Shared`; each keeps its own cached rows.
     """
 
+    _bitmask_view: tuple | None = None  # (the last bitmask filled, its data_ptr, its numpy view)
+
     def __init__(
         self,
         dfa: ByteDFA | None,
@@ -167,6 +169,8 @@ class LazyTokenAutomaton:
         self.device = torch.device(device)
         self._static: OrderedDict = OrderedDict()
         self._exact: OrderedDict = OrderedDict()
+        self._budgeted: OrderedDict = OrderedDict()  # (state, remaining) -> its length-checked _Row
+        self._hot: dict[int, _Row] = {}  # state -> its static _Row: a warm mask is one dict lookup
         # state -> (tokens, next states, their representatives), int32 (half the bytes): transitions
         self._edges: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         if shared is None:
@@ -230,12 +234,31 @@ class LazyTokenAutomaton:
         """[N] long states (-1: dead) -> [N, V] bool: token t (not EOS) iff its next state ``c'``
         has ``0 <= bound[c'] <= remaining - 1`` (``remaining``: int, [N] or None = no limit);
         EOS iff the state accepts."""
-        rows = [self._row(c, r) for c, r in zip(*self._args(states, remaining))]
+        rows = self._rows_of(states, remaining)
         if not rows:
             return torch.zeros(0, self.vocab_size, dtype=torch.bool, device=self.device)
         if len(rows) == 1:
-            return rows[0][0][None].clone()  # a copy: the row stays cached unchanged
-        return torch.stack([r[0] for r in rows])
+            return rows[0].allowed[None].clone()  # a copy: the row stays cached unchanged
+        return torch.stack([r.allowed for r in rows])
+
+    def fill_bitmask(
+        self, bitmask: torch.Tensor, states: torch.Tensor, remaining: int | torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Write ``allowed(states, remaining)`` into the preallocated ``bitmask`` [N, ceil(V / 32)]
+        int32 (xgrammar's and llguidance's layout: bit ``t % 32`` of word ``t // 32`` is set iff
+        token t is allowed; the bits past V are 0) and return it: per row one copy of the state's
+        cached packed row, no tensor made (:class:`~.interface.Bitmasks`)."""
+        rows = self._rows_of(states, remaining)
+        if bitmask.dtype != torch.int32 or bitmask.shape != (len(rows), (self.vocab_size + 31) // 32):
+            check_bitmask(bitmask, len(rows), self.vocab_size)  # raises
+        if bitmask.is_cpu:
+            out = self._view(bitmask)
+            for i, r in enumerate(rows):
+                out[i] = r.bits if r.bits is not None else self._pack(r)
+        else:
+            for i, r in enumerate(rows):
+                bitmask[i].copy_(torch.from_numpy(r.bits if r.bits is not None else self._pack(r)))
+        return bitmask
 
     def mask(
         self,
@@ -248,11 +271,11 @@ class LazyTokenAutomaton:
         """``logprobs`` [N, V] with -inf wherever ``allowed(states, remaining)`` is False (a new
         tensor, same dtype; ``inplace``: written into ``logprobs``), from the rows found on first
         visit."""
-        rows = [self._row(c, r) for c, r in zip(*self._args(states, remaining))]
+        rows = self._rows_of(states, remaining)
         if not rows:
             return logprobs if inplace else logprobs.clone()
         if len(rows) == 1:  # the common one-row case: the bias is only built when needed
-            ids = rows[0][2]
+            ids = rows[0].ids
             bias = self._bias(rows[0], logprobs.dtype) if ids is None else None
             return apply_row(logprobs, bias, ids, inplace)
         bias = torch.stack([self._bias(r, logprobs.dtype) for r in rows])
@@ -335,6 +358,23 @@ class LazyTokenAutomaton:
         r = torch.as_tensor(remaining).reshape(-1).expand(len(s)).tolist()
         return s, r
 
+    def _rows_of(self, states: torch.Tensor, remaining) -> list[_Row]:
+        """The :class:`_Row` of each of ``states`` [N] under ``remaining``."""
+        if remaining is None or isinstance(remaining, int):  # the common case: no per-row budgets
+            return [
+                self._row(c, remaining)
+                for c in (states if states.dim() == 1 else states.reshape(-1)).tolist()
+            ]
+        return [self._row(c, r) for c, r in zip(*self._args(states, remaining))]
+
+    def _view(self, bitmask: torch.Tensor) -> np.ndarray:
+        """The numpy view of a CPU ``bitmask``, kept while the same tensor keeps the same memory
+        (a search fills one buffer at every step: the view costs more than the copy)."""
+        got = self._bitmask_view
+        if got is None or got[0] is not bitmask or got[1] != bitmask.data_ptr():
+            got = self._bitmask_view = (bitmask, bitmask.data_ptr(), bitmask.numpy())
+        return got[2]
+
     def _next(self, c: int, t: int) -> int:
         sh = self._shared
         if c < 0 or not sh.usable[t]:
@@ -374,11 +414,18 @@ class LazyTokenAutomaton:
             sh.canon = first[inverse.reshape(-1)]
         return sh.canon[states]
 
-    def _row(self, c: int, remaining: int | None) -> tuple:
-        """(bool [V] row, cache entry for biases) of state c under ``remaining``."""
-        if c < 0:
-            return self._empty()
+    def _row(self, c: int, remaining: int | None) -> _Row:
+        """The :class:`_Row` of state c under ``remaining``: its static row (kept per state in
+        ``_hot``, and per byte state or group in the LRU ``_static``) where the budget cannot
+        bite, else its length-checked row (kept per (state, remaining))."""
         sh = self._shared
+        if remaining is None or remaining - 1 >= sh.most:
+            hot = self._hot.get(c)
+            if hot is not None:
+                return hot
+        if c < 0:
+            dead = self._hot[c] = self._empty()
+            return dead
         accept = bool(sh.accepting[c])
         if remaining is None or remaining - 1 >= sh.most or remaining - 1 >= self._reach_of(c):
             key = (self._row_key(int(sh.start[c] // sh.width)), accept)
@@ -391,7 +438,24 @@ class LazyTokenAutomaton:
                     self._static.popitem(last=False)
             else:
                 self._static.move_to_end(key)
+            if len(self._hot) >= STATIC_ROWS:  # bounded: at most 2 x STATIC_ROWS rows kept
+                self._hot.clear()
+            self._hot[c] = entry
             return entry
+        got = self._budgeted.get((c, remaining))
+        if got is not None:
+            self._budgeted.move_to_end((c, remaining))
+            return got
+        got = self._budgeted[(c, remaining)] = self._exact_row(c, remaining, accept)
+        if len(self._budgeted) > EXACT_ROWS:
+            self._budgeted.popitem(last=False)
+        return got
+
+    def _exact_row(self, c: int, remaining: int, accept: bool) -> _Row:
+        """The length-checked row of c: its tokens whose next state's fewest tokens to
+        acceptance (``bound``, or the whole automaton's where :attr:`exact`) fit in
+        ``remaining - 1``."""
+        sh = self._shared
         exact = self._exact.get(c)
         if exact is None:
             exact = self._exact[c] = self._walk(c)
@@ -425,9 +489,8 @@ class LazyTokenAutomaton:
             self.stats["row_groups"] = int(sh.group.max()) + 1
         return ("group", int(sh.group[q]))
 
-    def _entry(self, tok: np.ndarray, accept: bool) -> tuple:
-        """(bool [V] row, its 0 / -inf rows by dtype, the few allowed or forbidden ids or None
-        (:func:`~decodekit.constraints.tokens.automaton.sparse_ids`; CPU only))."""
+    def _entry(self, tok: np.ndarray, accept: bool) -> _Row:
+        """The :class:`_Row` allowing the tokens ``tok`` (and EOS if ``accept``)."""
         if accept and self.eos_id is not None:
             tok = np.append(tok, self.eos_id)  # the walk's tokens are distinct and never EOS
         cols = torch.from_numpy(tok)
@@ -438,16 +501,34 @@ class LazyTokenAutomaton:
         if interface.decides_on_host(self.device):  # the allowed ids are at hand: no pass over the row
             few = len(tok) <= self.vocab_size // SPARSE
             ids = (True, cols) if few else sparse_ids(row, len(tok))
-        return row.to(self.device), {}, ids
+        return _Row(row.to(self.device), ids, None)
 
-    def _empty(self) -> tuple:
+    def _empty(self) -> _Row:
         return self._entry(np.zeros(0, dtype=np.int64), False)
 
-    def _bias(self, entry: tuple, dtype: torch.dtype) -> torch.Tensor:
-        row, biases, _ = entry
+    def _bias(self, entry: _Row, dtype: torch.dtype) -> torch.Tensor:
+        biases, row = entry.biases, entry.allowed
         if dtype not in biases:
             biases[dtype] = torch.zeros(row.shape, dtype=dtype, device=row.device).masked_fill(~row, NEG_INF)
         return biases[dtype]
+
+    @staticmethod
+    def _pack(entry: _Row) -> np.ndarray:
+        entry.bits = pack_bits(entry.allowed.cpu().numpy())
+        return entry.bits
+
+
+class _Row:
+    """One state's cached answer: ``allowed`` [V] bool (on the automaton's device), its 0 / -inf
+    ``biases`` [V] by dtype (made on first need), ``ids`` the few allowed (keep, cols) or
+    forbidden tokens or None (:func:`~.masks.sparse_ids`; CPU only), and ``bits`` [ceil(V / 32)]
+    int32, the row packed for :meth:`LazyTokenAutomaton.fill_bitmask`."""
+
+    __slots__ = ("allowed", "biases", "ids", "bits")
+
+    def __init__(self, allowed: torch.Tensor, ids, bits: np.ndarray | None) -> None:
+        self.allowed, self.ids, self.bits = allowed, ids, bits
+        self.biases: dict[torch.dtype, torch.Tensor] = {}
 
 
 def _groups(succ: np.ndarray, bound: np.ndarray, depth: int) -> np.ndarray:
