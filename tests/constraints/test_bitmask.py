@@ -128,3 +128,26 @@ def test_a_wrong_bitmask_says_how_to_allocate_it():
     for bad in (torch.zeros(1, 1, dtype=torch.int32), torch.zeros(1, 2, dtype=torch.int64)):
         with pytest.raises(ConstraintError, match=r"torch.zeros\(N, \(V \+ 31\) // 32"):
             automaton.fill_bitmask(bad, torch.tensor([0]))
+
+
+def test_buffers_swapped_reshaped_or_strided_are_filled_right():
+    automaton = compile_regex(PATTERN, TOKENS, EOS, lazy="masked")
+    words = bitmask_words(len(TOKENS))
+    s1, s2 = automaton.walk([3]), automaton.walk([0])
+    want1, want2 = (
+        torch.from_numpy(pack_bits(automaton.allowed(torch.tensor([s]))[0].numpy())) for s in (s1, s2)
+    )
+    a, b = torch.zeros(1, words, dtype=torch.int32), torch.zeros(1, words, dtype=torch.int32)
+    automaton.fill_bitmask(a, torch.tensor([s1]))
+    automaton.fill_bitmask(b, torch.tensor([s2]))  # another buffer: the kept view must not be reused
+    assert torch.equal(a[0], want1) and torch.equal(b[0], want2)
+    automaton.fill_bitmask(a, torch.tensor([s2]))
+    assert torch.equal(a[0], want2) and torch.equal(b[0], want2)
+    fresh = compile_regex(PATTERN, TOKENS, EOS, lazy="masked", max_states=99)  # rows not packed yet
+    wide = torch.zeros(2, 2 * words, dtype=torch.int32)
+    strided = wide[:, words:]  # not contiguous: filled row by row
+    fresh.fill_bitmask(strided, torch.tensor([s1, s2]))
+    assert torch.equal(wide[0, words:], want1) and torch.equal(wide[1, words:], want2)
+    assert not wide[:, :words].any()
+    with pytest.raises(ConstraintError, match="shape"):
+        automaton.fill_bitmask(a, torch.tensor([s1, s2]))  # 2 states, 1 row

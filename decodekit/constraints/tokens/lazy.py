@@ -248,16 +248,32 @@ class LazyTokenAutomaton:
         int32 (xgrammar's and llguidance's layout: bit ``t % 32`` of word ``t // 32`` is set iff
         token t is allowed; the bits past V are 0) and return it: per row one copy of the state's
         cached packed row, no tensor made (:class:`~.interface.Bitmasks`)."""
-        rows = self._rows_of(states, remaining)
-        if bitmask.dtype != torch.int32 or bitmask.shape != (len(rows), (self.vocab_size + 31) // 32):
-            check_bitmask(bitmask, len(rows), self.vocab_size)  # raises
-        if bitmask.is_cpu:
-            out = self._view(bitmask)
-            for i, r in enumerate(rows):
-                out[i] = r.bits if r.bits is not None else self._pack(r)
+        target = self._bitmask_view
+        if target is None or target[0] is not bitmask or target[1] != bitmask.data_ptr():
+            target = self._target(bitmask)
+        if remaining is None or type(remaining) is int:  # _rows_of, inlined: the call costs 10 %
+            rows = [
+                self._row(c, remaining)
+                for c in (states if states.dim() == 1 else states.reshape(-1)).tolist()
+            ]
         else:
+            rows = self._rows_of(states, remaining)
+        if len(rows) != target[2]:
+            target = self._target(bitmask)  # the buffer was reshaped in place: look again
+            check_bitmask(bitmask, len(rows), self.vocab_size)
+        raw = target[3]
+        if raw is None:  # on a device: one copy per row
             for i, r in enumerate(rows):
-                bitmask[i].copy_(torch.from_numpy(r.bits if r.bits is not None else self._pack(r)))
+                if r.bits is None:
+                    self._pack(r)
+                bitmask[i].copy_(torch.from_numpy(r.bits))
+        elif len(rows) == 1:  # the common one-row case: one memcpy of the packed row
+            r = rows[0]
+            raw[:] = r.raw if r.raw is not None else self._pack(r)
+        else:
+            size = 4 * ((self.vocab_size + 31) // 32)
+            for i, r in enumerate(rows):
+                raw[i * size : (i + 1) * size] = r.raw if r.raw is not None else self._pack(r)
         return bitmask
 
     def mask(
@@ -367,13 +383,17 @@ class LazyTokenAutomaton:
             ]
         return [self._row(c, r) for c, r in zip(*self._args(states, remaining))]
 
-    def _view(self, bitmask: torch.Tensor) -> np.ndarray:
-        """The numpy view of a CPU ``bitmask``, kept while the same tensor keeps the same memory
-        (a search fills one buffer at every step: the view costs more than the copy)."""
-        got = self._bitmask_view
-        if got is None or got[0] is not bitmask or got[1] != bitmask.data_ptr():
-            got = self._bitmask_view = (bitmask, bitmask.data_ptr(), bitmask.numpy())
-        return got[2]
+    def _target(self, bitmask: torch.Tensor) -> tuple:
+        """``bitmask`` checked (int32, ``ceil(V / 32)`` words a row, contiguous), as (bitmask, its
+        data_ptr, its rows, a byte memoryview of it on the CPU or None), kept while the same tensor
+        keeps the same memory: a search fills one buffer at every step, and the checks and the
+        view cost more than the copy."""
+        words = (self.vocab_size + 31) // 32
+        if bitmask.dtype != torch.int32 or bitmask.dim() != 2 or bitmask.shape[1] != words:
+            check_bitmask(bitmask, bitmask.shape[0] if bitmask.dim() else 0, self.vocab_size)  # raises
+        raw = memoryview(bitmask.numpy()).cast("B") if bitmask.is_cpu and bitmask.is_contiguous() else None
+        target = self._bitmask_view = (bitmask, bitmask.data_ptr(), bitmask.shape[0], raw)
+        return target
 
     def _next(self, c: int, t: int) -> int:
         sh = self._shared
@@ -501,7 +521,7 @@ class LazyTokenAutomaton:
         if interface.decides_on_host(self.device):  # the allowed ids are at hand: no pass over the row
             few = len(tok) <= self.vocab_size // SPARSE
             ids = (True, cols) if few else sparse_ids(row, len(tok))
-        return _Row(row.to(self.device), ids, None)
+        return _Row(row.to(self.device), ids)
 
     def _empty(self) -> _Row:
         return self._entry(np.zeros(0, dtype=np.int64), False)
@@ -513,21 +533,25 @@ class LazyTokenAutomaton:
         return biases[dtype]
 
     @staticmethod
-    def _pack(entry: _Row) -> np.ndarray:
+    def _pack(entry: _Row) -> memoryview:
+        """Pack ``entry``'s row (:func:`~.masks.pack_bits`) on first need: ``bits``, and ``raw``
+        its bytes; returns ``raw``."""
         entry.bits = pack_bits(entry.allowed.cpu().numpy())
-        return entry.bits
+        entry.raw = memoryview(entry.bits).cast("B")
+        return entry.raw
 
 
 class _Row:
     """One state's cached answer: ``allowed`` [V] bool (on the automaton's device), its 0 / -inf
     ``biases`` [V] by dtype (made on first need), ``ids`` the few allowed (keep, cols) or
     forbidden tokens or None (:func:`~.masks.sparse_ids`; CPU only), and ``bits`` [ceil(V / 32)]
-    int32, the row packed for :meth:`LazyTokenAutomaton.fill_bitmask`."""
+    int32, the row packed for :meth:`LazyTokenAutomaton.fill_bitmask`, and ``raw`` its bytes
+    (both None until first asked for)."""
 
-    __slots__ = ("allowed", "biases", "ids", "bits")
+    __slots__ = ("allowed", "biases", "ids", "bits", "raw")
 
-    def __init__(self, allowed: torch.Tensor, ids, bits: np.ndarray | None) -> None:
-        self.allowed, self.ids, self.bits = allowed, ids, bits
+    def __init__(self, allowed: torch.Tensor, ids) -> None:
+        self.allowed, self.ids, self.bits, self.raw = allowed, ids, None, None
         self.biases: dict[torch.dtype, torch.Tensor] = {}
 
 
