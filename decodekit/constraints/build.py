@@ -6,6 +6,7 @@ checks the arguments and caches its results."""
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -42,6 +43,14 @@ DERIVE_NFA, DERIVE_STATES = 2_000, 256
 # engine's liveness searches made it 3x slower: kept as a product)
 DERIVE_PRODUCTS = True
 DERIVE_ALWAYS = False  # every pattern through the derivative engine where it is exact (tests)
+PARSES = 64  # parsed patterns kept (check_pattern then compile_regex parse once; cleared with the automata)
+
+
+@functools.lru_cache(maxsize=PARSES)
+def parsed(pattern: str):
+    """:func:`~decodekit.constraints.syntax.parser.parse`, kept for the last :data:`PARSES`
+    patterns (the AST is never modified; refusals are raised again, not kept)."""
+    return parse(pattern)
 
 
 class Laziness(enum.Enum):
@@ -123,9 +132,7 @@ def build(
     return _build_all(pattern[1], pattern[2], vocabulary, eos_id, separator, max_states, lazy)
 
 
-def _derivable(
-    entry: Vocabulary, eos_id, separator: str, lazy: Laziness, modes=(Laziness.MASKED,)
-) -> bool:
+def _derivable(entry: Vocabulary, eos_id, separator: str, lazy: Laziness, modes=(Laziness.MASKED,)) -> bool:
     """Whether the derivative engine's masks are exact here and ``lazy`` is one of ``modes``
     (a regex: only what the masked searches compile, MASKED; AUTO keeps the eager ladder and
     its size errors)."""
@@ -221,7 +228,7 @@ def _build(
     pattern: str, entry: Vocabulary, eos_id, separator: str, max_states: int, lazy: Laziness
 ) -> TokenConstraint:
     """Parse, character DFA, UTF-8 byte DFA, lift, dense tables (or the lazy automaton)."""
-    ast, boundaries = parse(pattern)
+    ast, boundaries = parsed(pattern)
     derivable = _derivable(entry, eos_id, separator, lazy)
     if derivable and (ast.size > DERIVE_NFA or DERIVE_ALWAYS):
         return _derived(Pattern(pattern), entry, eos_id, pattern, {"nfa_states": ast.size})

@@ -85,9 +85,13 @@ class _Shared:
         usable = enc.valid.copy()
         if eos_id is not None:
             usable[eos_id] = False
+        # the trie holds exactly the valid tokens: of the unusable ones only EOS can be walked
+        self.eos_walked = eos_id is not None and bool(enc.valid[eos_id])
         ids, nodes = enc.by_depth[1] if len(enc.by_depth) > 1 else (np.zeros(0, dtype=np.int64),) * 2
         kinds = np.unique(lut[enc.byte[0][nodes[usable[ids]]]]) if len(ids) else np.zeros(0, dtype=np.intp)
-        byte_dist = distances_to_accept(dfa.table, dfa.accepting)
+        byte_dist = (
+            dfa.distances if dfa.distances is not None else distances_to_accept(dfa.table, dfa.accepting)
+        )
         byte_dist = np.concatenate([[byte_dist[dfa.initial]], byte_dist])  # [1 + Q], as the candidates
         if (
             not separator and np.isin(np.flatnonzero((dfa.table >= 0).any(axis=0)), kinds).all()
@@ -417,9 +421,14 @@ class LazyTokenAutomaton:
         s = int(sh.start[c])
         if s == sh.dead:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        tok, ends = walk_one(s, sh.enc, sh.lut, sh.flat, sh.dead)
-        nxt = np.where(ends < sh.dead, 1 + ends // sh.width, 0)
-        keep = sh.usable[tok] & (ends < sh.dead) & (sh.bound[nxt] >= 0)
+        tok, ends = walk_one(s, sh.enc, sh.lut, sh.flat, sh.dead)  # ends: alive only
+        nxt = ends // sh.width
+        nxt += 1
+        keep = sh.bound[nxt] >= 0
+        if sh.eos_walked:  # EOS has text (it is in the trie) but never a transition
+            keep &= tok != self.eos_id
+        if keep.all():
+            return tok, nxt
         return tok[keep], nxt[keep]
 
     def _canonical(self, states: np.ndarray) -> np.ndarray:
