@@ -117,6 +117,18 @@ def _reverse_distances_small(src, dst, targets, num_states: int) -> np.ndarray:
     return np.array(dist, dtype=np.int64)
 
 
+def unique_edges(src: np.ndarray, dst: np.ndarray, num_states: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (src, dst) pairs of the edges (parallel edges, a state's byte columns,
+    merged), as :func:`reverse_distances` merges them itself: done once for several searches
+    over the same edges. Unchanged when they are few or the pair bitmap would be too large."""
+    if len(src) > 4 * num_states and num_states * num_states <= DEDUPE_PAIRS:
+        seen = np.zeros(num_states * num_states, dtype=bool)
+        seen[np.asarray(src, dtype=np.int64) * num_states + dst] = True
+        pairs = np.flatnonzero(seen)
+        return pairs // num_states, pairs % num_states
+    return src, dst
+
+
 def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct rows of a 2-D array (sorted bytewise, each row one opaque byte string) and the
     inverse [N] -> row index."""

@@ -26,7 +26,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from decodekit.constraints.automata.graph import distinct_columns, reverse_distances, unique_rows
+from decodekit.constraints.automata.graph import (
+    distinct_columns,
+    reverse_distances,
+    unique_edges,
+    unique_rows,
+)
 from decodekit.constraints.syntax.unicode import CODE_POINTS, OCCURRING_BITS, predicate_bits
 
 _BLOCKS = CODE_POINTS // 64  # code points grouped by all but their last 6 bits
@@ -253,7 +258,7 @@ def _trim(
     elif available is not None:
         byte_of = np.where(available, byte_of, full.shape[1] - 1)
     src, sym = np.nonzero(full >= 0)
-    dst = full[src, sym]
+    src, dst = unique_edges(src, full[src, sym], len(full))  # once for both searches
     start = np.zeros(len(full), dtype=bool)
     start[0] = True
     keep = reverse_distances(dst, src, start, len(full)) >= 0  # forward from state 0
