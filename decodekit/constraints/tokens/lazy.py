@@ -153,7 +153,8 @@ class LazyTokenAutomaton:
     Device copies (:meth:`to`) share one :class:`_Shared`; each keeps its own cached rows.
     """
 
-    _bitmask_view: tuple | None = None  # (the last bitmask filled, its data_ptr, its numpy view)
+    _bitmask_view: tuple | None = None  # (the last bitmask filled, its data_ptr, rows, byte view)
+    _hot: dict | None = None  # state -> static _Row (set in __init__; a subclass with its own rows: None)
 
     def __init__(
         self,
@@ -255,6 +256,17 @@ class LazyTokenAutomaton:
         target = self._bitmask_view
         if target is None or target[0] is not bitmask or target[1] != bitmask.data_ptr():
             target = self._target(bitmask)
+        hot = self._hot  # one row of a warm state, the budget out of reach: a lookup and a memcpy
+        if (
+            hot is not None
+            and target[2] == 1
+            and target[3] is not None
+            and (remaining is None or (type(remaining) is int and remaining - 1 >= self._shared.most))
+        ):
+            c = states.tolist()
+            if type(c) is list and len(c) == 1 and (r := hot.get(c[0])) is not None and r.raw is not None:
+                target[3][:] = r.raw
+                return bitmask
         if remaining is None or type(remaining) is int:  # _rows_of, inlined: the call costs 10 %
             rows = [
                 self._row(c, remaining)
