@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -105,12 +105,20 @@ class Vocabulary:
 
     tokens: tuple
     encoded: EncodedVocab | None = None
+    exact: dict = field(default_factory=dict)  # (separator, eos_id) -> exact_lazily (50 us each)
 
     def trie(self) -> EncodedVocab:
         """The tokens' byte trie, built on first use."""
         if self.encoded is None:
             self.encoded = encode_vocab(self.tokens)
         return self.encoded
+
+    def exact_lazily(self, separator: str, eos_id: int | None) -> bool:
+        """:func:`exact_lazily` of these tokens, kept per (separator, EOS)."""
+        key = (separator, eos_id)
+        if key not in self.exact:
+            self.exact[key] = exact_lazily(self.trie(), self.tokens, separator, eos_id)
+        return self.exact[key]
 
 
 def build(
@@ -136,7 +144,7 @@ def _derivable(entry: Vocabulary, eos_id, separator: str, lazy: Laziness, modes=
     """Whether the derivative engine's masks are exact here and ``lazy`` is one of ``modes``
     (a regex: only what the masked searches compile, MASKED; AUTO keeps the eager ladder and
     its size errors)."""
-    return lazy in modes and exact_lazily(entry.trie(), entry.tokens, separator, eos_id)
+    return lazy in modes and entry.exact_lazily(separator, eos_id)
 
 
 def _derived(expr: Pattern, entry: Vocabulary, eos_id, label: str, stats: dict) -> DerivedTokenAutomaton:
@@ -161,7 +169,7 @@ def _build_expression(
     if dfa is None:
         raise ConstraintError(f"{head}: no text of the bytes its tokens contain matches")
     stats = {"byte_states": int(dfa.table.shape[0])}
-    masked_lazily = lazy is Laziness.MASKED and exact_lazily(enc, entry.tokens, separator, eos_id)
+    masked_lazily = lazy is Laziness.MASKED and entry.exact_lazily(separator, eos_id)
     target = _Target(entry, eos_id, separator, max_states, lazy, label)
     why = f"{head}: whole tokens joined by {separator!r} cannot form a matching text"
     return _ladder(dfa, target, {"byte_states": stats["byte_states"]}, masked_lazily, lambda: why)
@@ -235,7 +243,7 @@ def _build(
     if first_char_gate(pattern) is not None:  # regex's first-character test narrows the pattern
         return _build_all((pattern,), (), entry, eos_id, separator, max_states, lazy, pattern)  # & gate
     enc = entry.trie()
-    masked_lazily = lazy is Laziness.MASKED and exact_lazily(enc, entry.tokens, separator, eos_id)
+    masked_lazily = lazy is Laziness.MASKED and entry.exact_lazily(separator, eos_id)
     if derivable and max_states > DERIVE_STATES:
         try:
             dfa = build_char_dfa(ast, boundaries, DERIVE_STATES, minimal=not masked_lazily)
@@ -348,7 +356,7 @@ def _build_all(
             raise ConstraintError(f"no text matches {wanted}: the constraints contradict each other")
         raise ConstraintError(f"{head}: the matching texts need bytes that no token contains")
     stats = {**made.stats, "constraints": len(patterns), "excludes": len(excludes)}
-    masked_lazily = lazy is Laziness.MASKED and exact_lazily(enc, entry.tokens, separator, eos_id)
+    masked_lazily = lazy is Laziness.MASKED and entry.exact_lazily(separator, eos_id)
     label = describe(patterns, excludes) if label is None else label
     target = _Target(entry, eos_id, separator, max_states, lazy, label)
     why = f"{head}: whole tokens joined by {separator!r} cannot form a matching text"
