@@ -66,3 +66,19 @@ def test_the_parse_is_kept_until_clear_cache_and_refusals_are_not():
             check_pattern("a(")
     with pytest.raises(ConstraintError, match="must be a string"):
         check_pattern(["a"])
+
+
+def test_the_unique_helpers_are_numpys_unique():
+    from decodekit.constraints.automata.graph import first_and_inverse, small_unique
+
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 7, 300):
+        for high in (3, 2**40):
+            keys = rng.integers(0, high, n).astype(np.uint64)
+            _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+            got_first, got_inverse = first_and_inverse(keys)
+            assert np.array_equal(got_first, first) and np.array_equal(got_inverse, inverse.reshape(-1))
+        values = rng.integers(0, 9, n)
+        uniq, inverse = np.unique(values, return_inverse=True)
+        got_uniq, got_inverse = small_unique(values, 9)
+        assert np.array_equal(got_uniq, uniq) and np.array_equal(got_inverse, inverse.reshape(-1))

@@ -29,6 +29,7 @@ import numpy as np
 from decodekit.constraints.automata.graph import (
     distinct_columns,
     reverse_distances,
+    small_unique,
     unique_edges,
     unique_rows,
 )
@@ -175,7 +176,7 @@ def byte_dfa(
     if ascii_only or (available is not None and not available[0x80:].any()):
         # one column per character class of an ASCII byte, and a dead one for the others: no
         # [q, 256] table (65,536 states x 256 bytes would be 134 MB, copied several times)
-        uniq, inverse = np.unique(classes.ascii, return_inverse=True)
+        uniq, inverse = small_unique(classes.ascii, table.shape[1])
         small = np.full((q, len(uniq) + 1), -1, dtype=np.int64)
         small[:, :-1] = table[:, uniq]
         byte_of = np.full(256, len(uniq), dtype=np.int64)

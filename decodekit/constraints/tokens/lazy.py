@@ -88,7 +88,11 @@ class _Shared:
         # the trie holds exactly the valid tokens: of the unusable ones only EOS can be walked
         self.eos_walked = eos_id is not None and bool(enc.valid[eos_id])
         ids, nodes = enc.by_depth[1] if len(enc.by_depth) > 1 else (np.zeros(0, dtype=np.int64),) * 2
-        kinds = np.unique(lut[enc.byte[0][nodes[usable[ids]]]]) if len(ids) else np.zeros(0, dtype=np.intp)
+        kinds = (  # the byte classes of the single-byte tokens
+            np.flatnonzero(np.bincount(lut[enc.byte[0][nodes[usable[ids]]]], minlength=width))
+            if len(ids)
+            else np.zeros(0, dtype=np.intp)
+        )
         byte_dist = (
             dfa.distances if dfa.distances is not None else distances_to_accept(dfa.table, dfa.accepting)
         )
