@@ -159,6 +159,7 @@ class LazyTokenAutomaton:
 
     _bitmask_view: tuple | None = None  # (the last bitmask filled, its data_ptr, rows, byte view)
     _hot: dict | None = None  # state -> static _Row (set in __init__; a subclass with its own rows: None)
+    _warm: dict | None = None  # such a subclass's: state -> (budget threshold or None, packed row bytes)
 
     def __init__(
         self,
@@ -271,6 +272,8 @@ class LazyTokenAutomaton:
             if type(c) is list and len(c) == 1 and (r := hot.get(c[0])) is not None and r.raw is not None:
                 target[3][:] = r.raw
                 return bitmask
+        if hot is None and target[2] == 1 and target[3] is not None and type(remaining) in (int, type(None)):
+            return self._fill_one(bitmask, target[3], states, remaining)
         if remaining is None or type(remaining) is int:  # _rows_of, inlined: the call costs 10 %
             rows = [
                 self._row(c, remaining)
@@ -294,6 +297,34 @@ class LazyTokenAutomaton:
             size = 4 * ((self.vocab_size + 31) // 32)
             for i, r in enumerate(rows):
                 raw[i * size : (i + 1) * size] = r.raw if r.raw is not None else self._pack(r)
+        return bitmask
+
+    def _fill_one(
+        self, bitmask: torch.Tensor, raw: memoryview, states: torch.Tensor, remaining
+    ) -> torch.Tensor:
+        """:meth:`fill_bitmask` of one row for a subclass with its own rows (``_row``; the
+        derivative engine): its packed static rows kept per state (``_warm``: the row's budget
+        threshold ``_reach_of(c)``, None when only known for no budget, and its bytes), so that
+        a warm state is a lookup and a memcpy as here."""
+        c = (states if states.dim() == 1 else states.reshape(-1)).tolist()
+        if len(c) != 1:
+            check_bitmask(bitmask, len(c), self.vocab_size)  # raises
+        c = c[0]
+        warm = self._warm
+        if warm is None:
+            warm = self._warm = {}
+        got = warm.get(c)
+        if got is not None and (remaining is None or (got[0] is not None and remaining - 1 >= got[0])):
+            raw[:] = got[1]
+            return bitmask
+        r = self._row(c, remaining)
+        raw[:] = r.raw if r.raw is not None else self._pack(r)
+        if c >= 0:  # the row is its static one when the budget cannot bite (as the subclass's _row)
+            reach = None if remaining is None else self._reach_of(c)
+            if reach is None or remaining - 1 >= reach:
+                if len(warm) >= STATIC_ROWS:
+                    warm.clear()
+                warm[c] = (reach, r.raw)
         return bitmask
 
     def mask(
