@@ -679,6 +679,28 @@ def bench_tokens(engines: dict, handles: dict, walk: list[int], repeats: int, vo
     return result
 
 
+def bench_paired_masks(engines: dict, handles: dict, walk: list[int], repeats: int) -> dict:
+    """name -> {cpu_us, calls}: the mask alone with the engines interleaved at every walk position
+    (each engine's call timed right after the others', their order rotating), so that a change of
+    load between passes moves every engine alike; CPU medians over positions and repeats."""
+    names = list(handles)
+    times: dict[str, list[float]] = {n: [] for n in names}
+    cpu = time.process_time
+    for r in range(repeats):
+        cursors = {n: engines[n].start(handles[n]) for n in names}
+        gc.disable()
+        for k, t in enumerate(walk):
+            shift = (r + k) % len(names)
+            for n in names[shift:] + names[:shift]:
+                c0 = cpu()
+                engines[n].mask(cursors[n])
+                times[n].append(cpu() - c0)
+            for n in names:
+                engines[n].advance(cursors[n], t)
+        gc.enable()
+    return {n: {"cpu_us": 1e6 * statistics.median(v), "calls": len(v)} for n, v in times.items() if v}
+
+
 def walk_for(raw, name: str, limit: int) -> list[int]:
     """The tokenizer's encoding of the pattern's matching text, cut to ``limit`` tokens."""
     return raw.encode(WALK_TEXT[name], add_special_tokens=False).ids[:limit]
@@ -695,11 +717,19 @@ def matches(how: str, pattern, text: str) -> bool:
 
 
 def bench_pattern(
-    engines: dict, name: str, pattern, raw, repeats: int, walk_len: int, vocab: int, how: str = "regex"
+    engines: dict,
+    name: str,
+    pattern,
+    raw,
+    repeats: int,
+    walk_len: int,
+    vocab: int,
+    how: str = "regex",
+    paired: int = 0,
 ) -> dict:
     """Compile, walk check and per-token times for one pattern (an engine refusing the pattern gets
     the equivalent without word boundaries, if there is one, reported as such); ``how`` as in
-    ``try_compile``."""
+    ``try_compile``; ``paired``: that many repeats of :func:`bench_paired_masks` too."""
     row = {
         "name": name,
         "how": how,
@@ -721,6 +751,9 @@ def bench_pattern(
     row["check"] = check_walk(engines, handles, walk)
     good = {n: h for n, h in handles.items() if row["check"][n]["ok"]}
     row["tokens"] = bench_tokens(engines, good, walk, repeats, vocab)
+    if paired:
+        for n, v in bench_paired_masks(engines, good, walk, paired).items():
+            row["tokens"][n]["mask_paired"] = v
     if how == "schema":
         row["forms"] = json_forms(engines, handles, SCHEMA_DOCS[name], _encoder(raw))
     return row
@@ -1028,10 +1061,13 @@ def print_compile_table(rows: list[dict], names: list[str]) -> None:
 
 
 def print_token_table(rows: list[dict], names: list[str]) -> None:
-    for kind, title in (
+    kinds = [
         ("mask", "computing the allowed-token mask (decodekit: fill_bitmask, as the peers fill theirs)"),
         ("apply", "mask + applying it to [1, V] logits"),
-    ):
+    ]
+    if any("mask_paired" in t for row in rows for t in row["tokens"].values()):
+        kinds.append(("mask_paired", "the mask with the engines interleaved at every position (--paired)"))
+    for kind, title in kinds:
         print(f"\n### Per token, {title}: µs per call (CPU median over the walk and repeats)\n")
         extra = ["decodekit allowed() (a new bool tensor)", "decodekit allowed() without length check"]
         extra = extra if kind == "mask" else []
@@ -1154,6 +1190,12 @@ def parse_args(argv=None):
     ap.add_argument(
         "--patterns", nargs="+", choices=list(STRUCTURED) + list(EXTRA), default=None, help="default: all"
     )
+    ap.add_argument(
+        "--paired",
+        type=int,
+        default=0,
+        help="repeats of the mask timed with the engines interleaved per position",
+    )
     ap.add_argument("--no-reach", action="store_true")
     ap.add_argument("--reach-timeout", type=float, default=300.0, help="seconds per child process")
     ap.add_argument("--reach-memory", type=int, default=4096, help="MB of address space a child may add")
@@ -1196,7 +1238,9 @@ def main(argv=None) -> None:
     rows, extra = [], []
     for name in args.patterns or [*STRUCTURED, *EXTRA]:
         how, pattern = EXTRA.get(name, ("regex", STRUCTURED.get(name)))
-        row = bench_pattern(engines, name, pattern, raw, args.repeats, args.walk, len(tokens), how)
+        row = bench_pattern(
+            engines, name, pattern, raw, args.repeats, args.walk, len(tokens), how, args.paired
+        )
         (extra if name in EXTRA else rows).append(row)
         print(f"  {name} done (load {load()})", flush=True)
     if rows:
