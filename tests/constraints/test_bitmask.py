@@ -151,3 +151,24 @@ def test_buffers_swapped_reshaped_or_strided_are_filled_right():
     assert not wide[:, :words].any()
     with pytest.raises(ConstraintError, match="shape"):
         automaton.fill_bitmask(a, torch.tensor([s1, s2]))  # 2 states, 1 row
+
+
+def test_evicted_rows_leave_no_shortcut_and_answers_stay(monkeypatch):
+    from decodekit.constraints.tokens import lazy
+
+    monkeypatch.setattr(lazy, "STATIC_ROWS", 2)  # evict at every third distinct row
+    automaton = compile_regex(PATTERN, TOKENS, EOS, lazy="masked", max_states=98)
+    live = [
+        (p, s)
+        for n in range(3)
+        for p in itertools.product(range(7), repeat=n)
+        if (s := automaton.walk(p)) >= 0
+    ]
+    bitmask = torch.zeros(1, bitmask_words(len(TOKENS)), dtype=torch.int32)
+    for _ in range(2):
+        for prefix, s in live:
+            automaton.fill_bitmask(bitmask, torch.tensor([s]))
+            assert _unpack(bitmask, len(TOKENS))[0] == list(_oracle(prefix, None))
+            kept = {id(e) for e in automaton._static.values()}
+            assert all(id(e) in kept for q, e in automaton._hot.items() if q >= 0)
+    assert len(automaton._static) <= 2

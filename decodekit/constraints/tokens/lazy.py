@@ -180,7 +180,7 @@ class LazyTokenAutomaton:
         self._static: OrderedDict = OrderedDict()
         self._exact: OrderedDict = OrderedDict()
         self._budgeted: OrderedDict = OrderedDict()  # (state, remaining) -> its length-checked _Row
-        self._hot: dict[int, _Row] = {}  # state -> its static _Row: a warm mask is one dict lookup
+        self._hot: dict[int, _Row] = {}  # state -> its static _Row (one in _static): a warm mask is a lookup
         # state -> (tokens, next states, their representatives), int32 (half the bytes): transitions
         self._edges: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         if shared is None:
@@ -511,10 +511,12 @@ class LazyTokenAutomaton:
                 tok, _ = self._walk(c)
                 entry = self._static[key] = self._entry(tok, accept)
                 if len(self._static) > STATIC_ROWS:
-                    self._static.popitem(last=False)
+                    _, evicted = self._static.popitem(last=False)
+                    # the states' shortcuts to it go with it: at most STATIC_ROWS rows kept
+                    self._hot = {q: e for q, e in self._hot.items() if e is not evicted}
             else:
                 self._static.move_to_end(key)
-            if len(self._hot) >= STATIC_ROWS:  # bounded: at most 2 x STATIC_ROWS rows kept
+            if len(self._hot) >= 4 * STATIC_ROWS:  # many states sharing rows: start again
                 self._hot.clear()
             self._hot[c] = entry
             return entry
