@@ -19,6 +19,7 @@ by :func:`_needs`, the one place to switch when the engine offers them.
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import json
 import math
@@ -52,8 +53,16 @@ ANY_DEPTH = 2  # nesting of arrays/objects in a value the schema leaves free ({}
 # nested deeper than MAX_DEPTH, a regex longer than MAX_PATTERN_CHARS or of more NFA states than
 # the engine's MAX_NFA_STATES (counted while the text is built, before any larger text exists).
 MAX_DEPTH, MAX_PATTERN_CHARS, MAX_STATES = 64, 16_000_000, MAX_NFA_STATES
+# A regex text over SEAL_STATES NFA states becomes a leaf of a Pattern (parsed by itself); the
+# whole is then bounded by its expanded text, MAX_PATTERN_CHARS.
+SEAL_STATES = 100_000
+# Sealed (a schema too large for one regex text): every subschema's text of more than SHARE_LEAF
+# characters is its own leaf (equal texts: one leaf, parsed once).
+SHARE_LEAF = 2_000
+_SEALING: contextvars.ContextVar[bool] = contextvars.ContextVar("sealing", default=False)
 MAX_CLAUSES = 64  # alternatives of one subschema after distributing anyOf / oneOf over its siblings
-MAX_REF_UNROLL = 3  # how many times one $ref may enclose itself (recursion cut below: no value)
+MAX_REF_UNROLL = 3  # how many times one $ref may enclose itself (recursion cut below: no value);
+# a schema whose regex would be too large is compiled again with its recursions unrolled fewer times
 MAX_INT_DIGITS = 18  # digits of an integer without an upper bound (json.loads refuses over 4,300)
 MAX_FRACTION_DIGITS = 6  # fraction digits of a number with bounds (15 significant digits at most)
 MAX_ENUM_UNIQUE = 5  # uniqueItems over a finite item set: at most this many values
@@ -147,16 +156,42 @@ def json_schema(schema: dict | bool | str, *, whitespace: str = "compact") -> st
             raise ConstraintError("the JSON Schema is nested too deeply to parse") from None
     if whitespace not in ("compact", "flexible"):
         raise ConstraintError(f"whitespace must be 'compact' or 'flexible', got {whitespace!r}")
-    compiler = _Compiler(schema, whitespace == "flexible")
-    try:
-        frag = compiler.value([(schema, _Ctx(schema, ()))], "")
-    except RecursionError:  # an enum or const value nested hundreds of levels deep
-        raise ConstraintError("a value in the JSON Schema is nested too deeply to compile") from None
+    frag = _compile(schema, whitespace == "flexible")
     if frag is None:
         raise ConstraintError(
             "/: the JSON Schema allows no value (its bounds, enum or required properties exclude every one)"
         )
     return frag[0]
+
+
+def _compile(schema, flexible: bool):
+    """The schema's fragment: written as one regex text (a Pattern only for intersections) where
+    it fits; too large for one, written again *sealed*: every regex text of more than
+    :data:`SEAL_STATES` NFA states split into Pattern leaves parsed one by one, counted
+    repetitions kept symbolic, each subschema's text of more than :data:`SHARE_LEAF` characters
+    one leaf (equal subschemas: one leaf, parsed once), the whole bounded by its expanded text
+    (:data:`MAX_PATTERN_CHARS`); too large still, with its recursions unrolled fewer times
+    (:data:`MAX_REF_UNROLL` down to 1)."""
+    for unroll in range(MAX_REF_UNROLL, 0, -1):
+        for share in (False, True):
+            compiler = _Compiler(schema, flexible, unroll, share)
+            token = _SEALING.set(share)
+            try:
+                frag = compiler.value([(schema, _Ctx(schema, ()))], "")
+            except RecursionError:  # an enum or const value nested hundreds of levels deep
+                raise ConstraintError("a value in the JSON Schema is nested too deeply to compile") from None
+            except ConstraintError as e:
+                if "would exceed" not in str(e):
+                    raise
+                if share and not (compiler.norm.cut and unroll > 1):
+                    raise
+                continue
+            finally:
+                _SEALING.reset(token)
+            return frag
+        if not compiler.norm.cut:
+            return frag
+    return frag
 
 
 def _show(ptr: str) -> str:
@@ -292,8 +327,8 @@ def _number(s: dict, key: str, ptr: str):
 class _Normalizer:
     """Schema -> list of :class:`Clause` (disjunctive normal form)."""
 
-    def __init__(self, root):
-        self.root = root
+    def __init__(self, root, unroll: int = MAX_REF_UNROLL):
+        self.root, self.unroll, self.cut = root, unroll, False
 
     def clauses(self, s, ctx: _Ctx, ptr: str) -> list[Clause]:
         if s is True:
@@ -352,7 +387,8 @@ class _Normalizer:
                 f"{_show(ptr)}: only local references (#...) are supported, got {target!r:.80}"
             )
         key = (id(ctx.base), target)
-        if ctx.refs.count(key) >= MAX_REF_UNROLL:  # recursion cut: no value here (sound)
+        if ctx.refs.count(key) >= self.unroll:  # recursion cut: no value here (sound)
+            self.cut = True
             c = Clause(ptr)
             c.kinds, c.exact = set(), False
             return [c]
@@ -806,13 +842,60 @@ def _size(text) -> int:
     return len(text) if isinstance(text, str) else len(str(text))
 
 
+def _weight(p) -> int:
+    """A fragment's share of a Pattern's expanded text (a str: its length; a Pattern: its count)."""
+    return len(p[0]) if isinstance(p[0], str) else p[1]
+
+
+def _opaque(text: str) -> Pattern:
+    """``text`` as a leaf of a Pattern that :func:`concat` and :func:`repeat` never join into a
+    longer regex text (a union of one), so that each regex text the engine parses stays under
+    its NFA-state budget while the whole is larger (counted repetitions stay symbolic)."""
+    return Pattern("", "or", (Pattern(text),))
+
+
+def _runs(parts: list) -> list:
+    """Consecutive str fragments of ``parts`` joined while their NFA states stay under
+    :data:`SEAL_STATES`, each run (and every Pattern part) as a Pattern leaf."""
+    out, run = [], []
+
+    def flush():
+        if run:
+            out.append(_opaque("".join(t for t, _ in run)))
+            run.clear()
+
+    states = 0
+    for text, n in parts:
+        if isinstance(text, Pattern):
+            flush()
+            out.append(text)
+            continue
+        if text == "":
+            continue
+        if run and states + n > SEAL_STATES:
+            flush()
+        if not run:
+            states = 0
+        run.append((text, n))
+        states += n
+    flush()
+    return out
+
+
 def _cat(*parts):
     if any(p is None for p in parts):
         return None
-    if any(isinstance(p[0], Pattern) for p in parts):
-        texts = [p[0] for p in parts if p[0] != ""]
-        return (concat(*texts) if texts else "", sum(p[1] for p in parts))
-    return ("".join(p[0] for p in parts), sum(p[1] for p in parts))
+    if not _SEALING.get():
+        if any(isinstance(p[0], Pattern) for p in parts):
+            texts = [p[0] for p in parts if p[0] != ""]
+            return (concat(*texts) if texts else "", sum(p[1] for p in parts))
+        return ("".join(p[0] for p in parts), sum(p[1] for p in parts))
+    if all(isinstance(p[0], str) for p in parts):
+        states = sum(p[1] for p in parts)
+        if states <= SEAL_STATES:
+            return ("".join(p[0] for p in parts), states)
+    items = _runs(list(parts))
+    return (concat(*items) if items else "", sum(_weight(p) for p in parts))
 
 
 def _alts(parts):
@@ -821,9 +904,28 @@ def _alts(parts):
         return None
     if len(parts) == 1:
         return parts[0]
-    if any(isinstance(p[0], Pattern) for p in parts):
-        return (union(*(p[0] for p in parts)), sum(p[1] for p in parts) + 2)
-    return (f"(?:{'|'.join(p[0] for p in parts)})", sum(p[1] for p in parts) + 2)
+    if not _SEALING.get():
+        if any(isinstance(p[0], Pattern) for p in parts):
+            return (union(*(p[0] for p in parts)), sum(p[1] for p in parts) + 2)
+        return (f"(?:{'|'.join(p[0] for p in parts)})", sum(p[1] for p in parts) + 2)
+    if all(isinstance(p[0], str) for p in parts):
+        states = sum(p[1] for p in parts) + 2
+        if states <= SEAL_STATES:
+            return (f"(?:{'|'.join(p[0] for p in parts)})", states)
+    leaves, run, states = [], [], 0
+    for p in parts:  # alternatives grouped into regex texts under SEAL_STATES each
+        if isinstance(p[0], Pattern):
+            leaves.append(p[0])
+            continue
+        if run and states + p[1] > SEAL_STATES:
+            leaves.append(Pattern(f"(?:{'|'.join(run)})"))
+            run, states = [], 0
+        run.append(p[0])
+        states += p[1]
+    if run:
+        leaves.append(Pattern(f"(?:{'|'.join(run)})"))
+    one = leaves[0] if leaves[0].op != "re" else _opaque(leaves[0].args)
+    return (union(*leaves) if len(leaves) > 1 else one, sum(_weight(p) for p in parts) + 2)
 
 
 def _rep(p, lo: int, hi: int | None):
@@ -833,8 +935,12 @@ def _rep(p, lo: int, hi: int | None):
         return _frag("") if lo == 0 else None
     if (lo, hi) == (1, 1):
         return p
-    if isinstance(p[0], Pattern):
-        return (repeat(p[0], lo, hi), p[1] * max(lo, hi or 1, 1) + 2)
+    states = p[1] * max(lo, hi or 1, 1) + 2
+    if isinstance(p[0], Pattern) and not _SEALING.get():
+        return (repeat(p[0], lo, hi), states)
+    if isinstance(p[0], Pattern) or states > SEAL_STATES:
+        inner = p[0] if isinstance(p[0], Pattern) and p[0].op != "re" else _opaque(str(p[0]))
+        return (repeat(inner, lo, hi), _weight(p) + 2)  # the engine keeps the count symbolic
     q = (
         "*"
         if (lo, hi) == (0, None)
@@ -845,7 +951,17 @@ def _rep(p, lo: int, hi: int | None):
         else None
     )
     q = q or (f"{{{lo}}}" if lo == hi else f"{{{lo},{'' if hi is None else hi}}}")
-    return (f"(?:{p[0]}){q}", p[1] * max(lo, hi or 1, 1) + 2)
+    return (f"(?:{p[0]}){q}", states)
+
+
+def _too_large(frag) -> bool:
+    """A str: more NFA states than one regex text may have; a Pattern: an expanded text over
+    :data:`MAX_PATTERN_CHARS` (what the engine walks and prints)."""
+    if frag is None:
+        return False
+    if isinstance(frag[0], str) or not _SEALING.get():
+        return frag[1] > MAX_STATES or _size(frag[0]) > MAX_PATTERN_CHARS
+    return frag[1] > MAX_PATTERN_CHARS
 
 
 def _escape(text: str) -> str:
@@ -853,15 +969,17 @@ def _escape(text: str) -> str:
 
 
 class _Compiler:
-    def __init__(self, root, flexible: bool):
-        self.norm, self.depth = _Normalizer(root), 0
+    def __init__(self, root, flexible: bool, unroll: int = MAX_REF_UNROLL, share: bool = False):
+        self.norm, self.depth = _Normalizer(root, unroll), 0
+        self.share, self.memo, self.leaves = share, {}, {}
         self.colon, self.comma = (": ?", ", ?") if flexible else (":", ",")
 
     def check(self, frag, ptr: str):
-        if frag is not None and (frag[1] > MAX_STATES or _size(frag[0]) > MAX_PATTERN_CHARS):
+        if _too_large(frag):
+            what = "NFA states" if isinstance(frag[0], str) else "characters of regex text"
             raise ConstraintError(
                 f"{_show(ptr)}: the JSON Schema's regex would exceed {MAX_PATTERN_CHARS:,} characters or "
-                f"{MAX_STATES:,} automaton states (at least {frag[1]:,} states here): simplify the schema"
+                f"{MAX_STATES:,} automaton states (at least {frag[1]:,} {what} here): simplify the schema"
             )
         return frag
 
@@ -871,16 +989,26 @@ class _Compiler:
             raise ConstraintError(
                 f"{_show(ptr)}: the JSON Schema nests subschemas more than {MAX_DEPTH} levels deep"
             )
+        key = self.share and tuple((id(s), ctx and id(ctx.base), ctx and ctx.refs) for s, ctx in subs)
+        if key in self.memo:
+            return self.memo[key]
         self.depth += 1
         try:
             if all(s is True or s == {} for s, _ in subs):
-                return self.check(self.any(ANY_DEPTH), ptr)
-            alts = [Clause(ptr)]
-            for s, ctx in subs:
-                alts = self.norm.product(alts, self.norm.clauses(s, ctx, ptr), ptr)
-            return self.check(_alts([self.clause(c) for c in alts]), ptr)
+                out = self.check(self.any(ANY_DEPTH), ptr)
+            else:
+                alts = [Clause(ptr)]
+                for s, ctx in subs:
+                    alts = self.norm.product(alts, self.norm.clauses(s, ctx, ptr), ptr)
+                out = self.check(_alts([self.clause(c) for c in alts]), ptr)
         finally:
             self.depth -= 1
+        if self.share:
+            if out is not None and isinstance(out[0], str) and len(out[0]) > SHARE_LEAF:
+                leaf = self.leaves.setdefault(out[0], _opaque(out[0]))  # one object per text
+                out = (leaf, len(out[0]))
+            self.memo[key] = out
+        return out
 
     def subs(self, subs: list, ptr: str):
         return self.value([(s, ctx) for s, ctx, _ in subs] or [(True, None)], subs[0][2] if subs else ptr)
@@ -1014,7 +1142,9 @@ class _Compiler:
             texts.append((STRING, _CHAR_STATES + 4) if lo == 0 and hi is None else _rep_string(lo, hi))
         if len(texts) == 1:
             return texts[0]
-        return (intersect(*(Pattern(t) for t, _ in texts)), max(n for _, n in texts) * len(texts))
+        if not _SEALING.get():
+            return (intersect(*(Pattern(t) for t, _ in texts)), max(n for _, n in texts) * len(texts))
+        return (intersect(*(Pattern(t) for t, _ in texts)), sum(_size(t) for t, _ in texts))
 
     # arrays -------------------------------------------------------------------------------------
     def array(self, c: Clause):
@@ -1174,7 +1304,10 @@ def _without_enum(c: Clause) -> Clause:
 
 def _rep_string(lo: int, hi: int | None):
     q = f"{{{lo},{'' if hi is None else hi}}}"
-    return (f'"{CHAR}{q}"', _CHAR_STATES * max(lo, hi or 1, 1) + 4)
+    states = _CHAR_STATES * max(lo, hi or 1, 1) + 4
+    if states > SEAL_STATES and _SEALING.get():  # the count kept symbolic: one node of the engine
+        return (concat('"', repeat(_opaque(CHAR), lo, hi), '"'), len(CHAR) + 12)
+    return (f'"{CHAR}{q}"', states)
 
 
 def _array(texts: list, rest, lo: int, hi: int | None, comma: str):
@@ -1244,7 +1377,7 @@ def _members(members: list, extra, min_props: int, max_props: int | None, comma:
                 out = _cat(_rep(_cat(sep, text), 0, 1), gen(i + 1, count))  # the counts no longer matter
             else:
                 out = _alts([present, gen(i + 1, count)])
-        if out is not None and out[1] > MAX_STATES:
+        if _too_large(out):
             raise ConstraintError(
                 f"the JSON Schema's regex would exceed {MAX_PATTERN_CHARS:,} characters or {MAX_STATES:,} "
                 "automaton states (an object's optional properties): simplify the schema"
