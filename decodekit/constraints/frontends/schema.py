@@ -66,6 +66,7 @@ MAX_REF_UNROLL = 3  # how many times one $ref may enclose itself (recursion cut 
 # a schema whose regex would be too large is compiled again with its recursions unrolled fewer times
 MAX_INT_DIGITS = 18  # digits of an integer without an upper bound (json.loads refuses over 4,300)
 MAX_FRACTION_DIGITS = 6  # fraction digits of a number with bounds (15 significant digits at most)
+MAX_ANY_ORDER = 4  # key_order="any": objects of at most this many listed properties, in every order
 MAX_ENUM_UNIQUE = 5  # uniqueItems over a finite item set: at most this many values
 
 # A character of a JSON string: raw (no quote, backslash, control character or lone surrogate),
@@ -128,20 +129,29 @@ UNSUPPORTED_FORMATS = frozenset(("regex", "duration", "relative-json-pointer"))
 _META = frozenset(r"\.^$|?*+()[]{}#")
 
 
-def json_schema(schema: dict | bool | str, *, whitespace: str = "compact") -> str | Pattern:
+def json_schema(
+    schema: dict | bool | str, *, whitespace: str = "compact", key_order: str = "schema"
+) -> str | Pattern:
     """Compile a JSON Schema (a dict, or its JSON text) into a regex constraint.
 
     Args:
         schema: the schema; local ``$ref`` (``#/$defs/...``, ``#/definitions/...``, ``#anchor``)
             are resolved in it.
         whitespace: ``"compact"`` (no whitespace: ``{"a":1,"b":[1,2]}``) or ``"flexible"`` (one
-            optional space after each ``:`` and ``,``).
+            optional space after each ``:`` and ``,``: ``{"a": 1, "b": [1,2]}`` too; never
+            after ``{``/``[`` or before ``}``/``]``, never a newline).
+        key_order: ``"schema"`` (an object's listed properties in the schema's order) or
+            ``"any"`` (an object of at most :data:`MAX_ANY_ORDER` listed properties and no
+            extra ones in every order; larger ones, or where every order would exceed the size
+            bounds, in the schema's order).
 
     Returns:
         A pattern for :func:`decodekit.compile_regex` (or ``constraint=``); every text it fully
         matches is JSON valid against ``schema``: a regex ``str`` when no intersection is
-        needed, else a :class:`~decodekit.constraints.automata.derivatives.Pattern` (a string
-        with several of ``pattern``, ``format``, ``minLength``/``maxLength``: their intersection).
+        needed and one regex text of at most :data:`STR_STATES` NFA states says it, else a
+        :class:`~decodekit.constraints.automata.derivatives.Pattern` (a string with several of
+        ``pattern``, ``format``, ``minLength``/``maxLength``: their intersection; a larger
+        schema: regex texts joined as Pattern leaves).
 
     Raises:
         ConstraintError: invalid schema JSON, or a keyword outside the supported subset, named by
@@ -157,7 +167,9 @@ def json_schema(schema: dict | bool | str, *, whitespace: str = "compact") -> st
             raise ConstraintError("the JSON Schema is nested too deeply to parse") from None
     if whitespace not in ("compact", "flexible"):
         raise ConstraintError(f"whitespace must be 'compact' or 'flexible', got {whitespace!r}")
-    frag = _compile(schema, whitespace == "flexible")
+    if key_order not in ("schema", "any"):
+        raise ConstraintError(f"key_order must be 'schema' or 'any', got {key_order!r}")
+    frag = _compile(schema, whitespace == "flexible", key_order == "any")
     if frag is None:
         raise ConstraintError(
             "/: the JSON Schema allows no value (its bounds, enum or required properties exclude every one)"
@@ -165,7 +177,7 @@ def json_schema(schema: dict | bool | str, *, whitespace: str = "compact") -> st
     return frag[0]
 
 
-def _compile(schema, flexible: bool):
+def _compile(schema, flexible: bool, any_order: bool = False):
     """The schema's fragment: written as one regex text (a Pattern only for intersections)
     where it has at most :data:`STR_STATES` NFA states; else written *sealed*: every regex text of
     more than :data:`SEAL_STATES` NFA states split into Pattern leaves parsed one by one, counted
@@ -177,7 +189,7 @@ def _compile(schema, flexible: bool):
     plain = None
     for unroll in range(MAX_REF_UNROLL, 0, -1):
         for share in (False, True):
-            compiler = _Compiler(schema, flexible, unroll, share)
+            compiler = _Compiler(schema, flexible, unroll, share, any_order)
             token = _SEALING.set(share)
             try:
                 frag = compiler.value([(schema, _Ctx(schema, ()))], "")
@@ -972,8 +984,10 @@ def _escape(text: str) -> str:
 
 
 class _Compiler:
-    def __init__(self, root, flexible: bool, unroll: int = MAX_REF_UNROLL, share: bool = False):
-        self.norm, self.depth = _Normalizer(root, unroll), 0
+    def __init__(
+        self, root, flexible: bool, unroll: int = MAX_REF_UNROLL, share: bool = False, any_order: bool = False
+    ):
+        self.norm, self.depth, self.any_order = _Normalizer(root, unroll), 0, any_order
         self.share, self.memo, self.leaves = share, {}, {}
         self.colon, self.comma = (": ?", ", ?") if flexible else (":", ",")
 
@@ -1240,15 +1254,38 @@ class _Compiler:
         extra = None
         if c.extras and not c.names and not c.dep_required and not c.dep_schemas:
             extra = self.extra_members(c, listed + sorted(c.forbid - set(listed)))
+        if self.any_order and extra is None and 1 < len(members) <= MAX_ANY_ORDER:
+            try:
+                return self.check(self.any_order_members(members, c), c.ptr)
+            except ConstraintError as e:
+                if "would exceed" not in str(e):
+                    raise  # too large in any order: written in the schema's order
         for first in (None, 8, 1):  # too large: the first property written among the first 8, then 1
             try:
                 return self.check(
-                    _members(members, extra, c.min_props, c.max_props, self.comma, first), c.ptr
+                    _members(members, extra, c.min_props, c.max_props, self.comma, first, c.ptr), c.ptr
                 )
             except ConstraintError as e:
                 if first == 1 or "optional properties" not in str(e):
                     raise
         return None
+
+    def any_order_members(self, members: list, c: Clause):
+        """``{`` members ``}`` in every order: each subset of the listed members that holds the
+        required ones and satisfies minProperties/maxProperties, in each of its orders."""
+        alts = []
+        required = {i for i, (_, req) in enumerate(members) if req}
+        for k in range(len(members) + 1):
+            if k < c.min_props or c.max_props is not None and k > c.max_props or k < len(required):
+                continue
+            for order in itertools.permutations(range(len(members)), k):
+                if not required <= set(order):
+                    continue
+                parts = [_frag(r"\{")]
+                for j, i in enumerate(order):
+                    parts += [_frag(self.comma), members[i][0]] if j else [members[i][0]]
+                alts.append(_cat(*parts, _frag(r"\}")))
+        return _alts(alts)
 
     def extra_members(self, c: Clause, names: list):
         """key:value for properties not listed: keys of a patternProperties pattern (when no
@@ -1338,7 +1375,9 @@ def _array(texts: list, rest, lo: int, hi: int | None, comma: str):
     return _cat(_frag(r"\["), tail, _frag(r"\]"))
 
 
-def _members(members: list, extra, min_props: int, max_props: int | None, comma: str, first=None):
+def _members(
+    members: list, extra, min_props: int, max_props: int | None, comma: str, first=None, ptr: str = ""
+):
     """``{`` members ``}``: ``members`` (fragment, required) in order, each optional one present or
     not, then ``extra`` members repeated; at least ``min_props`` of the listed ones (repeated extra
     keys may collapse), at most ``max_props`` in all. ``first``: the first member written is one of
@@ -1382,8 +1421,8 @@ def _members(members: list, extra, min_props: int, max_props: int | None, comma:
                 out = _alts([present, gen(i + 1, count)])
         if _too_large(out):
             raise ConstraintError(
-                f"the JSON Schema's regex would exceed {MAX_PATTERN_CHARS:,} characters or {MAX_STATES:,} "
-                "automaton states (an object's optional properties): simplify the schema"
+                f"{_show(ptr)}: the JSON Schema's regex would exceed {MAX_PATTERN_CHARS:,} characters or "
+                f"{MAX_STATES:,} automaton states (an object's optional properties): simplify the schema"
             )
         memo[key] = out
         return out
