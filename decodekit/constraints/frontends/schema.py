@@ -169,7 +169,9 @@ def json_schema(
         raise ConstraintError(f"whitespace must be 'compact' or 'flexible', got {whitespace!r}")
     if key_order not in ("schema", "any"):
         raise ConstraintError(f"key_order must be 'schema' or 'any', got {key_order!r}")
-    frag = _compile(schema, whitespace == "flexible", key_order == "any")
+    frag, empty = _compile(schema, whitespace == "flexible", key_order == "any")
+    if frag is None and empty:
+        raise ConstraintError(f"{empty}: no value satisfies the rest of the schema")
     if frag is None:
         raise ConstraintError(
             "/: the JSON Schema allows no value (its bounds, enum or required properties exclude every one)"
@@ -197,16 +199,16 @@ def _compile(schema, flexible: bool, any_order: bool = False):
                 raise ConstraintError("a value in the JSON Schema is nested too deeply to compile") from None
             except ConstraintError as e:
                 if share and plain is not None:
-                    return plain
+                    return plain, ""
                 if "would exceed" not in str(e) or share and not (compiler.norm.cut and unroll > 1):
                     raise
                 continue
             finally:
                 _SEALING.reset(token)
             if share or frag is None or not isinstance(frag[0], str) or frag[1] <= STR_STATES:
-                return frag
+                return frag, compiler.empty
             plain = frag
-    return frag
+    return frag, compiler.empty
 
 
 def _show(ptr: str) -> str:
@@ -618,13 +620,15 @@ def _merge(a: Clause, b: Clause, ptr: str) -> Clause | None:
     if a.contains and b.contains:
         raise ConstraintError(f"{_show(ptr)}: two contains keywords in one allOf are not supported")
     c.contains, c.min_contains = (a.contains, a.min_contains) if a.contains else (b.contains, b.min_contains)
-    if a.patprops and b.patprops:
-        _needs(ptr, "allOf of two objects with patternProperties")
     names = list(a.props) + [k for k in b.props if k not in a.props]
+    if a.patprops and b.patprops:  # every name written is listed, with each side's subschemas
+        names += sorted((a.required | b.required) - set(names))
+        c.patprops = a.patprops + b.patprops
+    else:
+        c.patprops = [(p, subs + b.additional) for p, subs in a.patprops] + [
+            (p, subs + a.additional) for p, subs in b.patprops
+        ]
     c.props = {k: _member(a, k) + _member(b, k) for k in names}
-    c.patprops = [(p, subs + b.additional) for p, subs in a.patprops] + [
-        (p, subs + a.additional) for p, subs in b.patprops
-    ]
     c.additional = a.additional + b.additional
     c.extras = (
         a.extras and b.extras
@@ -635,6 +639,9 @@ def _merge(a: Clause, b: Clause, ptr: str) -> Clause | None:
         c.extras = a.extras
     elif (b.additional or b.patprops) and not (a.additional or a.patprops):
         c.extras = b.extras
+    both_patterns = bool(a.patprops and b.patprops)
+    if both_patterns:  # an extra key would need both sides' key patterns: none written
+        c.extras = False
     c.required = a.required | b.required
     c.min_props, c.max_props = max(a.min_props, b.min_props), _min(a.max_props, b.max_props)
     c.names = a.names + b.names
@@ -643,7 +650,9 @@ def _merge(a: Clause, b: Clause, ptr: str) -> Clause | None:
     for k, d in b.dep_schemas.items():
         c.dep_schemas[k] = c.dep_schemas.get(k, []) + d
     c.forbid = a.forbid | b.forbid
-    c.exact = a.exact and b.exact
+    # both with patternProperties: a property may get more subschemas than apply (a side's
+    # additionalProperties beside its matching pattern), so the clause is a part of the conjunction
+    c.exact = a.exact and b.exact and not both_patterns
     return c
 
 
@@ -989,6 +998,7 @@ class _Compiler:
     ):
         self.norm, self.depth, self.any_order = _Normalizer(root, unroll), 0, any_order
         self.share, self.memo, self.leaves = share, {}, {}
+        self.empty = ""  # the first enum that no value of the rest of its schema satisfies
         self.colon, self.comma = (": ?", ", ?") if flexible else (":", ",")
 
     def check(self, frag, ptr: str):
@@ -1074,7 +1084,8 @@ class _Compiler:
                 continue
             texts[text] = None
         if not texts:
-            raise ConstraintError(f"{_show(c.ptr)}/enum: no value satisfies the rest of the schema")
+            self.empty = self.empty or f"{_show(c.ptr)}/enum"  # no value here: an optional place is left out
+            return None
         # a literal alternation: counted as the trie of its texts is, about a state per value
         out = _alts([_frag(_escape(t), 2) for t in texts])
         return out and (out[0], max(out[1], 2 * len(texts)))
