@@ -543,3 +543,21 @@ def test_oneof_of_three_equal_branches_writes_nothing():
     for schema in ({"oneOf": [True, True, True]}, {"oneOf": [{}, {"type": "null"}, {}]}):
         with pytest.raises(ConstraintError, match="oneOf"):
             json_schema(schema)
+
+
+def test_a_oneof_made_disjoint_is_no_proof_for_an_enclosing_oneof():
+    """The inner oneOf writes no integer (its branches {} and 0 overlap there) but accepts 1:
+    the outer oneOf may not read "no integer written" as "no integer accepted"."""
+    schema = {
+        "oneOf": [
+            {"anyOf": [{"type": "integer"}]},
+            {"oneOf": [{}, {"type": "null"}, {"type": "integer", "minimum": 0, "maximum": 0}]},
+        ]
+    }
+    assert not valid(schema, "1")
+    try:
+        pattern = json_schema(schema)
+    except ConstraintError as e:
+        assert "oneOf" in str(e) and "\n" not in str(e)
+        return
+    assert not regex.fullmatch(pattern, "1")

@@ -757,6 +757,9 @@ def _separate(a: Clause, b: Clause, wa: Clause, wb: Clause, norm: _Normalizer) -
     for kind in sorted(a.kinds & b.kinds):
         if _kind_disjoint(a, b, kind, norm):
             continue
+        # what is written is now a part of what each branch accepts: no proof may rest on it
+        # (an enclosing oneOf would read "no integer written" as "no integer accepted")
+        wa.exact = wb.exact = False
         if kind == "object" and (a.required - b.required) and (b.required - a.required):
             wa.forbid.add(min(b.required - a.required))
             wb.forbid.add(min(a.required - b.required))
