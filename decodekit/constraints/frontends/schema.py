@@ -11,10 +11,12 @@ Two stages. :func:`_Normalizer.clauses` reads a subschema into its disjunctive n
 list of :class:`Clause` (each a conjunction of constraints on one value: the JSON kinds allowed,
 bounds, the properties' subschemas ...), with ``allOf``, ``$ref`` and sibling keywords merged into
 every branch of ``anyOf`` / ``oneOf``. :class:`_Compiler` then writes each clause as regex text,
-counting NFA states as it goes so that a schema too large is refused before its text exists.
-What needs an intersection or a complement of regular languages (``pattern`` beside a length or
-another ``pattern``, ``not`` beyond types, ``oneOf`` branches not provably disjoint) is refused
-by :func:`_needs`, the one place to switch when the engine offers them.
+counting NFA states as it goes so that a schema too large is refused before its text exists;
+a schema too large for one regex text is written again *sealed* (:func:`_compile`): regex texts
+as leaves of a :class:`Pattern`, each large subschema one shared leaf. Strings needing several
+of ``pattern``, ``format`` and a length are their intersection (a Pattern). What needs a
+complement (``not`` beyond types, ``oneOf`` branches not provably disjoint) is refused by
+:func:`_needs`, the one place to switch when the engine offers them.
 """
 
 from __future__ import annotations
