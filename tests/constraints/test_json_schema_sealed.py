@@ -214,3 +214,16 @@ def test_any_key_order_leaves_large_objects_in_schema_order():
 def test_key_order_must_be_named():
     with pytest.raises(ConstraintError, match="key_order must be 'schema' or 'any'"):
         json_schema({"type": "object"}, key_order="sorted")
+
+
+def test_an_enum_no_value_satisfies_leaves_an_optional_property_out():
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "object", "enum": ["x", "y"]}, "b": {"type": "integer"}},
+    }
+    pattern = json_schema(schema)
+    for text, ok in [('{"b":1}', True), ("{}", True), ('{"a":"x"}', False), ('{"a":"x","b":1}', False)]:
+        assert (regex.fullmatch(pattern, text) is not None) == ok == valid(schema, text), text
+    with pytest.raises(ConstraintError) as e:
+        json_schema({**schema, "required": ["a"]})
+    assert str(e.value) == "/properties/a/enum: no value satisfies the rest of the schema"
