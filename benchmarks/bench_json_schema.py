@@ -299,7 +299,12 @@ def run_bench(args, workers: dict) -> dict:
     sample = bench_sample(args.bench, args.sample, args.seed)
     results: dict = {}
     for subset, paths in sample.items():
-        per = results[subset] = {"schemas": 0, "front end": 0, "engines": {n: [] for n in workers}}
+        per = results[subset] = {
+            "schemas": 0,
+            "front end": 0,
+            "refused": {},
+            "engines": {n: [] for n in workers},
+        }
         for path in paths:
             try:
                 schema = json.loads(path.read_text())
@@ -311,10 +316,10 @@ def run_bench(args, workers: dict) -> dict:
                     warnings.simplefilter("ignore")
                     json_schema(schema)
                 per["front end"] += 1
-            except ConstraintError:
-                pass
+            except ConstraintError as e:
+                per["refused"][path.name] = " ".join(str(e).split())[:300]
             except RecursionError:
-                pass
+                per["refused"][path.name] = "RecursionError"
             for n, w in workers.items():
                 res = w.ask(schema, (), args.timeout)
                 per["engines"][n].append({"file": path.name, **res})
@@ -386,6 +391,25 @@ def report(args, suite: dict | None, bench: dict | None, names: list[str]) -> No
             timeouts = sum(1 for r in rs if str(r.get("error", "")).startswith("timeout"))
             med = statistics.median(times) if times else float("nan")
             print(f"| {n} | {med:.3f} | {pct(times, 0.95):.3f} | {timeouts} |")
+        if "decodekit" in names:
+            stages = collections.Counter()
+            for per in bench.values():
+                for r in per["engines"]["decodekit"]:
+                    if r["ok"]:
+                        continue
+                    if r["file"] in per.get("refused", {}):
+                        stages["front end (json_schema refused)"] += 1
+                    elif str(r.get("error", "")).startswith("timeout"):
+                        stages["compile: timeout"] += 1
+                    else:
+                        stages[f"compile: {r.get('error', '')[:40]}"] += 1
+            print("\ndecodekit schemas not compiled, by stage:\n")
+            for why, k in stages.most_common(10):
+                print(f"* {k}: {why}")
+            print("\nEach front-end refusal (one line: the JSON pointer and the reason):\n")
+            for subset, per in bench.items():
+                for name, message in sorted(per.get("refused", {}).items()):
+                    print(f"* {subset}/{name}: {message}")
         for n in names:
             errors = collections.Counter(
                 reason(r["error"]) for per in bench.values() for r in per["engines"][n] if not r["ok"]

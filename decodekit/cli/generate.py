@@ -94,6 +94,13 @@ STRATEGY_HELP = (
     help="With --json-schema: no whitespace, or one optional space after each ':' and ','.",
 )
 @click.option(
+    "--json-key-order",
+    type=click.Choice(["schema", "any"]),
+    default="schema",
+    show_default=True,
+    help="With --json-schema: properties in the schema's order, or any order (objects of up to 4).",
+)
+@click.option(
     "--suppress",
     multiple=True,
     metavar="TOKEN",
@@ -183,6 +190,7 @@ def generate(
     stream,
     json_schema_path,
     json_whitespace,
+    json_key_order,
     dot_path,
     input_path,
     output_path,
@@ -242,9 +250,10 @@ def generate(
     if json_schema_path is not None:  # --exclude still applies to the JSON text
         if patterns:
             raise UsageError("give --constraint or --json-schema, not both")
-        options["constraint"] = schema_regex(json_schema_path, json_whitespace)
-    elif given & {"json_whitespace"}:
-        raise UsageError("--json-whitespace applies to --json-schema only")
+        options["constraint"] = schema_regex(json_schema_path, json_whitespace, json_key_order)
+    elif given & {"json_whitespace", "json_key_order"}:
+        flag = "--json-whitespace" if "json_whitespace" in given else "--json-key-order"
+        raise UsageError(f"{flag} applies to --json-schema only")
     config = GenerationConfig(**options)  # the remaining options are GenerationConfig's fields
     if input_path is None:  # after the checks: a mistake is one error, not a warning and an error
         warn_ignored(options, given)

@@ -98,10 +98,10 @@ def warn_ignored(options: dict, given: set[str]) -> None:
             )
 
 
-def schema_regex(path: str, whitespace: str = "compact") -> Any:
+def schema_regex(path: str, whitespace: str = "compact", key_order: str = "schema") -> Any:
     """The constraint of the JSON Schema in ``path``, or written inline (``'{"type": "integer"}'``:
-    text starting with ``{`` that names no file), with ``whitespace`` as :func:`decodekit.json_schema`
-    takes it; one-line errors for unreadable or bad ones."""
+    text starting with ``{`` that names no file), with ``whitespace`` and ``key_order`` as
+    :func:`decodekit.json_schema` takes them; one-line errors for unreadable or bad ones."""
     from decodekit import json_schema
     from decodekit.util.files import read_bytes
 
@@ -119,7 +119,7 @@ def schema_regex(path: str, whitespace: str = "compact") -> Any:
         raise UsageError(f"--json-schema {path} is not JSON: {e.msg} at line {e.lineno}") from None
     except RecursionError:
         raise UsageError(f"--json-schema {path} is nested too deeply to parse") from None
-    return json_schema(schema, whitespace=whitespace)
+    return json_schema(schema, whitespace=whitespace, key_order=key_order)
 
 
 def stdin_has_input() -> bool:

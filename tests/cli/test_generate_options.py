@@ -188,4 +188,24 @@ def test_json_whitespace_reaches_the_schema_and_needs_it(char_model_dir, tmp_pat
         jsonschema.validate(json.loads(h["text"]), schema)
     with pytest.raises(SystemExit) as e:
         main(["generate", "", "--model", char_model_dir, "--json-whitespace", "flexible"])
-    assert e.value.code == 2 and "applies to --json-schema only" in capsys.readouterr().err
+    assert e.value.code == 2 and "--json-whitespace applies to --json-schema only" in capsys.readouterr().err
+
+
+def test_json_key_order_reaches_the_schema(char_model_dir, tmp_path, capsys):
+    from decodekit.cli import main
+    from decodekit.cli.generate_options import schema_regex
+
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "boolean"}}}
+    path = tmp_path / "schema.json"
+    path.write_text(json.dumps(schema))
+    swapped = '{"b":true,"a":1}'
+    assert regex.fullmatch(schema_regex(str(path), key_order="any"), swapped)
+    assert not regex.fullmatch(schema_regex(str(path)), swapped)
+    r = run("generate", "", "--model", char_model_dir, "--json-schema", str(path), "--json-key-order", "any",
+            "--max-length", "20", "--json")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    for h in hypotheses(r):
+        assert set(json.loads(h["text"])) <= {"a", "b"}
+    with pytest.raises(SystemExit) as e:
+        main(["generate", "", "--model", char_model_dir, "--json-key-order", "any"])
+    assert e.value.code == 2 and "--json-key-order applies to --json-schema only" in capsys.readouterr().err

@@ -11,14 +11,17 @@ Two stages. :func:`_Normalizer.clauses` reads a subschema into its disjunctive n
 list of :class:`Clause` (each a conjunction of constraints on one value: the JSON kinds allowed,
 bounds, the properties' subschemas ...), with ``allOf``, ``$ref`` and sibling keywords merged into
 every branch of ``anyOf`` / ``oneOf``. :class:`_Compiler` then writes each clause as regex text,
-counting NFA states as it goes so that a schema too large is refused before its text exists.
-What needs an intersection or a complement of regular languages (``pattern`` beside a length or
-another ``pattern``, ``not`` beyond types, ``oneOf`` branches not provably disjoint) is refused
-by :func:`_needs`, the one place to switch when the engine offers them.
+counting NFA states as it goes so that a schema too large is refused before its text exists;
+a schema too large for one regex text is written again *sealed* (:func:`_compile`): regex texts
+as leaves of a :class:`Pattern`, each large subschema one shared leaf. Strings needing several
+of ``pattern``, ``format`` and a length are their intersection (a Pattern). What needs a
+complement (``not`` beyond types, ``oneOf`` branches not provably disjoint) is refused by
+:func:`_needs`, the one place to switch when the engine offers them.
 """
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import json
 import math
@@ -52,10 +55,20 @@ ANY_DEPTH = 2  # nesting of arrays/objects in a value the schema leaves free ({}
 # nested deeper than MAX_DEPTH, a regex longer than MAX_PATTERN_CHARS or of more NFA states than
 # the engine's MAX_NFA_STATES (counted while the text is built, before any larger text exists).
 MAX_DEPTH, MAX_PATTERN_CHARS, MAX_STATES = 64, 16_000_000, MAX_NFA_STATES
+# A regex text over SEAL_STATES NFA states becomes a leaf of a Pattern (parsed by itself); the
+# whole is then bounded by its expanded text, MAX_PATTERN_CHARS.
+SEAL_STATES = 100_000
+# Sealed (a schema too large for one regex text): every subschema's text of more than SHARE_LEAF
+# characters is its own leaf (equal texts: one leaf, parsed once).
+SHARE_LEAF = 2_000
+STR_STATES = 500_000  # a regex text of more NFA states than this is written sealed
+_SEALING: contextvars.ContextVar[bool] = contextvars.ContextVar("sealing", default=False)
 MAX_CLAUSES = 64  # alternatives of one subschema after distributing anyOf / oneOf over its siblings
-MAX_REF_UNROLL = 3  # how many times one $ref may enclose itself (recursion cut below: no value)
+MAX_REF_UNROLL = 3  # how many times one $ref may enclose itself (recursion cut below: no value);
+# a schema whose regex would be too large is compiled again with its recursions unrolled fewer times
 MAX_INT_DIGITS = 18  # digits of an integer without an upper bound (json.loads refuses over 4,300)
 MAX_FRACTION_DIGITS = 6  # fraction digits of a number with bounds (15 significant digits at most)
+MAX_ANY_ORDER = 4  # key_order="any": objects of at most this many listed properties, in every order
 MAX_ENUM_UNIQUE = 5  # uniqueItems over a finite item set: at most this many values
 
 # A character of a JSON string: raw (no quote, backslash, control character or lone surrogate),
@@ -118,20 +131,29 @@ UNSUPPORTED_FORMATS = frozenset(("regex", "duration", "relative-json-pointer"))
 _META = frozenset(r"\.^$|?*+()[]{}#")
 
 
-def json_schema(schema: dict | bool | str, *, whitespace: str = "compact") -> str | Pattern:
+def json_schema(
+    schema: dict | bool | str, *, whitespace: str = "compact", key_order: str = "schema"
+) -> str | Pattern:
     """Compile a JSON Schema (a dict, or its JSON text) into a regex constraint.
 
     Args:
         schema: the schema; local ``$ref`` (``#/$defs/...``, ``#/definitions/...``, ``#anchor``)
             are resolved in it.
         whitespace: ``"compact"`` (no whitespace: ``{"a":1,"b":[1,2]}``) or ``"flexible"`` (one
-            optional space after each ``:`` and ``,``).
+            optional space after each ``:`` and ``,``: ``{"a": 1, "b": [1,2]}`` too; never
+            after ``{``/``[`` or before ``}``/``]``, never a newline).
+        key_order: ``"schema"`` (an object's listed properties in the schema's order) or
+            ``"any"`` (an object of at most :data:`MAX_ANY_ORDER` listed properties and no
+            extra ones in every order; larger ones, or where every order would exceed the size
+            bounds, in the schema's order).
 
     Returns:
         A pattern for :func:`decodekit.compile_regex` (or ``constraint=``); every text it fully
         matches is JSON valid against ``schema``: a regex ``str`` when no intersection is
-        needed, else a :class:`~decodekit.constraints.automata.derivatives.Pattern` (a string
-        with several of ``pattern``, ``format``, ``minLength``/``maxLength``: their intersection).
+        needed and one regex text of at most :data:`STR_STATES` NFA states says it, else a
+        :class:`~decodekit.constraints.automata.derivatives.Pattern` (a string with several of
+        ``pattern``, ``format``, ``minLength``/``maxLength``: their intersection; a larger
+        schema: regex texts joined as Pattern leaves).
 
     Raises:
         ConstraintError: invalid schema JSON, or a keyword outside the supported subset, named by
@@ -147,16 +169,48 @@ def json_schema(schema: dict | bool | str, *, whitespace: str = "compact") -> st
             raise ConstraintError("the JSON Schema is nested too deeply to parse") from None
     if whitespace not in ("compact", "flexible"):
         raise ConstraintError(f"whitespace must be 'compact' or 'flexible', got {whitespace!r}")
-    compiler = _Compiler(schema, whitespace == "flexible")
-    try:
-        frag = compiler.value([(schema, _Ctx(schema, ()))], "")
-    except RecursionError:  # an enum or const value nested hundreds of levels deep
-        raise ConstraintError("a value in the JSON Schema is nested too deeply to compile") from None
+    if key_order not in ("schema", "any"):
+        raise ConstraintError(f"key_order must be 'schema' or 'any', got {key_order!r}")
+    frag, empty = _compile(schema, whitespace == "flexible", key_order == "any")
+    if frag is None and empty:
+        raise ConstraintError(f"{empty}: no value satisfies the rest of the schema")
     if frag is None:
         raise ConstraintError(
             "/: the JSON Schema allows no value (its bounds, enum or required properties exclude every one)"
         )
     return frag[0]
+
+
+def _compile(schema, flexible: bool, any_order: bool = False):
+    """The schema's fragment: written as one regex text (a Pattern only for intersections)
+    where it has at most :data:`STR_STATES` NFA states; else written *sealed*: every regex text of
+    more than :data:`SEAL_STATES` NFA states split into Pattern leaves parsed one by one, counted
+    repetitions kept symbolic, each subschema's text of more than :data:`SHARE_LEAF` characters
+    one leaf (equal subschemas: one leaf, parsed once; a large schema compiles 5-40 times faster
+    from such leaves than from one regex text), the whole bounded by its expanded text
+    (:data:`MAX_PATTERN_CHARS`); too large still, with its recursions unrolled fewer times
+    (:data:`MAX_REF_UNROLL` down to 1)."""
+    plain = None
+    for unroll in range(MAX_REF_UNROLL, 0, -1):
+        for share in (False, True):
+            compiler = _Compiler(schema, flexible, unroll, share, any_order)
+            token = _SEALING.set(share)
+            try:
+                frag = compiler.value([(schema, _Ctx(schema, ()))], "")
+            except RecursionError:  # an enum or const value nested hundreds of levels deep
+                raise ConstraintError("a value in the JSON Schema is nested too deeply to compile") from None
+            except ConstraintError as e:
+                if share and plain is not None:
+                    return plain, ""
+                if "would exceed" not in str(e) or share and not (compiler.norm.cut and unroll > 1):
+                    raise
+                continue
+            finally:
+                _SEALING.reset(token)
+            if share or frag is None or not isinstance(frag[0], str) or frag[1] <= STR_STATES:
+                return frag, compiler.empty
+            plain = frag
+    return frag, compiler.empty
 
 
 def _show(ptr: str) -> str:
@@ -292,8 +346,8 @@ def _number(s: dict, key: str, ptr: str):
 class _Normalizer:
     """Schema -> list of :class:`Clause` (disjunctive normal form)."""
 
-    def __init__(self, root):
-        self.root = root
+    def __init__(self, root, unroll: int = MAX_REF_UNROLL):
+        self.root, self.unroll, self.cut = root, unroll, False
 
     def clauses(self, s, ctx: _Ctx, ptr: str) -> list[Clause]:
         if s is True:
@@ -352,7 +406,8 @@ class _Normalizer:
                 f"{_show(ptr)}: only local references (#...) are supported, got {target!r:.80}"
             )
         key = (id(ctx.base), target)
-        if ctx.refs.count(key) >= MAX_REF_UNROLL:  # recursion cut: no value here (sound)
+        if ctx.refs.count(key) >= self.unroll:  # recursion cut: no value here (sound)
+            self.cut = True
             c = Clause(ptr)
             c.kinds, c.exact = set(), False
             return [c]
@@ -567,13 +622,15 @@ def _merge(a: Clause, b: Clause, ptr: str) -> Clause | None:
     if a.contains and b.contains:
         raise ConstraintError(f"{_show(ptr)}: two contains keywords in one allOf are not supported")
     c.contains, c.min_contains = (a.contains, a.min_contains) if a.contains else (b.contains, b.min_contains)
-    if a.patprops and b.patprops:
-        _needs(ptr, "allOf of two objects with patternProperties")
     names = list(a.props) + [k for k in b.props if k not in a.props]
+    if a.patprops and b.patprops:  # every name written is listed, with each side's subschemas
+        names += sorted((a.required | b.required) - set(names))
+        c.patprops = a.patprops + b.patprops
+    else:
+        c.patprops = [(p, subs + b.additional) for p, subs in a.patprops] + [
+            (p, subs + a.additional) for p, subs in b.patprops
+        ]
     c.props = {k: _member(a, k) + _member(b, k) for k in names}
-    c.patprops = [(p, subs + b.additional) for p, subs in a.patprops] + [
-        (p, subs + a.additional) for p, subs in b.patprops
-    ]
     c.additional = a.additional + b.additional
     c.extras = (
         a.extras and b.extras
@@ -584,6 +641,9 @@ def _merge(a: Clause, b: Clause, ptr: str) -> Clause | None:
         c.extras = a.extras
     elif (b.additional or b.patprops) and not (a.additional or a.patprops):
         c.extras = b.extras
+    both_patterns = bool(a.patprops and b.patprops)
+    if both_patterns:  # an extra key would need both sides' key patterns: none written
+        c.extras = False
     c.required = a.required | b.required
     c.min_props, c.max_props = max(a.min_props, b.min_props), _min(a.max_props, b.max_props)
     c.names = a.names + b.names
@@ -592,7 +652,9 @@ def _merge(a: Clause, b: Clause, ptr: str) -> Clause | None:
     for k, d in b.dep_schemas.items():
         c.dep_schemas[k] = c.dep_schemas.get(k, []) + d
     c.forbid = a.forbid | b.forbid
-    c.exact = a.exact and b.exact
+    # both with patternProperties: a property may get more subschemas than apply (a side's
+    # additionalProperties beside its matching pattern), so the clause is a part of the conjunction
+    c.exact = a.exact and b.exact and not both_patterns
     return c
 
 
@@ -697,6 +759,9 @@ def _separate(a: Clause, b: Clause, wa: Clause, wb: Clause, norm: _Normalizer) -
     for kind in sorted(a.kinds & b.kinds):
         if _kind_disjoint(a, b, kind, norm):
             continue
+        # what is written is now a part of what each branch accepts: no proof may rest on it
+        # (an enclosing oneOf would read "no integer written" as "no integer accepted")
+        wa.exact = wb.exact = False
         if kind == "object" and (a.required - b.required) and (b.required - a.required):
             wa.forbid.add(min(b.required - a.required))
             wb.forbid.add(min(a.required - b.required))
@@ -806,13 +871,60 @@ def _size(text) -> int:
     return len(text) if isinstance(text, str) else len(str(text))
 
 
+def _weight(p) -> int:
+    """A fragment's share of a Pattern's expanded text (a str: its length; a Pattern: its count)."""
+    return len(p[0]) if isinstance(p[0], str) else p[1]
+
+
+def _opaque(text: str) -> Pattern:
+    """``text`` as a leaf of a Pattern that :func:`concat` and :func:`repeat` never join into a
+    longer regex text (a union of one), so that each regex text the engine parses stays under
+    its NFA-state budget while the whole is larger (counted repetitions stay symbolic)."""
+    return Pattern("", "or", (Pattern(text),))
+
+
+def _runs(parts: list) -> list:
+    """Consecutive str fragments of ``parts`` joined while their NFA states stay under
+    :data:`SEAL_STATES`, each run (and every Pattern part) as a Pattern leaf."""
+    out, run = [], []
+
+    def flush():
+        if run:
+            out.append(_opaque("".join(t for t, _ in run)))
+            run.clear()
+
+    states = 0
+    for text, n in parts:
+        if isinstance(text, Pattern):
+            flush()
+            out.append(text)
+            continue
+        if text == "":
+            continue
+        if run and states + n > SEAL_STATES:
+            flush()
+        if not run:
+            states = 0
+        run.append((text, n))
+        states += n
+    flush()
+    return out
+
+
 def _cat(*parts):
     if any(p is None for p in parts):
         return None
-    if any(isinstance(p[0], Pattern) for p in parts):
-        texts = [p[0] for p in parts if p[0] != ""]
-        return (concat(*texts) if texts else "", sum(p[1] for p in parts))
-    return ("".join(p[0] for p in parts), sum(p[1] for p in parts))
+    if not _SEALING.get():
+        if any(isinstance(p[0], Pattern) for p in parts):
+            texts = [p[0] for p in parts if p[0] != ""]
+            return (concat(*texts) if texts else "", sum(p[1] for p in parts))
+        return ("".join(p[0] for p in parts), sum(p[1] for p in parts))
+    if all(isinstance(p[0], str) for p in parts):
+        states = sum(p[1] for p in parts)
+        if states <= SEAL_STATES:
+            return ("".join(p[0] for p in parts), states)
+    items = _runs(list(parts))
+    return (concat(*items) if items else "", sum(_weight(p) for p in parts))
 
 
 def _alts(parts):
@@ -821,9 +933,28 @@ def _alts(parts):
         return None
     if len(parts) == 1:
         return parts[0]
-    if any(isinstance(p[0], Pattern) for p in parts):
-        return (union(*(p[0] for p in parts)), sum(p[1] for p in parts) + 2)
-    return (f"(?:{'|'.join(p[0] for p in parts)})", sum(p[1] for p in parts) + 2)
+    if not _SEALING.get():
+        if any(isinstance(p[0], Pattern) for p in parts):
+            return (union(*(p[0] for p in parts)), sum(p[1] for p in parts) + 2)
+        return (f"(?:{'|'.join(p[0] for p in parts)})", sum(p[1] for p in parts) + 2)
+    if all(isinstance(p[0], str) for p in parts):
+        states = sum(p[1] for p in parts) + 2
+        if states <= SEAL_STATES:
+            return (f"(?:{'|'.join(p[0] for p in parts)})", states)
+    leaves, run, states = [], [], 0
+    for p in parts:  # alternatives grouped into regex texts under SEAL_STATES each
+        if isinstance(p[0], Pattern):
+            leaves.append(p[0])
+            continue
+        if run and states + p[1] > SEAL_STATES:
+            leaves.append(Pattern(f"(?:{'|'.join(run)})"))
+            run, states = [], 0
+        run.append(p[0])
+        states += p[1]
+    if run:
+        leaves.append(Pattern(f"(?:{'|'.join(run)})"))
+    one = leaves[0] if leaves[0].op != "re" else _opaque(leaves[0].args)
+    return (union(*leaves) if len(leaves) > 1 else one, sum(_weight(p) for p in parts) + 2)
 
 
 def _rep(p, lo: int, hi: int | None):
@@ -833,8 +964,12 @@ def _rep(p, lo: int, hi: int | None):
         return _frag("") if lo == 0 else None
     if (lo, hi) == (1, 1):
         return p
-    if isinstance(p[0], Pattern):
-        return (repeat(p[0], lo, hi), p[1] * max(lo, hi or 1, 1) + 2)
+    states = p[1] * max(lo, hi or 1, 1) + 2
+    if isinstance(p[0], Pattern) and not _SEALING.get():
+        return (repeat(p[0], lo, hi), states)
+    if isinstance(p[0], Pattern) or states > SEAL_STATES:
+        inner = p[0] if isinstance(p[0], Pattern) and p[0].op != "re" else _opaque(str(p[0]))
+        return (repeat(inner, lo, hi), _weight(p) + 2)  # the engine keeps the count symbolic
     q = (
         "*"
         if (lo, hi) == (0, None)
@@ -845,7 +980,17 @@ def _rep(p, lo: int, hi: int | None):
         else None
     )
     q = q or (f"{{{lo}}}" if lo == hi else f"{{{lo},{'' if hi is None else hi}}}")
-    return (f"(?:{p[0]}){q}", p[1] * max(lo, hi or 1, 1) + 2)
+    return (f"(?:{p[0]}){q}", states)
+
+
+def _too_large(frag) -> bool:
+    """A str: more NFA states than one regex text may have; a Pattern: an expanded text over
+    :data:`MAX_PATTERN_CHARS` (what the engine walks and prints)."""
+    if frag is None:
+        return False
+    if isinstance(frag[0], str) or not _SEALING.get():
+        return frag[1] > MAX_STATES or _size(frag[0]) > MAX_PATTERN_CHARS
+    return frag[1] > MAX_PATTERN_CHARS
 
 
 def _escape(text: str) -> str:
@@ -853,15 +998,20 @@ def _escape(text: str) -> str:
 
 
 class _Compiler:
-    def __init__(self, root, flexible: bool):
-        self.norm, self.depth = _Normalizer(root), 0
+    def __init__(
+        self, root, flexible: bool, unroll: int = MAX_REF_UNROLL, share: bool = False, any_order: bool = False
+    ):
+        self.norm, self.depth, self.any_order = _Normalizer(root, unroll), 0, any_order
+        self.share, self.memo, self.leaves = share, {}, {}
+        self.empty = ""  # the first enum that no value of the rest of its schema satisfies
         self.colon, self.comma = (": ?", ", ?") if flexible else (":", ",")
 
     def check(self, frag, ptr: str):
-        if frag is not None and (frag[1] > MAX_STATES or _size(frag[0]) > MAX_PATTERN_CHARS):
+        if _too_large(frag):
+            what = "NFA states" if isinstance(frag[0], str) else "characters of regex text"
             raise ConstraintError(
                 f"{_show(ptr)}: the JSON Schema's regex would exceed {MAX_PATTERN_CHARS:,} characters or "
-                f"{MAX_STATES:,} automaton states (at least {frag[1]:,} states here): simplify the schema"
+                f"{MAX_STATES:,} automaton states (at least {frag[1]:,} {what} here): simplify the schema"
             )
         return frag
 
@@ -871,16 +1021,26 @@ class _Compiler:
             raise ConstraintError(
                 f"{_show(ptr)}: the JSON Schema nests subschemas more than {MAX_DEPTH} levels deep"
             )
+        key = self.share and tuple((id(s), ctx and id(ctx.base), ctx and ctx.refs) for s, ctx in subs)
+        if key in self.memo:
+            return self.memo[key]
         self.depth += 1
         try:
             if all(s is True or s == {} for s, _ in subs):
-                return self.check(self.any(ANY_DEPTH), ptr)
-            alts = [Clause(ptr)]
-            for s, ctx in subs:
-                alts = self.norm.product(alts, self.norm.clauses(s, ctx, ptr), ptr)
-            return self.check(_alts([self.clause(c) for c in alts]), ptr)
+                out = self.check(self.any(ANY_DEPTH), ptr)
+            else:
+                alts = [Clause(ptr)]
+                for s, ctx in subs:
+                    alts = self.norm.product(alts, self.norm.clauses(s, ctx, ptr), ptr)
+                out = self.check(_alts([self.clause(c) for c in alts]), ptr)
         finally:
             self.depth -= 1
+        if self.share:
+            if out is not None and isinstance(out[0], str) and len(out[0]) > SHARE_LEAF:
+                leaf = self.leaves.setdefault(out[0], _opaque(out[0]))  # one object per text
+                out = (leaf, len(out[0]))
+            self.memo[key] = out
+        return out
 
     def subs(self, subs: list, ptr: str):
         return self.value([(s, ctx) for s, ctx, _ in subs] or [(True, None)], subs[0][2] if subs else ptr)
@@ -929,7 +1089,8 @@ class _Compiler:
                 continue
             texts[text] = None
         if not texts:
-            raise ConstraintError(f"{_show(c.ptr)}/enum: no value satisfies the rest of the schema")
+            self.empty = self.empty or f"{_show(c.ptr)}/enum"  # no value here: an optional place is left out
+            return None
         # a literal alternation: counted as the trie of its texts is, about a state per value
         out = _alts([_frag(_escape(t), 2) for t in texts])
         return out and (out[0], max(out[1], 2 * len(texts)))
@@ -1014,7 +1175,9 @@ class _Compiler:
             texts.append((STRING, _CHAR_STATES + 4) if lo == 0 and hi is None else _rep_string(lo, hi))
         if len(texts) == 1:
             return texts[0]
-        return (intersect(*(Pattern(t) for t, _ in texts)), max(n for _, n in texts) * len(texts))
+        if not _SEALING.get():
+            return (intersect(*(Pattern(t) for t, _ in texts)), max(n for _, n in texts) * len(texts))
+        return (intersect(*(Pattern(t) for t, _ in texts)), sum(_size(t) for t, _ in texts))
 
     # arrays -------------------------------------------------------------------------------------
     def array(self, c: Clause):
@@ -1107,15 +1270,38 @@ class _Compiler:
         extra = None
         if c.extras and not c.names and not c.dep_required and not c.dep_schemas:
             extra = self.extra_members(c, listed + sorted(c.forbid - set(listed)))
+        if self.any_order and extra is None and 1 < len(members) <= MAX_ANY_ORDER:
+            try:
+                return self.check(self.any_order_members(members, c), c.ptr)
+            except ConstraintError as e:
+                if "would exceed" not in str(e):
+                    raise  # too large in any order: written in the schema's order
         for first in (None, 8, 1):  # too large: the first property written among the first 8, then 1
             try:
                 return self.check(
-                    _members(members, extra, c.min_props, c.max_props, self.comma, first), c.ptr
+                    _members(members, extra, c.min_props, c.max_props, self.comma, first, c.ptr), c.ptr
                 )
             except ConstraintError as e:
                 if first == 1 or "optional properties" not in str(e):
                     raise
         return None
+
+    def any_order_members(self, members: list, c: Clause):
+        """``{`` members ``}`` in every order: each subset of the listed members that holds the
+        required ones and satisfies minProperties/maxProperties, in each of its orders."""
+        alts = []
+        required = {i for i, (_, req) in enumerate(members) if req}
+        for k in range(len(members) + 1):
+            if k < c.min_props or c.max_props is not None and k > c.max_props or k < len(required):
+                continue
+            for order in itertools.permutations(range(len(members)), k):
+                if not required <= set(order):
+                    continue
+                parts = [_frag(r"\{")]
+                for j, i in enumerate(order):
+                    parts += [_frag(self.comma), members[i][0]] if j else [members[i][0]]
+                alts.append(_cat(*parts, _frag(r"\}")))
+        return _alts(alts)
 
     def extra_members(self, c: Clause, names: list):
         """key:value for properties not listed: keys of a patternProperties pattern (when no
@@ -1174,7 +1360,10 @@ def _without_enum(c: Clause) -> Clause:
 
 def _rep_string(lo: int, hi: int | None):
     q = f"{{{lo},{'' if hi is None else hi}}}"
-    return (f'"{CHAR}{q}"', _CHAR_STATES * max(lo, hi or 1, 1) + 4)
+    states = _CHAR_STATES * max(lo, hi or 1, 1) + 4
+    if states > SEAL_STATES and _SEALING.get():  # the count kept symbolic: one node of the engine
+        return (concat('"', repeat(_opaque(CHAR), lo, hi), '"'), len(CHAR) + 12)
+    return (f'"{CHAR}{q}"', states)
 
 
 def _array(texts: list, rest, lo: int, hi: int | None, comma: str):
@@ -1202,7 +1391,9 @@ def _array(texts: list, rest, lo: int, hi: int | None, comma: str):
     return _cat(_frag(r"\["), tail, _frag(r"\]"))
 
 
-def _members(members: list, extra, min_props: int, max_props: int | None, comma: str, first=None):
+def _members(
+    members: list, extra, min_props: int, max_props: int | None, comma: str, first=None, ptr: str = ""
+):
     """``{`` members ``}``: ``members`` (fragment, required) in order, each optional one present or
     not, then ``extra`` members repeated; at least ``min_props`` of the listed ones (repeated extra
     keys may collapse), at most ``max_props`` in all. ``first``: the first member written is one of
@@ -1244,10 +1435,10 @@ def _members(members: list, extra, min_props: int, max_props: int | None, comma:
                 out = _cat(_rep(_cat(sep, text), 0, 1), gen(i + 1, count))  # the counts no longer matter
             else:
                 out = _alts([present, gen(i + 1, count)])
-        if out is not None and out[1] > MAX_STATES:
+        if _too_large(out):
             raise ConstraintError(
-                f"the JSON Schema's regex would exceed {MAX_PATTERN_CHARS:,} characters or {MAX_STATES:,} "
-                "automaton states (an object's optional properties): simplify the schema"
+                f"{_show(ptr)}: the JSON Schema's regex would exceed {MAX_PATTERN_CHARS:,} characters or "
+                f"{MAX_STATES:,} automaton states (an object's optional properties): simplify the schema"
             )
         memo[key] = out
         return out
