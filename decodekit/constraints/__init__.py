@@ -2,7 +2,8 @@
 separator)`` returns a :class:`TokenAutomaton` accepting exactly the token sequences whose text
 ``separator.join(token_strings)`` fully matches the pattern (or, as its ``lazy=`` :class:`Laziness`
 says, a :class:`LazyTokenAutomaton`); the decoders see either as a :class:`TokenConstraint`, and
-one beam per state needs the :class:`StateTables` refinement. Names are imported on first use
+one beam per state needs the :class:`StateTables` refinement, and :func:`fill_bitmask` writes any
+constraint's masks into a preallocated packed bitmask (:class:`Bitmasks`: the peers' form). Names are imported on first use
 (PEP 562): ``DEFAULT_MAX_STATES`` is read without importing numpy or torch (``--help``).
 """
 
@@ -21,6 +22,7 @@ _LAZY = {  # public name -> its module
     "intersect": "decodekit.constraints.automata.derivatives",
     "union": "decodekit.constraints.automata.derivatives",
     "LazyTokenAutomaton": "decodekit.constraints.tokens.lazy",
+    "Bitmasks": "decodekit.constraints.tokens.interface",
     "StateTables": "decodekit.constraints.tokens.interface",
     "Transitions": "decodekit.constraints.tokens.interface",
     "TokenAutomaton": "decodekit.constraints.tokens.automaton",
@@ -32,6 +34,7 @@ _LAZY = {  # public name -> its module
     "compile_for_vocab": "decodekit.constraints.compile",
     "compile_regex": "decodekit.constraints.compile",
     "describe": "decodekit.constraints.inspect",
+    "fill_bitmask": "decodekit.constraints.tokens.masks",
     "json_schema": "decodekit.constraints.frontends.schema",
     "to_dot": "decodekit.constraints.inspect",
 }
