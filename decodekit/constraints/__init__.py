@@ -3,8 +3,9 @@ separator)`` returns a :class:`TokenAutomaton` accepting exactly the token seque
 ``separator.join(token_strings)`` fully matches the pattern (or, as its ``lazy=`` :class:`Laziness`
 says, a :class:`LazyTokenAutomaton`); the decoders see either as a :class:`TokenConstraint`, and
 one beam per state needs the :class:`StateTables` refinement, and :func:`fill_bitmask` writes any
-constraint's masks into a preallocated packed bitmask (:class:`Bitmasks`: the peers' form). Names are imported on first use
-(PEP 562): ``DEFAULT_MAX_STATES`` is read without importing numpy or torch (``--help``).
+constraint's masks into a preallocated packed bitmask (:class:`Bitmasks`: the peers' form).
+Names are imported on first use (PEP 562): ``DEFAULT_MAX_STATES`` is read without importing
+numpy or torch (``--help``).
 """
 
 from __future__ import annotations
