@@ -38,6 +38,13 @@ STRATEGY_HELP = (
 )
 
 
+# json_schema()'s spelling choices, the first of each its default
+JSON_FORMS = {
+    name: {"type": click.Choice(choices), "default": choices[0], "show_default": True}
+    for name, choices in {"whitespace": ["compact", "flexible"], "key_order": ["schema", "any"]}.items()
+}
+
+
 @click.command("generate")
 @click.argument("prompt", required=False)
 @model_options
@@ -88,16 +95,12 @@ STRATEGY_HELP = (
 )
 @click.option(
     "--json-whitespace",
-    type=click.Choice(["compact", "flexible"]),
-    default="compact",
-    show_default=True,
+    **JSON_FORMS["whitespace"],
     help="With --json-schema: no whitespace, or one optional space after each ':' and ','.",
 )
 @click.option(
     "--json-key-order",
-    type=click.Choice(["schema", "any"]),
-    default="schema",
-    show_default=True,
+    **JSON_FORMS["key_order"],
     help="With --json-schema: properties in the schema's order, or any order (objects of up to 4).",
 )
 @click.option(
