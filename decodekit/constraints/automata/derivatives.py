@@ -563,6 +563,9 @@ class CharLevel:
         self.trans: list[dict[int, int]] = []
         self._live: dict[int, bool] = {}
         self._dist: dict[int, int] = {}
+        self._hop: dict[int, tuple[int, int]] = {}  # state -> (class, next state) on a shortest way
+        self._short: dict[Expr, bytes] = {}
+        self._spelled: dict[int, bytes] = {}
         self.initial = self.state(self.root, False)
 
     def _available_classes(self) -> dict[int, int]:
@@ -636,11 +639,114 @@ class CharLevel:
     def live(self, q: int) -> bool:
         return q >= 0 and self.distance(q) >= 0
 
+    def witness(self, q: int) -> bytes | None:
+        """The bytes of one shortest text leading q to acceptance (:meth:`distance` bytes; None
+        if there is none): for a ``simple`` expression read off its structure
+        (:meth:`shortest_text`), else along the next steps the distance search recorded."""
+        out = []
+        while True:
+            d = self.distance(q)
+            if d < 0:
+                return None
+            if d == 0:
+                break
+            e, _ = self.states[q]
+            if e.simple:
+                out.append(self.shortest_text(e))
+                break
+            hop = self._hop.get(q)
+            if hop is None:  # distance known without a search (cannot happen; be safe)
+                return None
+            k, q = hop
+            out.append(self.spelling(k))
+        return b"".join(out)
+
+    def shortest_text(self, e: Expr) -> bytes:
+        """The bytes of one shortest text of a non-empty ``simple`` expression (``e.minb`` bytes):
+        a set's fewest-byte character, the shortest branch of a union, ``lo`` copies of the
+        body of a repetition (iterative over the nesting; memoised per node)."""
+        memo = self._short
+        stack = [e]
+        while stack:
+            x = stack[-1]
+            if x in memo:
+                stack.pop()
+                continue
+            op = x.op
+            if op == CAT:
+                kids = (x.a, x.b)
+            elif op == OR:
+                kids = (min(x.a, key=lambda y: (y.minb, y.id)),)
+            elif op == REP and x.lo:
+                kids = (x.a,)
+            else:
+                kids = ()
+            missing = [c for c in kids if c not in memo]
+            if missing:
+                stack.extend(missing)
+                continue
+            stack.pop()
+            if op == SET:
+                cost = self.alg.class_bytes
+                m, k = x.mask, -1
+                while m:
+                    low = m & -m
+                    c = low.bit_length() - 1
+                    if k < 0 or cost[c] < cost[k]:
+                        k = c
+                    m ^= low
+                memo[x] = self.spelling(k)
+            elif op == CAT:
+                memo[x] = memo[x.a] + memo[x.b]
+            elif op == OR:
+                memo[x] = memo[kids[0]]
+            elif op == REP and x.lo:
+                memo[x] = memo[x.a] * x.lo
+            else:  # ε, an empty repetition
+                memo[x] = b""
+        return memo[e]
+
+    def spelling(self, k: int) -> bytes:
+        """The UTF-8 bytes of a character of class k with the fewest bytes, over the available
+        bytes (``alg.class_bytes[k]`` of them; the class must be spellable)."""
+        got = self._spelled.get(k)
+        if got is None:
+            u = self.utf8
+            for b in range(128):
+                if u["avail"][b] and u["ascii"][b] == k:
+                    got = bytes((b,))
+                    break
+            else:
+                for b, (level, node) in enumerate(u["lead"]):
+                    if level > 0 and u["avail"][b] and u["masks"][level][node] >> k & 1:
+                        text = bytes((b,)) + self.completion(level, node, k)
+                        if got is None or len(text) < len(got):
+                            got = text
+            if got is None:
+                raise ConstraintError(f"internal error: class {k} has no character of the available bytes")
+            self._spelled[k] = got
+        return got
+
+    def completion(self, level: int, node: int, k: int) -> bytes:
+        """The ``level`` continuation bytes that finish, under DAG node ``node``, a character of
+        class k (which must lie under it, :func:`_utf8_tables` ``masks``)."""
+        u = self.utf8
+        avail, out = u["avail"], []
+        while level > 1:
+            below = u["masks"][level - 1]
+            kids = (u["l2"] if level == 2 else u["l3"])[node]
+            i = next(i for i, c in enumerate(kids) if c >= 0 and avail[0x80 + i] and below[c] >> k & 1)
+            out.append(0x80 + i)
+            node, level = kids[i], level - 1
+        row = u["rows"][node]
+        out.append(0x80 + next(i for i, c in enumerate(row) if c == k and avail[0x80 + i]))
+        return bytes(out)
+
     def _search(self, q0: int) -> int:
         cost = [n if n < (1 << 20) else -1 for n in self.alg.class_bytes]
         usable = [k for k in range(self.num_classes) if cost[k] > 0]
         best = {q0: 0}
-        parent: dict[int, int] = {}
+        parent: dict[int, tuple[int, int]] = {}  # state -> (the state before it, the class read)
         heap = [(0, 0, q0)]  # (bytes, 1 if the rest of the way is known, state)
         done = set()
         visited = 0
@@ -648,16 +754,20 @@ class CharLevel:
             d, final, q = heapq.heappop(heap)
             if final:  # the first final entry popped is the shortest way
                 x = q
-                while True:  # the states on it get their exact distance
+                while True:  # the states on it get their exact distance and their next step
                     self._dist[x] = d - best[x]
                     if x == q0:
                         break
-                    x = parent[x]
+                    before, k = parent[x]
+                    self._hop[before] = (k, x)
+                    x = before
                 return d
             if q in done:
                 continue
             done.add(q)
             known = 0 if self.accepting(q) else self._dist.get(q)
+            if known is None and self.states[q][0].simple:  # exact without a search
+                known = self._dist[q] = self.states[q][0].minb
             if known is not None and known >= 0:  # the rest of the way from q is known
                 heapq.heappush(heap, (d + known, 1, q))
                 continue
@@ -676,7 +786,7 @@ class CharLevel:
                     continue
                 nd = d + cost[k]
                 if nd < best.get(r, 1 << 60):
-                    best[r], parent[r] = nd, q
+                    best[r], parent[r] = nd, (q, k)
                     heapq.heappush(heap, (nd, 0, r))
         for x in done:  # every state reachable from q0 was seen: none accepts
             self._dist[x] = -1

@@ -12,8 +12,11 @@ contains is a token by itself), so that
   complement or boundary, else a bounded search);
 * with ``remaining`` tokens left, iff moreover the fewest tokens from that state to acceptance
   are at most ``remaining - 1``. With ``d`` the fewest bytes to acceptance and L the longest
-  token, those fewest tokens lie in ``[ceil(d / L), d]`` (every byte is a token); only between
-  the two does a bounded breadth-first search over tokens decide (:meth:`_within`).
+  token, those fewest tokens lie in ``[ceil(d / L), u]``, where ``u <= d`` is the fewest tokens
+  spelling one shortest accepted text (:meth:`_upper_bound`: the text read off the expression,
+  ``LazyBytes.witness``, segmented over the trie; every byte is a token); only between the two
+  does a bounded depth-first search over tokens decide (:meth:`_within`), so a budget that is
+  not tight explores no state the row itself does not reach.
 
 Rows. The trie of the vocabulary is walked once per state, depth by depth (one gather per depth
 from the byte table, the unknown (state, byte) pairs of a depth computed first, each once).
@@ -43,6 +46,7 @@ from decodekit.errors import ConstraintError
 ROWS = 256  # static rows kept (LRU)
 WALKS = 64  # per-state walks kept for the length check (LRU)
 NEED_WALKS = 4096  # walks the fewest-tokens search may take for one question
+WITNESS_BYTES = 4096  # longest shortest-text spelled into tokens for an upper bound
 
 
 class DerivedTokenAutomaton(LazyTokenAutomaton):
@@ -77,6 +81,8 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
             int, tuple[int, int]
         ] = {}  # state -> (largest R known no, least R known yes)
         self._reach: dict[int, int] = {}
+        self._upper: dict[int, int] = {}  # state -> tokens of one accepted continuation
+        self._trie_keys: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # depth -> (child keys, token end)
         self._copies: dict = {}
         self._stats = dict(stats or {})
         if self.bytes.distance(0) < 0:
@@ -104,7 +110,7 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
     def shortest(self) -> int:
         """The fewest tokens (EOS not counted) of an accepted sequence."""
         d = self.bytes.distance(0)
-        lo, hi = -(-d // self._longest), d
+        lo, hi = -(-d // self._longest), min(d, self._upper_bound(0))
         while lo < hi:  # the answer is monotone in the budget
             mid = (lo + hi) // 2
             if self._within(0, mid):
@@ -332,7 +338,66 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
         if -(-d // self._longest) > budget:
             return False
         no, yes = self._within_known.get(s, (-1, 1 << 62))
-        return False if budget <= no else True if budget >= yes else None
+        if budget <= no:
+            return False
+        if budget >= yes or self._upper_bound(s) <= budget:
+            return True
+        return None
+
+    def _upper_bound(self, s: int) -> int:
+        """An upper bound on the fewest tokens leading s to acceptance: the fewest tokens that
+        spell one shortest accepted text (:meth:`LazyBytes.witness`; any way to spell an
+        accepted text is a token sequence to acceptance, the automaton reading bytes); a large
+        number when that text is over :data:`WITNESS_BYTES` or not spellable."""
+        got = self._upper.get(s)
+        if got is None:
+            got = 1 << 62
+            if 0 <= self.bytes.distance(s) <= WITNESS_BYTES:
+                text = self.bytes.witness(s)
+                if text is not None:
+                    got = self._fewest_tokens(text)
+            self._upper[s] = got
+        return got
+
+    def _fewest_tokens(self, text: bytes) -> int:
+        """The fewest usable tokens whose bytes joined are ``text`` (a large number if none):
+        every (start, length) that is a token found depth by depth down the trie, all starts at
+        once, then a shortest path over the positions."""
+        enc, n = self._enc, len(text)
+        data = np.frombuffer(text, dtype=np.uint8).astype(np.int64)
+        start, node = np.arange(n), np.zeros(n, dtype=np.int64)
+        steps: list[list[int]] = [[] for _ in range(n)]
+        for d in range(1, len(enc.by_depth)):
+            start = start[start + d <= n]
+            if not len(start):
+                break
+            keys, ends = self._depth(d)
+            key = node[: len(start)] * 256 + data[start + d - 1]
+            at = np.minimum(np.searchsorted(keys, key), len(keys) - 1)
+            hit = keys[at] == key
+            start, node = start[hit], at[hit]
+            for i in start[ends[node]].tolist():
+                steps[i].append(d)
+        best = [0] + [1 << 62] * n
+        for i in range(n):
+            here = best[i] + 1
+            for d in steps[i]:
+                if here < best[i + d]:
+                    best[i + d] = here
+        return best[n]
+
+    def _depth(self, d: int) -> tuple[np.ndarray, np.ndarray]:
+        """Depth d of the trie for lookups: [n_d] sorted keys ``parent * 256 + byte`` of its nodes
+        (sorted as the trie orders them) and [n_d] bool, the node ends a usable token."""
+        got = self._trie_keys.get(d)
+        if got is None:
+            enc = self._enc
+            keys = enc.parent[d - 1] * 256 + enc.byte[d - 1]
+            ends = np.zeros(len(keys), dtype=bool)
+            ids, nodes = enc.by_depth[d]
+            ends[nodes[self._usable[ids]]] = True
+            got = self._trie_keys[d] = (keys, ends)
+        return got
 
     def _known(self, s: int, budget: int, answer: bool) -> None:
         no, yes = self._within_known.get(s, (-1, 1 << 62))
