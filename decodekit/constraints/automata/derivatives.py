@@ -530,10 +530,14 @@ class CharLevel:
     computed on first need.
 
     ``available`` [256] bool: the bytes a text may contain (a vocabulary's); character sets are
-    cut to the classes spellable with them, so that a ``simple`` state is live iff it exists."""
+    cut to the classes spellable with them, so that a ``simple`` state is live iff it exists.
+    ``parsed``: regex -> its :func:`~decodekit.constraints.syntax.parser.parse` result, for the
+    regexes the caller has parsed already (the rest are parsed here)."""
 
-    def __init__(self, pattern: Pattern, available: np.ndarray | None = None):
-        parsed: dict[str, tuple[Node, bool]] = {}
+    def __init__(
+        self, pattern: Pattern, available: np.ndarray | None = None, parsed: dict | None = None
+    ) -> None:
+        parsed = dict(parsed or {})  # regex -> parse(regex), what the caller already parsed
         for r in pattern.regexes():
             if r not in parsed:
                 parsed[r] = parse(r)
