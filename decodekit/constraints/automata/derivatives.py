@@ -298,9 +298,12 @@ class Expr:
     """A hash-consed expression node (compare by identity). ``null``: its nullability bits over
     (previous, next) word-ness (module docstring); ``ctx``: it contains ``\\b``/``\\B``;
     ``simple``: no intersection, complement or boundary below (then it is non-empty iff not ∅).
-    ``lo``: a lower bound on the bytes of a match (exact when ``simple``)."""
+    ``minb``: a lower bound on the bytes of a match (exact when ``simple``); ``reach`` (when
+    ``simple``): an upper bound on the ``minb`` of every derivative, itself included."""
 
-    __slots__ = ("op", "a", "b", "lo", "hi", "mask", "null", "ctx", "simple", "minb", "id", "__weakref__")
+    __slots__ = (
+        "op", "a", "b", "lo", "hi", "mask", "null", "ctx", "simple", "minb", "reach", "id", "__weakref__"
+    )  # fmt: skip
 
     def __repr__(self) -> str:
         names = ["∅", "ε", "S", "\\b", "\\B", "cat", "or", "and", "not", "rep"]
@@ -333,12 +336,15 @@ class Algebra:
         self.top = self.complement(self.empty)
         self._deriv: dict[tuple, Expr] = {}
 
-    def _make(self, key, op, a=None, b=None, lo=0, hi=None, mask=0, null=0, ctx=False, simple=False, minb=0):
+    def _make(
+        self, key, op, a=None, b=None, lo=0, hi=None, mask=0, null=0, ctx=False, simple=False, minb=0, reach=0
+    ):
         e = self._table.get(key)
         if e is None:
             e = Expr()
             e.op, e.a, e.b, e.lo, e.hi, e.mask = op, a, b, lo, hi, mask
-            e.null, e.ctx, e.simple, e.minb, e.id = null, ctx, simple, minb, len(self._table)
+            e.null, e.ctx, e.simple, e.minb, e.reach = null, ctx, simple, minb, reach
+            e.id = len(self._table)
             self._table[key] = e
         return e
 
@@ -350,20 +356,37 @@ class Algebra:
             low = m & -m
             best = min(best, self.class_bytes[low.bit_length() - 1])
             m ^= low
-        return self._make((SET, mask), SET, mask=mask, simple=True, minb=best)
+        return self._make((SET, mask), SET, mask=mask, simple=True, minb=best, reach=best)
 
     def cat(self, a: Expr, b: Expr) -> Expr:
+        """``a b``, right-nested: a chain ``a1 (a2 (... an))`` as ``a`` is rebuilt onto ``b``
+        (iteratively: chains of thousands of parts, a JSON object's characters, are common)."""
         if a.op == EMPTY or b.op == EMPTY:
             return self.empty
         if a.op == EPS:
             return b
         if b.op == EPS:
             return a
-        if a.op == CAT:  # right-nested
-            return self.cat(a.a, self.cat(a.b, b))
+        if a.op != CAT:
+            return self._cat2(a, b)
+        chain = []
+        while a.op == CAT:
+            chain.append(a.a)
+            a = a.b
+        chain.append(a)
+        out = b
+        for x in reversed(chain):
+            out = self._cat2(x, out)
+        return out
+
+    def _cat2(self, a: Expr, b: Expr) -> Expr:
+        """The node ``a b`` for ``a`` not a concatenation, neither ∅ nor ε, and ``b`` not ∅."""
+        got = self._table.get((CAT, a, b))
+        if got is not None:
+            return got
         return self._make(
             (CAT, a, b), CAT, a, b, null=a.null & b.null, ctx=a.ctx or b.ctx,
-            simple=a.simple and b.simple, minb=a.minb + b.minb,
+            simple=a.simple and b.simple, minb=a.minb + b.minb, reach=max(a.reach + b.minb, b.reach),
         )  # fmt: skip
 
     def _flat(self, op: int, items: Iterable[Expr]) -> tuple[set, int]:
@@ -393,12 +416,15 @@ class Algebra:
         if len(out) == 1:
             return next(iter(out))
         key = frozenset(out)
+        got = self._table.get((OR, key))  # the attributes only for a new node
+        if got is not None:
+            return got
         null = 0
         for x in key:
             null |= x.null
         return self._make(
             (OR, key), OR, key, null=null, ctx=any(x.ctx for x in key),
-            simple=all(x.simple for x in key), minb=min(x.minb for x in key),
+            simple=all(x.simple for x in key), minb=min(x.minb for x in key), reach=max(x.reach for x in key),
         )  # fmt: skip
 
     def intersection(self, items: Iterable[Expr]) -> Expr:
@@ -415,6 +441,9 @@ class Algebra:
         if self.eps in out and any(x.op == SET for x in out):
             return self.empty
         key = frozenset(out)
+        got = self._table.get((AND, key))
+        if got is not None:
+            return got
         null = _ALL_CONTEXTS
         for x in key:
             null &= x.null
@@ -438,8 +467,9 @@ class Algebra:
             return a  # (r*)* = (r*)+ = r*
         null = _ALL_CONTEXTS if lo == 0 else a.null
         return self._make(
-            (REP, a, lo, hi), REP, a, lo=lo, hi=hi, null=null, ctx=a.ctx, simple=a.simple, minb=lo * a.minb
-        )
+            (REP, a, lo, hi), REP, a, lo=lo, hi=hi, null=null, ctx=a.ctx, simple=a.simple,
+            minb=lo * a.minb, reach=a.reach + lo * a.minb,
+        )  # fmt: skip
 
     def derivative(self, e: Expr, k: int, p: bool) -> Expr:
         """``D_k(e)`` with the previous character's word-ness ``p`` (module docstring)."""
@@ -452,10 +482,18 @@ class Algebra:
             out = self.eps if e.mask >> k & 1 else self.empty
         elif op in (EMPTY, EPS, WB, NWB):
             out = self.empty
-        elif op == CAT:
-            out = self.cat(self.derivative(e.a, k, p), e.b)
-            if e.a.null >> (2 * p + self.word[k]) & 1:
-                out = self.union((out, self.derivative(e.b, k, p)))
+        elif op == CAT:  # D(a b) = D(a) b | D(b) if a is nullable, along the chain iteratively
+            bit, terms, x = 2 * p + self.word[k], [], e
+            while True:
+                terms.append(self.cat(self.derivative(x.a, k, p), x.b))
+                if not x.a.null >> bit & 1:
+                    break
+                x = x.b
+                got = self._deriv.get((x, k, p))
+                if got is not None or x.op != CAT:
+                    terms.append(got if got is not None else self.derivative(x, k, p))
+                    break
+            out = terms[0] if len(terms) == 1 else self.union(terms)
         elif op == OR:
             out = self.union([self.derivative(x, k, p) for x in e.a])
         elif op == AND:

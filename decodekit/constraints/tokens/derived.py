@@ -25,7 +25,7 @@ complement or boundary, the part of it that the next L bytes can reach (:func:`_
 repetition counts past what L bytes can consume are capped, what lies beyond them cut), so that
 ``.{2000}`` or ``a{10000}`` walk one row, not one per position. The length check is skipped
 for a row when ``remaining - 1`` is at least an upper bound on the bytes to acceptance of every
-state the row's tokens reach (:func:`_reach_bound`).
+state the row's tokens reach (``Expr.reach``).
 """
 
 from __future__ import annotations
@@ -277,7 +277,7 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
         if got is None:
             e, _ = self._char.states[self.bytes.keys[c][0]]
             if e.simple:
-                got = _reach_bound(e, {}) + 3  # a token may end inside a character: 3 bytes more
+                got = e.reach + 3  # a token may end inside a character: 3 bytes more
             else:
                 _, _, dist = self._walked(c)
                 got = int(dist.max(initial=0))
@@ -407,47 +407,46 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
 def _prefix_key(e: Expr, budget: int, memo: dict):
     """A hashable key equal for two ``simple`` expressions whose texts agree on every prefix of
     at most ``budget`` bytes (and so have the same static row): counts of repetitions that
-    ``budget`` bytes cannot exhaust are capped, and what lies past ``budget`` bytes is cut."""
-    if budget < 0:
-        return "..."
-    k = (e.id, budget)
-    got = memo.get(k)
-    if got is not None:
-        return got
-    op = e.op
-    if op == SET:
-        got = (SET, e.mask)
-    elif op == CAT:
-        got = (CAT, _prefix_key(e.a, budget, memo), _prefix_key(e.b, budget - e.a.minb, memo))
-    elif op == OR:
-        got = (OR, frozenset(_prefix_key(x, budget, memo) for x in e.a))
-    elif op == REP:
-        if e.a.minb >= 1:
-            cap = budget // e.a.minb + 1
-            lo, hi = min(e.lo, cap), cap if e.hi is None else min(e.hi, cap)
-            got = (REP, _prefix_key(e.a, budget, memo), lo, hi, e.hi is None and e.lo < cap)
+    ``budget`` bytes cannot exhaust are capped, and what lies past ``budget`` bytes is cut
+    (iterative over the nesting: a long chain of optional parts is deep)."""
+    stack = [(e, budget)]
+    while stack:
+        x, b = stack[-1]
+        k = (x.id, b)
+        if k in memo:
+            stack.pop()
+            continue
+        op = x.op
+        if b < 0:
+            kids = ()
+        elif op == CAT:
+            kids = ((x.a, b), (x.b, b - x.a.minb))
+        elif op == OR:
+            kids = tuple((y, b) for y in x.a)
+        elif op == REP:
+            kids = ((x.a, b),)
         else:
-            got = (REP, _prefix_key(e.a, budget, memo), e.lo, e.hi)
-    else:
-        got = (op,)
-    memo[k] = got
-    return got
-
-
-def _reach_bound(e: Expr, memo: dict) -> int:
-    """An upper bound on the fewest bytes to acceptance (``minb``) of every derivative of a
-    ``simple`` expression (its own included)."""
-    got = memo.get(e.id)
-    if got is not None:
-        return got
-    op = e.op
-    if op == CAT:
-        got = max(_reach_bound(e.a, memo) + e.b.minb, _reach_bound(e.b, memo))
-    elif op == OR:
-        got = max(_reach_bound(x, memo) for x in e.a)
-    elif op == REP:
-        got = _reach_bound(e.a, memo) + e.lo * e.a.minb
-    else:
-        got = e.minb
-    memo[e.id] = got
-    return got
+            kids = ()
+        missing = [(y, c) for y, c in kids if (y.id, c) not in memo]
+        if missing:
+            stack.extend(missing)
+            continue
+        stack.pop()
+        if b < 0:
+            got = "..."
+        elif op == SET:
+            got = (SET, x.mask)
+        elif op == CAT:
+            got = (CAT, memo[(x.a.id, b)], memo[(x.b.id, b - x.a.minb)])
+        elif op == OR:
+            got = (OR, frozenset(memo[(y.id, b)] for y in x.a))
+        elif op == REP and x.a.minb >= 1:
+            cap = b // x.a.minb + 1
+            lo, hi = min(x.lo, cap), cap if x.hi is None else min(x.hi, cap)
+            got = (REP, memo[(x.a.id, b)], lo, hi, x.hi is None and x.lo < cap)
+        elif op == REP:
+            got = (REP, memo[(x.a.id, b)], x.lo, x.hi)
+        else:
+            got = (op,)
+        memo[k] = got
+    return memo[(e.id, budget)]
