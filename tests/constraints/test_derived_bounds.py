@@ -49,6 +49,15 @@ def fullmatches(expr, text: str) -> bool:
         return bool(regex.fullmatch(expr.args, text))
     if expr.op == "and":
         return all(fullmatches(a, text) for a in expr.args)
+    if expr.op == "cat":
+        parts = expr.args
+        if len(parts) == 1:
+            return fullmatches(parts[0], text)
+        rest = Pattern("", "cat", parts[1:]) if len(parts) > 2 else parts[1]
+        cuts = range(len(text) + 1)
+        return any(fullmatches(parts[0], text[:i]) and fullmatches(rest, text[i:]) for i in cuts)
+    if expr.op == "or":
+        return any(fullmatches(a, text) for a in expr.args)
     assert expr.op == "not"
     return not fullmatches(expr.args[0], text)
 
@@ -157,3 +166,52 @@ def test_the_first_mask_at_a_short_budget_walks_one_row():
     assert len(auto._walks) == 1
     whole = compile_regex(JSON_LIKE, tokens, len(tokens) - 1, lazy=False)
     assert torch.equal(row, whole.allowed(torch.tensor([0]), remaining)) and row.any()
+
+
+def _dijkstra(char: CharLevel, q0: int) -> int:
+    """The fewest bytes from q0 to acceptance by a plain search over every class (the oracle)."""
+    import heapq
+
+    cost = [n for n in char.alg.class_bytes]
+    best, heap = {q0: 0}, [(0, q0)]
+    while heap:
+        d, q = heapq.heappop(heap)
+        if d > best[q]:
+            continue
+        if char.accepting(q):
+            return d
+        for k in range(char.num_classes):
+            r = char.step(q, k)
+            if r >= 0 and cost[k] < (1 << 20) and d + cost[k] < best.get(r, 1 << 60):
+                best[r] = d + cost[k]
+                heapq.heappush(heap, (d + cost[k], r))
+    return -1
+
+
+NESTED = [
+    Pattern("a") + (Pattern("[ab]{1,5}") & ~Pattern(".*bb.*")) + Pattern("(?:é中)?b"),
+    (Pattern("[ab]{2,6}") & Pattern(".*a.*a.*")) | Pattern("b{7}"),
+    Pattern("x?") + ~Pattern("[ab]*") + Pattern("[ab]"),
+    Pattern(r".*\bab\b.*") & Pattern("[ab ]{0,7}"),
+]
+
+
+@pytest.mark.parametrize("expr", NESTED, ids=str)
+def test_distances_and_blocks_of_expressions_with_intersections_inside(expr):
+    """The fewest bytes read off a concatenation around an intersection (each searched from its
+    own state) equal a plain search over every class; the derivative is the same for every class
+    of a block; the witness is a match."""
+    tokens = vocabulary()
+    auto = derived(expr, tokens)
+    char = auto._char
+    for text, s in walks(auto, tokens, seed=5, n=4, steps=8):
+        q = auto.bytes.keys[s][0]
+        if auto.bytes.keys[s][1]:
+            continue  # inside a character
+        assert char.distance(q) == _dijkstra(char, q)
+        e, p = char.states[q]
+        for block in char.blocks(e):
+            ks = [k for k in range(char.num_classes) if block >> k & 1]
+            assert len({char.alg.derivative(e, k, p) for k in ks}) == 1
+        w = auto.bytes.witness(s)
+        assert w is not None and fullmatches(expr, (text + w).decode("utf-8"))

@@ -562,6 +562,21 @@ def _or(masks) -> int:
     return out
 
 
+def _meet(p: tuple[int, ...], q: tuple[int, ...]) -> tuple[int, ...]:
+    """The common refinement of two partitions of the classes (tuples of disjoint bit masks)."""
+    if len(p) == 1:
+        return q
+    if len(q) == 1:
+        return p
+    return tuple(x & y for x in p for y in q if x & y)
+
+
+def _structural(e: Expr) -> bool:
+    """Whether :meth:`CharLevel.min_bytes` reads the fewest bytes of ``e`` off its structure
+    (no boundary in it, and not itself an intersection or complement, which are searched)."""
+    return not e.ctx and e.op not in (AND, NOT)
+
+
 class CharLevel:
     """The character level of a compiled :class:`Pattern`: numbered states (expression, previous
     character word or not), their transitions by class, acceptance, liveness and distances, all
@@ -607,6 +622,10 @@ class CharLevel:
         self._dist: dict[int, int] = {}
         self._hop: dict[int, tuple[int, int]] = {}  # state -> (class, next state) on a shortest way
         self._short: dict[Expr, bytes] = {}
+        self._minbytes: dict[Expr, int] = {}
+        self._blocks: dict[Expr, tuple[int, ...]] = {}
+        self._all = (1 << self.num_classes) - 1
+        self._word_split = _bits(np.flatnonzero(word)) if boundaries else 0
         self._spelled: dict[int, bytes] = {}
         self.initial = self.state(self.root, False)
 
@@ -661,17 +680,49 @@ class CharLevel:
         return range(self.num_classes)
 
     def distance(self, q: int) -> int:
-        """The fewest bytes of a text leading q to acceptance, -1 if none (exact: the
-        structural bound for a ``simple`` expression, else a bounded Dijkstra search;
-        ConstraintError past :data:`SEARCH_BUDGET` states)."""
+        """The fewest bytes of a text leading q to acceptance, -1 if none (exact: read off the
+        expression where it has no boundary (:meth:`min_bytes`), else a bounded Dijkstra
+        search; ConstraintError past :data:`SEARCH_BUDGET` states)."""
         got = self._dist.get(q)
         if got is not None:
             return got
         e, _ = self.states[q]
-        if e.simple:
-            self._dist[q] = e.minb
-            return e.minb
+        if _structural(e):
+            got = self._dist[q] = self.min_bytes(e)
+            return got
         return self._search(q)
+
+    def min_bytes(self, e: Expr) -> int:
+        """The fewest bytes of a text of ``e`` (no ``\\b``/``\\B`` in it; -1: no text): a
+        concatenation's is the sum of its parts', a union's the least, ``r{lo,hi}``'s ``lo``
+        times r's; an intersection or a complement is searched from its own state, over its
+        derivatives only (iterative over the nesting; memoised per node)."""
+        memo = self._minbytes
+        stack = [e]
+        while stack:
+            x = stack[-1]
+            if x in memo:
+                stack.pop()
+                continue
+            op = x.op
+            if x.simple or op in (AND, NOT):
+                stack.pop()
+                memo[x] = (-1 if op == EMPTY else x.minb) if x.simple else self.distance(self.state(x, False))
+                continue
+            kids = (x.a, x.b) if op == CAT else tuple(x.a) if op == OR else (x.a,) if x.lo else ()
+            missing = [c for c in kids if c not in memo]
+            if missing:
+                stack.extend(missing)
+                continue
+            stack.pop()
+            parts = [memo[c] for c in kids]
+            if op == CAT:
+                memo[x] = -1 if min(parts) < 0 else sum(parts)
+            elif op == OR:
+                memo[x] = min((n for n in parts if n >= 0), default=-1)
+            else:  # REP
+                memo[x] = 0 if not x.lo else -1 if parts[0] < 0 else x.lo * parts[0]
+        return memo[e]
 
     def lower(self, q: int) -> int:
         """A lower bound on :meth:`distance` that never searches."""
@@ -683,7 +734,7 @@ class CharLevel:
 
     def witness(self, q: int) -> bytes | None:
         """The bytes of one shortest text leading q to acceptance (:meth:`distance` bytes; None
-        if there is none): for a ``simple`` expression read off its structure
+        if there is none): read off the expression where it has no boundary
         (:meth:`shortest_text`), else along the next steps the distance search recorded."""
         out = []
         while True:
@@ -693,7 +744,7 @@ class CharLevel:
             if d == 0:
                 break
             e, _ = self.states[q]
-            if e.simple:
+            if _structural(e):
                 out.append(self.shortest_text(e))
                 break
             hop = self._hop.get(q)
@@ -704,9 +755,10 @@ class CharLevel:
         return b"".join(out)
 
     def shortest_text(self, e: Expr) -> bytes:
-        """The bytes of one shortest text of a non-empty ``simple`` expression (``e.minb`` bytes):
-        a set's fewest-byte character, the shortest branch of a union, ``lo`` copies of the
-        body of a repetition (iterative over the nesting; memoised per node)."""
+        """The bytes of one shortest text of a non-empty expression without boundaries
+        (:meth:`min_bytes` bytes): a set's fewest-byte character, the shortest branch of a union,
+        ``lo`` copies of the body of a repetition, an intersection's or complement's from the
+        search of its own state (iterative over the nesting; memoised per node)."""
         memo = self._short
         stack = [e]
         while stack:
@@ -715,10 +767,15 @@ class CharLevel:
                 stack.pop()
                 continue
             op = x.op
+            if op in (AND, NOT):
+                stack.pop()
+                memo[x] = self.witness(self.state(x, False))
+                continue
             if op == CAT:
                 kids = (x.a, x.b)
             elif op == OR:
-                kids = (min(x.a, key=lambda y: (y.minb, y.id)),)
+                live = [y for y in x.a if self.min_bytes(y) >= 0]
+                kids = (min(live, key=lambda y: (self.min_bytes(y), y.id)),)
             elif op == REP and x.lo:
                 kids = (x.a,)
             else:
@@ -784,9 +841,55 @@ class CharLevel:
         out.append(0x80 + next(i for i, c in enumerate(row) if c == k and avail[0x80 + i]))
         return bytes(out)
 
+    def blocks(self, e: Expr) -> tuple[int, ...]:
+        """Disjoint class masks covering every class, such that the derivative of ``e`` is the
+        same for all classes of a block (Owens, Reppy & Turon 2009's derivative classes): a
+        set splits into itself and the rest; a concatenation refines its head's blocks by its
+        tail's where the head can be empty; unions and intersections meet their parts';
+        with boundaries, word and non-word classes apart (iterative; memoised per node)."""
+        memo = self._blocks
+        stack = [e]
+        while stack:
+            x = stack[-1]
+            if x in memo:
+                stack.pop()
+                continue
+            op = x.op
+            if op == CAT:
+                kids = (x.a, x.b) if x.a.null else (x.a,)
+            elif op in (OR, AND):
+                kids = tuple(x.a)
+            elif op in (NOT, REP):
+                kids = (x.a,)
+            else:
+                kids = ()
+            missing = [c for c in kids if c not in memo]
+            if missing:
+                stack.extend(missing)
+                continue
+            stack.pop()
+            if op == SET:
+                got = tuple(m for m in (x.mask, self._all & ~x.mask) if m)
+            else:
+                got = (self._all,)
+                for c in kids:
+                    got = _meet(got, memo[c])
+            if x.ctx and self._word_split:
+                got = _meet(got, (self._word_split, self._all & ~self._word_split))
+            memo[x] = got
+        return memo[e]
+
     def _search(self, q0: int) -> int:
         cost = [n if n < (1 << 20) else -1 for n in self.alg.class_bytes]
-        usable = [k for k in range(self.num_classes) if cost[k] > 0]
+        spellable = _or(1 << k for k in range(self.num_classes) if cost[k] > 0)
+
+        def usable_in(block: int):
+            m = block & spellable
+            while m:
+                low = m & -m
+                yield low.bit_length() - 1
+                m ^= low
+
         best = {q0: 0}
         parent: dict[int, tuple[int, int]] = {}  # state -> (the state before it, the class read)
         heap = [(0, 0, q0)]  # (bytes, 1 if the rest of the way is known, state)
@@ -808,8 +911,9 @@ class CharLevel:
                 continue
             done.add(q)
             known = 0 if self.accepting(q) else self._dist.get(q)
-            if known is None and self.states[q][0].simple:  # exact without a search
-                known = self._dist[q] = self.states[q][0].minb
+            e = self.states[q][0]
+            if known is None and _structural(e):  # exact without a search
+                known = self._dist[q] = self.min_bytes(e)
             if known is not None and known >= 0:  # the rest of the way from q is known
                 heapq.heappush(heap, (d + known, 1, q))
                 continue
@@ -822,7 +926,10 @@ class CharLevel:
                     f"than {SEARCH_BUDGET:,} states (an intersection or complement whose matches are far "
                     "or rare); simplify the expression"
                 )
-            for k in usable:
+            for block in self.blocks(e):  # one derivative per block: the cheapest class of it
+                k = min(usable_in(block), key=cost.__getitem__, default=-1)
+                if k < 0:
+                    continue
                 r = self.step(q, k)
                 if r < 0 or r in done:
                     continue
