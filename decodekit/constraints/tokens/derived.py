@@ -30,6 +30,7 @@ state the row's tokens reach (``Expr.reach``).
 
 from __future__ import annotations
 
+import heapq
 from collections import OrderedDict
 from collections.abc import Sequence
 
@@ -108,16 +109,34 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
 
     @property
     def shortest(self) -> int:
-        """The fewest tokens (EOS not counted) of an accepted sequence."""
-        d = self.bytes.distance(0)
-        lo, hi = -(-d // self._longest), min(d, self._upper_bound(0))
-        while lo < hi:  # the answer is monotone in the budget
-            mid = (lo + hi) // 2
-            if self._within(0, mid):
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
+        """The fewest tokens (EOS not counted) of an accepted sequence: an A* search over the
+        states by tokens, ``ceil(bytes to acceptance / L)`` the (consistent) estimate, each
+        state walked once, stopped by the spelled shortest text's tokens (ConstraintError past
+        :data:`NEED_WALKS` walks)."""
+        lb, longest = self.bytes, self._longest
+        upper = min(lb.distance(0), self._upper_bound(0))
+        best, heap, walks = {0: 0}, [(-(-lb.distance(0) // longest), 0, 0)], 0
+        while heap:
+            f, g, s = heapq.heappop(heap)
+            if f >= upper:
+                break
+            if g > best[s]:
+                continue
+            if lb.accepting(s):
+                return g
+            walks += 1
+            if walks > NEED_WALKS:
+                raise ConstraintError(
+                    f"constraint too expensive: finding the fewest tokens matching {self.pattern!r} took "
+                    f"more than {NEED_WALKS} walks of the vocabulary; simplify the pattern"
+                )
+            _, ends, dist = self._walked(s)
+            for e, d in zip(*np.unique(ends, return_index=True)):
+                e, h = int(e), -(-int(dist[d]) // longest)
+                if g + 1 < best.get(e, 1 << 62):
+                    best[e] = g + 1
+                    heapq.heappush(heap, (g + 1 + h, g + 1, e))
+        return upper
 
     def fits(self, max_length: int) -> bool:
         """Whether a match ends within ``max_length`` tokens."""
