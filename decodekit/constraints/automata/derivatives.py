@@ -610,7 +610,8 @@ class CharLevel:
             class_bytes[k] = n
         self.alg = alg = Algebra(class_bytes, self.word)
         mask_all = _or(1 << k for k in avail_classes)
-        set_mask = [_bits(np.flatnonzero(row)) & mask_all for row in member]
+        packed = np.packbits(member, axis=1, bitorder="little")  # [G, ceil(C / 8)]: row g's classes as bits
+        set_mask = [int.from_bytes(row.tobytes(), "little") & mask_all for row in packed]
         set_of = {cs: i for i, cs in enumerate(sets)}
         converted = {r: _convert(ast, alg, set_of, set_mask) for r, (ast, _) in parsed.items()}
         self.root = _combine(pattern, alg, converted)
