@@ -305,45 +305,47 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
 
     def _within(self, s: int, budget: int) -> bool:
         """Whether some token sequence of at most ``budget`` tokens leads s to acceptance: the
-        byte bounds first, then a depth-first search over tokens, closest states first (answers
-        per (state, budget) kept, monotone in the budget; ConstraintError past
-        :data:`NEED_WALKS` walks)."""
+        bounds first (:meth:`_bounds`), then an A* search over states by tokens (estimate
+        ``ceil(bytes / L)``, consistent: each state walked once, at its fewest tokens from s),
+        successors the bounds decide not entered. Answers are kept per state, monotone in the
+        budget: a "no" for every state walked (at the budget left there). ConstraintError past
+        :data:`NEED_WALKS` walks."""
         quick = self._bounds(s, budget)
         if quick is not None:
             return quick
-        walks = 0
-        stack = [(s, budget, None)]  # (state, tokens left, candidates not tried yet)
-        while stack:
-            x, left, todo = stack[-1]
-            if todo is None:
-                walks += 1
-                if walks > NEED_WALKS:
-                    raise ConstraintError(
-                        f"constraint too expensive: deciding whether {self.pattern!r} can still be matched "
-                        f"within {budget} tokens took more than {NEED_WALKS} walks of the vocabulary; "
-                        "raise max_length"
-                    )
-                _, ends, dist = self._walked(x)
-                if (dist <= left - 1).any():
-                    for y, k, _ in stack:  # every state on the way is within its budget
-                        self._known(y, k, True)
-                    return True
-                fine = -(-dist // self._longest) <= left - 1
-                order = np.unique(ends[fine], return_index=True)
-                todo = order[0][np.argsort(dist[fine][order[1]], kind="stable")].tolist()[::-1]
-                stack[-1] = (x, left, todo)
-            if not todo:
-                self._known(x, left, False)
-                stack.pop()
+        lb, longest = self.bytes, self._longest
+        best, heap, walked = {s: 0}, [(-(-lb.distance(s) // longest), 0, s)], []
+        while heap:
+            _, g, x = heapq.heappop(heap)
+            if g > best[x]:
                 continue
-            e = todo.pop()
-            quick = self._bounds(e, left - 1)
-            if quick is None:
-                stack.append((e, left - 1, None))
-            elif quick:
-                for y, k, _ in stack:
-                    self._known(y, k, True)
+            walked.append((x, g))
+            if len(walked) > NEED_WALKS:
+                raise ConstraintError(
+                    f"constraint too expensive: deciding whether {self.pattern!r} can still be matched "
+                    f"within {budget} tokens took more than {NEED_WALKS} walks of the vocabulary; "
+                    "raise max_length"
+                )
+            _, ends, dist = self._walked(x)
+            left = budget - g - 1  # tokens after the next one
+            if (dist <= left).any():
+                self._known(s, budget, True)
                 return True
+            fine = -(-dist // longest) <= left
+            ends, dist = ends[fine], dist[fine]
+            for e, i in zip(*np.unique(ends, return_index=True)):
+                e = int(e)
+                if g + 1 >= best.get(e, 1 << 62):
+                    continue
+                quick = self._bounds(e, left)
+                if quick:
+                    self._known(s, budget, True)
+                    return True
+                if quick is None:
+                    best[e] = g + 1
+                    heapq.heappush(heap, (g + 1 + -(-int(dist[i]) // longest), g + 1, e))
+        for x, g in walked:  # none of them reaches acceptance within what is left of the budget there
+            self._known(x, budget - g, False)
         return False
 
     def _bounds(self, s: int, budget: int) -> bool | None:
