@@ -812,11 +812,12 @@ class CharLevel:
         got = self._spelled.get(k)
         if got is None:
             u = self.utf8
-            for b in range(128):
-                if u["avail"][b] and u["ascii"][b] == k:
-                    got = bytes((b,))
-                    break
-            else:
+            if not self._spelled:  # every ASCII class at once, from its first available byte
+                for b in range(127, -1, -1):
+                    if u["avail"][b]:
+                        self._spelled[u["ascii"][b]] = bytes((b,))
+                got = self._spelled.get(k)
+            if got is None:
                 for b, (level, node) in enumerate(u["lead"]):
                     if level > 0 and u["avail"][b] and u["masks"][level][node] >> k & 1:
                         text = bytes((b,)) + self.completion(level, node, k)
