@@ -254,6 +254,8 @@ def byte_bpe(data: Path, size: int = 50_000, min_frequency: int = 2, cache: Path
 
 
 def _byte_decoder() -> dict[str, int]:
+    """GPT-2's byte table written out again, on purpose: the independent oracle that the check
+    above compares ``HFVocab.surface_bytes()`` (built on decodekit.models.hf's copy) with."""
     bs = (
         list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), 256))
     )

@@ -8,9 +8,12 @@ each token (``HFVocab.surface_bytes()``) with ``<|endoftext|>`` as EOS, the only
 
 * decodekit: ``compile_regex(pattern, token_bytes, eos_id, lazy="masked")``, what the masked
   searches compile (a ``LazyTokenAutomaton`` with the whole automaton's masks on this
-  vocabulary); the mask is the one masked greedy and beam search compute
-  (``allowed(states, max_length - t)``, a length budget larger than the walk); mask + apply is
-  ``mask(logits, states, budget, inplace=True)``, in place as the peers apply theirs;
+  vocabulary); the mask is the one masked greedy and beam search compute (``remaining =
+  max_length - t``, a length budget larger than the walk), written as the peers write theirs:
+  ``fill_bitmask(bitmask, states, remaining)`` into a preallocated int32 [1, ceil(V / 32)]
+  bitmask (their layout); ``allowed(states, remaining)``, a new [1, V] bool tensor, is timed
+  beside it; mask + apply is ``mask(logits, states, budget, inplace=True)``, in place as the
+  peers apply theirs;
 * decodekit-whole: the same with the automaton built whole (``lazy=None``, the default of
   ``compile_regex``; what Anderson-style search needs);
 * xgrammar: ``TokenizerInfo(bytes, VocabType.RAW, stop_token_ids=[eos])``, ``GrammarCompiler``
@@ -78,6 +81,8 @@ import regex
 import torch
 
 from decodekit.constraints import clear_cache, compile_regex, json_schema
+from decodekit.constraints.tokens.interface import Bitmasks, provides
+from decodekit.constraints.tokens.masks import bitmask_words, fill_bitmask
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_automaton import NO_WORD_BOUNDARY, PATTERNS  # noqa: E402
@@ -260,30 +265,38 @@ class DecodekitEngine:
     def prepare(self, tokens, eos: int) -> None:
         self.tokens, self.eos = tokens, eos
         self.budget = 1 << 20  # max_length - t: larger than any walk, so it never bites
+        self.bitmask = torch.zeros(1, bitmask_words(len(tokens)), dtype=torch.int32)  # as the peers'
         compile_regex("x", tokens, eos, "")  # the trie of the vocabulary, kept by clear_cache(False)
+
+    def _first(self, a):
+        self._filler(a)(self.bitmask, torch.tensor([a.initial]), self.budget)  # the first mask
+        return a
+
+    @staticmethod
+    def _filler(a):
+        """The automaton's own ``fill_bitmask``, else the generic one packing ``allowed``."""
+        return a.fill_bitmask if provides(a, Bitmasks) else lambda *args: fill_bitmask(a, *args)
 
     def compile(self, pattern: str):
         clear_cache(vocabularies=False)
-        a = compile_regex(pattern, self.tokens, self.eos, "", lazy=self.lazy)
-        a.allowed(torch.tensor([a.initial]), self.budget)
-        return a
+        return self._first(compile_regex(pattern, self.tokens, self.eos, "", lazy=self.lazy))
 
     def compile_schema(self, schema: dict):
         clear_cache(vocabularies=False)
-        a = compile_regex(json_schema(schema), self.tokens, self.eos, "", lazy=self.lazy)  # compact JSON
-        a.allowed(torch.tensor([a.initial]), self.budget)
-        return a
+        compiled = compile_regex(json_schema(schema), self.tokens, self.eos, "", lazy=self.lazy)  # compact
+        return self._first(compiled)
 
     def compile_all(self, patterns: list[str]):
         clear_cache(vocabularies=False)
-        a = compile_regex(patterns, self.tokens, self.eos, "", lazy=self.lazy)  # the product: all must match
-        a.allowed(torch.tensor([a.initial]), self.budget)
-        return a
+        return self._first(compile_regex(patterns, self.tokens, self.eos, "", lazy=self.lazy))  # all match
 
     def start(self, a):
-        return {"a": a, "states": torch.tensor([a.initial])}
+        return {"a": a, "states": torch.tensor([a.initial]), "fill": self._filler(a)}
 
     def mask(self, c) -> None:
+        c["fill"](self.bitmask, c["states"], self.budget)
+
+    def mask_allowed(self, c) -> None:
         c["a"].allowed(c["states"], self.budget)
 
     def mask_no_length(self, c) -> None:
@@ -297,7 +310,11 @@ class DecodekitEngine:
         return int(c["states"][0]) >= 0
 
     def allowed(self, c) -> np.ndarray:
-        return c["a"].allowed(c["states"], self.budget)[0].numpy()
+        self.mask(c)  # the bitmask the benchmark times, checked against allowed() and the peers
+        bits = _bits_to_bool(self.bitmask, len(self.tokens))
+        if not np.array_equal(bits, c["a"].allowed(c["states"], self.budget)[0].numpy()):
+            raise AssertionError("decodekit's fill_bitmask differs from its allowed()")
+        return bits
 
     def describe(self, a) -> str:
         if hasattr(a, "num_states"):
@@ -620,22 +637,21 @@ def check_walk(engines: dict, handles: dict, walk: list[int]) -> dict:
 
 def bench_tokens(engines: dict, handles: dict, walk: list[int], repeats: int, vocab: int) -> dict:
     """name -> per-call (wall, CPU) seconds lists for 'mask' and 'apply' (and decodekit's
-    'mask_no_length'), over every walk position and repeat; engines alternate in each repeat."""
+    'mask_allowed', a new bool tensor, and 'mask_no_length'), over every walk position and repeat;
+    engines alternate in each repeat."""
     names = list(handles)
     if not names:
         return {}
-    times = {n: {"mask": [], "apply": [], "mask_no_length": []} for n in names}
+    times = {n: {"mask": [], "apply": [], "mask_allowed": [], "mask_no_length": []} for n in names}
     logits = torch.randn(1, vocab, generator=torch.Generator().manual_seed(0))
     perf, cpu = time.perf_counter, time.process_time
     for r in range(repeats):
         for n in names[r % len(names) :] + names[: r % len(names)]:
             e = engines[n]
-            kinds = ["mask", "apply"] + (["mask_no_length"] if n == "decodekit" else [])
+            kinds = ["mask", "apply"] + (["mask_allowed", "mask_no_length"] if n == "decodekit" else [])
             for kind in kinds:
                 c = e.start(handles[n])
-                fn = {"mask": e.mask, "apply": None, "mask_no_length": getattr(e, "mask_no_length", None)}[
-                    kind
-                ]
+                fn = None if kind == "apply" else getattr(e, kind)
                 out = times[n][kind]
                 gc.disable()
                 for t in walk:
@@ -663,6 +679,28 @@ def bench_tokens(engines: dict, handles: dict, walk: list[int], repeats: int, vo
     return result
 
 
+def bench_paired_masks(engines: dict, handles: dict, walk: list[int], repeats: int) -> dict:
+    """name -> {cpu_us, calls}: the mask alone with the engines interleaved at every walk position
+    (each engine's call timed right after the others', their order rotating), so that a change of
+    load between passes moves every engine alike; CPU medians over positions and repeats."""
+    names = list(handles)
+    times: dict[str, list[float]] = {n: [] for n in names}
+    cpu = time.process_time
+    for r in range(repeats):
+        cursors = {n: engines[n].start(handles[n]) for n in names}
+        gc.disable()
+        for k, t in enumerate(walk):
+            shift = (r + k) % len(names)
+            for n in names[shift:] + names[:shift]:
+                c0 = cpu()
+                engines[n].mask(cursors[n])
+                times[n].append(cpu() - c0)
+            for n in names:
+                engines[n].advance(cursors[n], t)
+        gc.enable()
+    return {n: {"cpu_us": 1e6 * statistics.median(v), "calls": len(v)} for n, v in times.items() if v}
+
+
 def walk_for(raw, name: str, limit: int) -> list[int]:
     """The tokenizer's encoding of the pattern's matching text, cut to ``limit`` tokens."""
     return raw.encode(WALK_TEXT[name], add_special_tokens=False).ids[:limit]
@@ -679,11 +717,19 @@ def matches(how: str, pattern, text: str) -> bool:
 
 
 def bench_pattern(
-    engines: dict, name: str, pattern, raw, repeats: int, walk_len: int, vocab: int, how: str = "regex"
+    engines: dict,
+    name: str,
+    pattern,
+    raw,
+    repeats: int,
+    walk_len: int,
+    vocab: int,
+    how: str = "regex",
+    paired: int = 0,
 ) -> dict:
     """Compile, walk check and per-token times for one pattern (an engine refusing the pattern gets
     the equivalent without word boundaries, if there is one, reported as such); ``how`` as in
-    ``try_compile``."""
+    ``try_compile``; ``paired``: that many repeats of :func:`bench_paired_masks` too."""
     row = {
         "name": name,
         "how": how,
@@ -705,6 +751,9 @@ def bench_pattern(
     row["check"] = check_walk(engines, handles, walk)
     good = {n: h for n, h in handles.items() if row["check"][n]["ok"]}
     row["tokens"] = bench_tokens(engines, good, walk, repeats, vocab)
+    if paired:
+        for n, v in bench_paired_masks(engines, good, walk, paired).items():
+            row["tokens"][n]["mask_paired"] = v
     if how == "schema":
         row["forms"] = json_forms(engines, handles, SCHEMA_DOCS[name], _encoder(raw))
     return row
@@ -1012,14 +1061,18 @@ def print_compile_table(rows: list[dict], names: list[str]) -> None:
 
 
 def print_token_table(rows: list[dict], names: list[str]) -> None:
-    for kind, title in (
-        ("mask", "computing the allowed-token mask"),
+    kinds = [
+        ("mask", "computing the allowed-token mask (decodekit: fill_bitmask, as the peers fill theirs)"),
         ("apply", "mask + applying it to [1, V] logits"),
-    ):
+    ]
+    if any("mask_paired" in t for row in rows for t in row["tokens"].values()):
+        kinds.append(("mask_paired", "the mask with the engines interleaved at every position (--paired)"))
+    for kind, title in kinds:
         print(f"\n### Per token, {title}: µs per call (CPU median over the walk and repeats)\n")
-        extra = " | decodekit without length check" if kind == "mask" else ""
+        extra = ["decodekit allowed() (a new bool tensor)", "decodekit allowed() without length check"]
+        extra = extra if kind == "mask" else []
         ratios = [f"dk/{n}" for n in names if n != "decodekit"]
-        columns = ["pattern", "walk tokens", *names, *([extra[3:]] if extra else []), *ratios]
+        columns = ["pattern", "walk tokens", *names, *extra, *ratios]
         print(f"| {' | '.join(columns)} |")
         print("|---" * len(columns) + "|")
         for row in rows:
@@ -1032,8 +1085,8 @@ def print_token_table(rows: list[dict], names: list[str]) -> None:
                 cells.append(
                     f"{v:.1f}" if v is not None else ("walk refused" if ck and not ck["ok"] else "-")
                 )
-            if extra:
-                v = t.get("decodekit", {}).get("mask_no_length", {}).get("cpu_us")
+            for other in ("mask_allowed", "mask_no_length") if extra else ():
+                v = t.get("decodekit", {}).get(other, {}).get("cpu_us")
                 cells.append(f"{v:.1f}" if v is not None else "-")
             rs = [_ratio(ours, t.get(n, {}).get(kind, {}).get("cpu_us")) for n in names if n != "decodekit"]
             print(f"| {' | '.join([_md(row['name']), str(len(row['walk'])), *cells, *rs])} |")
@@ -1141,6 +1194,12 @@ def parse_args(argv=None):
     ap.add_argument(
         "--patterns", nargs="+", choices=list(STRUCTURED) + list(EXTRA), default=None, help="default: all"
     )
+    ap.add_argument(
+        "--paired",
+        type=int,
+        default=0,
+        help="repeats of the mask timed with the engines interleaved per position",
+    )
     ap.add_argument("--no-reach", action="store_true")
     ap.add_argument("--reach-timeout", type=float, default=300.0, help="seconds per child process")
     ap.add_argument("--reach-memory", type=int, default=4096, help="MB of address space a child may add")
@@ -1186,7 +1245,9 @@ def main(argv=None) -> None:
     rows, extra = [], []
     for name in args.patterns or [*STRUCTURED, *EXTRA]:
         how, pattern = EXTRA.get(name, ("regex", STRUCTURED.get(name)))
-        row = bench_pattern(engines, name, pattern, raw, args.repeats, args.walk, len(tokens), how)
+        row = bench_pattern(
+            engines, name, pattern, raw, args.repeats, args.walk, len(tokens), how, args.paired
+        )
         (extra if name in EXTRA else rows).append(row)
         print(f"  {name} done (load {load()})", flush=True)
     if rows:

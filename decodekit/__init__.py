@@ -8,24 +8,24 @@ Every name is imported on first use (PEP 562), so ``import decodekit`` and ``dec
 do not import torch. ``results`` and ``distributed`` are public modules: the JSON-lines result
 file of a generation job (:mod:`decodekit.result_file`), and the torchrun helpers. What the
 command line shares with the library but a user does not need (locks, checked file writes, size
-parsing) is imported from its module (``decodekit.files``, ``decodekit.locking``, ...).
+parsing) is imported from its module (``decodekit.util.files``, ``decodekit.util.locking``, ...).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from decodekit.lazy import lazy_exports
+from decodekit.util.lazy import keep_former_names, lazy_exports
 
 __version__ = "0.1.0"
 
-# public name -> where it lives (decodekit.lazy: module, module:attribute, module: itself)
+# public name -> where it lives (decodekit.util.lazy: module, module:attribute, module: itself)
 _LAZY: dict[str, str] = {
     "CharVocab": "decodekit.vocab",
     "CheckpointError": "decodekit.errors",
     "ConstraintError": "decodekit.errors",
     "DecodekitError": "decodekit.errors",
-    "GenerationConfig": "decodekit.generation",
+    "GenerationConfig": "decodekit.decoding.generation",
     "Hypothesis": "decodekit.outputs",
     "LanguageModel": "decodekit.models.base",
     "ConstraintLogitsProcessor": "decodekit.logits_processor",
@@ -42,7 +42,7 @@ _LAZY: dict[str, str] = {
     "constrained_beam_search": "decodekit.decoding",
     "create_model": "decodekit.models.registry",
     "distributed": "decodekit.distributed:",
-    "generate": "decodekit.generation",
+    "generate": "decodekit.decoding.generation",
     "generate_jsonl": "decodekit.jobs",
     "greedy": "decodekit.decoding",
     "json_schema": "decodekit.constraints",
@@ -55,7 +55,7 @@ _LAZY: dict[str, str] = {
     "plot_runs": "decodekit.plotting",
     "results": "decodekit.result_file:",  # the module, under its public name
     "sample": "decodekit.decoding",
-    "stream": "decodekit.generation",
+    "stream": "decodekit.decoding.generation",
 }
 
 __all__ = [
@@ -103,6 +103,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from decodekit.constraints import TokenAutomaton, compile_for_vocab, compile_regex, json_schema
     from decodekit.data import load_data
     from decodekit.decoding import beam_search, constrained_beam_search, greedy, sample
+    from decodekit.decoding.generation import GenerationConfig, generate, stream
     from decodekit.decoding.strategies import STRATEGIES
     from decodekit.errors import (
         CheckpointError,
@@ -111,7 +112,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
         ModelOutputError,
         ResourceError,
     )
-    from decodekit.generation import GenerationConfig, generate, stream
     from decodekit.jobs import generate_jsonl, jsonl_lines
     from decodekit.loading import load_model
     from decodekit.logits_processor import ConstraintLogitsProcessor
@@ -125,3 +125,15 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
 
 
 __getattr__, __dir__ = lazy_exports(globals(), _LAZY)
+
+# modules that moved: their former names import the same module objects (decodekit.util.lazy)
+_FORMER_NAMES = {
+    "decodekit.batch": "decodekit.jobs",
+    "decodekit.checks": "decodekit.util.checks",
+    "decodekit.files": "decodekit.util.files",
+    "decodekit.generation": "decodekit.decoding.generation",
+    "decodekit.lazy": "decodekit.util.lazy",
+    "decodekit.locking": "decodekit.util.locking",
+    "decodekit.memory": "decodekit.decoding.memory",
+}
+keep_former_names(_FORMER_NAMES)

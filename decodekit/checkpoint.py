@@ -44,15 +44,15 @@ import torch
 from safetensors.torch import save_file
 
 from decodekit.errors import CheckpointError
-from decodekit.files import (
+from decodekit.models.neural import NeuralLM
+from decodekit.models.registry import config_from_dict, config_to_dict, create_model
+from decodekit.util.files import (
     MiB,
     atomic_write,
     open_regular,
     read_bytes,
     temporary_name,  # noqa: F401 (where tests and older code look for it)
 )
-from decodekit.models.neural import NeuralLM
-from decodekit.models.registry import config_from_dict, config_to_dict, create_model
 from decodekit.vocab import Vocab
 
 FORMAT, VERSION = "decodekit-checkpoint", 1

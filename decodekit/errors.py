@@ -24,8 +24,8 @@ class CheckpointError(DecodekitError):
 
 
 class ResourceError(DecodekitError):
-    """A search would need more memory than it may use (see :mod:`decodekit.memory`)."""
+    """A search would need more memory than it may use (see :mod:`decodekit.decoding.memory`)."""
 
 
 class LockedError(DecodekitError):
-    """Another process is writing to the same output (see :mod:`decodekit.locking`)."""
+    """Another process is writing to the same output (see :mod:`decodekit.util.locking`)."""

@@ -46,12 +46,12 @@ from typing import BinaryIO
 
 from decodekit import distributed
 from decodekit import result_file as results
+from decodekit.decoding.generation import GenerationConfig, generate
+from decodekit.decoding.memory import check as check_memory
 from decodekit.errors import ConfigError, DecodekitError
-from decodekit.files import MiB, bounded_lines
-from decodekit.generation import GenerationConfig, generate
-from decodekit.locking import exclusive
-from decodekit.memory import check as check_memory
 from decodekit.models.base import LanguageModel
+from decodekit.util.files import MiB, bounded_lines
+from decodekit.util.locking import exclusive
 
 PROMPT_KEYS = {"id", "prompt"}
 
@@ -202,11 +202,11 @@ def generate_jsonl(
 
     Args:
         progress: called with the number of records this process finished after each write.
-        max_memory: the memory a search may use (see :mod:`decodekit.memory`).
+        max_memory: the memory a search may use (see :mod:`decodekit.decoding.memory`).
 
     ``output`` may be a symlink (its target is written and locked) and must be a regular file or
     not exist: anything else (``/dev/null``, a FIFO) raises :class:`DecodekitError` and is left as
-    it is. It is locked while the run lasts (:mod:`decodekit.locking`). Returns counts
+    it is. It is locked while the run lasts (:mod:`decodekit.util.locking`). Returns counts
     ``{"written", "skipped", "errors", "duplicates"}`` and ``first_error`` ("line N: ...", or None);
     under torchrun ``written``, ``skipped`` and ``errors`` are the whole run's on rank 0 (``skipped``
     and ``errors`` on every rank), the others this rank's.

@@ -60,7 +60,7 @@ def token_text(vocab: Vocab, i: int) -> str:
 @dataclass
 class SearchTree:
     """What a search did, for drawing: pass ``record=SearchTree()`` to a strategy (or to
-    :func:`decodekit.generation.generate`) and it is filled in; :meth:`to_dot` draws it.
+    :func:`decodekit.decoding.generation.generate`) and it is filled in; :meth:`to_dot` draws it.
 
     Step t's rows: ``parents[t][i]`` (the row of step t-1 it extends; at step 0 a start row),
     ``tokens[t][i]``, ``logprobs[t][i]`` (cumulative; -inf: an empty slot), ``states[t][i]``

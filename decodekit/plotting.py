@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from decodekit.errors import DecodekitError
-from decodekit.files import atomic_write, writable_target
+from decodekit.util.files import atomic_write, writable_target
 
 METRICS = "metrics.jsonl"  # the file decodekit.training.rundir writes (one JSON object per epoch)
 FORMATS = (".png", ".svg", ".pdf")
@@ -33,7 +33,7 @@ def read_run(run_dir: str | Path) -> RunCurves:
     """The curves of one ``decodekit train`` run directory (DecodekitError if it has none)."""
     path = Path(run_dir) / METRICS
     if not path.is_file():
-        raise DecodekitError(f"{path} not found: give a `decodekit train --out` directory")
+        raise DecodekitError(f"{path} not found: give the directory a training run wrote")
     epochs, test = [], None
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():

@@ -3,7 +3,8 @@ each id's result at most once (public as ``decodekit.results``). The in-memory r
 search, :class:`~decodekit.outputs.Hypothesis` and its tree, are :mod:`decodekit.outputs`.
 
 * :func:`target` is the file a run writes: the results path with symlinks followed, which must be
-  a regular file or not exist (a device, a FIFO, ... is refused: :func:`decodekit.files.writable_target`).
+  a regular file or not exist (a device, a FIFO, ... is refused:
+  :func:`decodekit.util.files.writable_target`).
 * :func:`prepare` starts a run: without resume it empties the file (in place: it is never unlinked,
   so a link to it stays a link); with resume it rewrites it
   (atomically) keeping the first result record of every id and dropping error records, records
@@ -26,7 +27,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from decodekit.files import atomic_write, open_output, os_error, read_bytes, remove_file, writable_target
+from decodekit.util.files import atomic_write, open_output, os_error, read_bytes, remove_file, writable_target
 
 WHAT = "the results file"
 

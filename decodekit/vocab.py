@@ -175,7 +175,7 @@ class Vocab:
         before any line is parsed (a checkpoint's tensor shapes give the sizes it can have)."""
         import json
 
-        from decodekit.files import MiB, read_bytes
+        from decodekit.util.files import MiB, read_bytes
 
         try:
             data = read_bytes(path, "the vocabulary file", max_bytes=max_bytes or 512 * MiB, error=ValueError)

@@ -4,9 +4,9 @@ import pytest
 import regex
 
 import decodekit
-import decodekit.memory
-from decodekit.batch import generate_jsonl
-from decodekit.generation import GenerationConfig, generate
+import decodekit.decoding.memory
+from decodekit.decoding.generation import GenerationConfig, generate
+from decodekit.jobs import generate_jsonl
 from tests.support.fakes import HistoryLM, word_vocab
 
 WORDS = ["the", "company", "said", "profit", "rose"]
@@ -76,7 +76,7 @@ def test_resume_skips_done_ids_and_drops_a_partial_line(model, tmp_path):
 
 def test_batches_share_one_step_per_time_step(model, tmp_path):
     model.eos_id = None  # no EOS: every prompt runs all steps
-    decodekit.memory.state_profile(model)  # the memory estimate measures the state once per model
+    decodekit.decoding.memory.state_profile(model)  # the memory estimate measures the state once per model
     model.calls = 0
     generate_jsonl(model, lines_for(4), tmp_path / "o.jsonl", GenerationConfig(max_length=3), batch_size=4)
     assert model.calls == 3 + 2  # prefill of BOS + 2 prompt words, then 2 steps, for all 4 prompts at once

@@ -8,10 +8,10 @@ import os
 import pytest
 import torch
 
-from decodekit.batch import generate_jsonl, record_seed
 from decodekit.checkpoint import save_checkpoint
+from decodekit.decoding.generation import GenerationConfig
 from decodekit.errors import DecodekitError
-from decodekit.generation import GenerationConfig
+from decodekit.jobs import generate_jsonl, record_seed
 from decodekit.models.lstm import LSTMLM, LSTMConfig
 from decodekit.vocab import WordVocab
 from tests.support.cli import exit_and_stderr as cli

@@ -42,7 +42,7 @@ def test_suppress_is_stored_as_a_tuple():
 
 def test_masked_beam_is_beam_search_with_the_constraint_as_a_mask():
     import decodekit
-    from decodekit.generation import generate
+    from decodekit.decoding.generation import generate
     from tests.support.fakes import HistoryLM, word_vocab
 
     model = HistoryLM(

@@ -19,10 +19,10 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from decodekit.batch import generate_jsonl
 from decodekit.checkpoint import WEIGHTS, _SkipRandomInit, load_checkpoint, save_checkpoint
 from decodekit.constraints.frontends.schema import MAX_DEPTH, json_schema
 from decodekit.errors import CheckpointError, ConstraintError
+from decodekit.jobs import generate_jsonl
 from decodekit.models.registry import create_model, make_config
 from decodekit.training.embeddings import load_embeddings
 from decodekit.vocab import WordVocab
@@ -131,7 +131,7 @@ def test_embedding_header_dimension_is_checked_before_the_vectors(model, tmp_pat
 
 
 def test_an_overlong_input_line_gets_an_error_record_unread(model, tmp_path, monkeypatch):
-    import decodekit.batch as batch
+    import decodekit.jobs as batch
 
     monkeypatch.setattr(batch, "MAX_LINE_BYTES", 1024)
     long = json.dumps({"id": 2, "prompt": "a " * 2000})
@@ -196,7 +196,7 @@ def test_an_oversized_header_is_refused_unread(ckpt):
 SPARSE_SCRIPT = """
 import json, resource, sys
 from pathlib import Path
-import decodekit.batch as batch
+import decodekit.jobs as batch
 from decodekit.checkpoint import load_checkpoint
 from decodekit.cli.generate_batch import read_input
 from decodekit.errors import DecodekitError

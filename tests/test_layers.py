@@ -1,12 +1,14 @@
 """Data flows one way (docs/architecture.md, ../shared/STYLE.md section 3): the import graph says so.
 
-vocab -> models (protocol + nets) -> decoding (strategies) -> generation -> jobs -> cli; constraints
-sit beside the models and import neither them nor the decoders; the decoders see models only through
-the protocol (models.base) and the generic state operations (models.state); training sits beside
-decoding; checkpoint and loading sit above the models; the utilities (errors, checks, files, locking,
-lazy) are the lowest layer. The CLI uses only the public API and the named plumbing modules, and
-registers its commands from one table. The constraint compiler is filed by stage (syntax -> automata
--> tokens -> its face compile.py; frontends on syntax), and each stage imports only the earlier ones."""
+vocab -> models (protocol + nets) -> decoding (strategies, the memory estimate, generation) -> jobs
+-> cli; constraints sit beside the models and import neither them nor the decoders; the decoders see
+models only through the protocol (models.base) and the generic state operations (models.state), and
+generation (the plan above the loop) also through the protocol's wrappers (models.controls,
+models.suppress); training sits beside decoding; checkpoint and loading sit above the models; the
+utilities (errors, and util: checks, files, locking, lazy) are the lowest layer. The CLI uses only
+the public API and the named plumbing modules, and registers its commands from one table. The
+constraint compiler is filed by stage (syntax -> automata -> tokens -> its face compile.py;
+frontends on syntax), and each stage imports only the earlier ones."""
 
 import ast
 import importlib
@@ -47,6 +49,9 @@ RULES = [
         (
             "decodekit.models.base",
             "decodekit.models.state",
+            # generation only (DEPENDS says which module): the protocol's wrappers
+            "decodekit.models.controls",
+            "decodekit.models.suppress",
         ),
     ),
     ("constraints", ("decodekit.models", "decodekit.decoding", "decodekit.cli", "decodekit.training"), ()),
@@ -74,20 +79,19 @@ def test_imports_flow_one_way(sub, forbidden, allowed):
 
 # The whole picture: what each part of the package may import (prefixes under decodekit.; the
 # part's own modules are always allowed). A part is a top-level module or sub-package, or a
-# sub-package listed by its dotted name ("constraints.syntax"): a module belongs to the longest
-# listed part that contains it. Lowest first; a new module needs a line here.
+# sub-package or module listed by its dotted name ("constraints.syntax", "decoding.memory"): a
+# module belongs to the longest listed part that contains it. Lowest first; a new module needs a line here.
 DEPENDS = {
-    "lazy": (),  # names imported on first use: the packages' __getattr__ and __dir__
     "errors": (),
-    "checks": ("errors",),  # argument checks (ConfigError), torch-free
-    "files": ("errors",),  # checked reads of regular files
-    "locking": ("errors",),  # one writer per output file
+    # util.lazy: names imported on first use, former module names; util.checks: argument checks
+    # (ConfigError), torch-free; util.files: checked reads and writes; util.locking: one writer
+    "util": ("errors",),
     "distributed": (),  # torchrun helpers
-    "vocab": ("errors", "files"),
+    "vocab": ("errors", "util"),
     "outputs": ("vocab",),  # what one search returns, in memory: Hypothesis, SearchTree
-    "data": ("errors", "files", "vocab"),  # corpora -> token ids -> BPTT batches
+    "data": ("errors", "util", "vocab"),  # corpora -> token ids -> BPTT batches
     "tasks": ("errors", "vocab"),  # formal languages and PCFGs (synthetic corpora)
-    "plotting": ("errors", "files"),  # training curves (matplotlib, optional)
+    "plotting": ("errors", "util"),  # training curves (matplotlib, optional)
     # the constraint compiler, by stage (docs/architecture.md): each stage imports only earlier ones
     "constraints.syntax": ("errors",),  # regex text -> AST; the Unicode tables
     # JSON Schema -> a regex, or a Pattern expression where it needs an intersection
@@ -95,7 +99,7 @@ DEPENDS = {
     "constraints.automata": ("errors", "constraints.syntax"),  # AST -> char DFA -> byte DFA; products
     "constraints.tokens": ("errors", "constraints.automata"),  # trie, lift, the protocols, automata, masks
     "constraints": (  # the face: compile_regex, the cache, one build ladder; beside the models
-        "lazy",
+        "util",
         "errors",
         "vocab",
         "constraints.syntax",
@@ -103,57 +107,51 @@ DEPENDS = {
         "constraints.automata",
         "constraints.tokens",
     ),
-    "models": ("lazy", "errors", "checks", "files", "vocab"),  # the step protocol and the nets
-    "checkpoint": ("errors", "files", "vocab", "models"),
+    "models": ("util", "errors", "vocab"),  # the step protocol and the nets
+    "checkpoint": ("errors", "util", "vocab", "models"),
     "loading": ("errors", "checkpoint", "models"),
     # a search's memory estimate: it sums what the strategy it is handed (config.search)
     # declares, so it never imports the decoders
-    "memory": ("errors", "constraints", "models.base"),
+    "decoding.memory": ("errors", "constraints", "models.base"),
     # the strategies (decoding.strategies: the one table of them), their selections and the
     # loop; the decoders see models only through the protocol and the state operations
     "decoding": (
-        "lazy",
+        "util",
         "errors",
-        "checks",
         "outputs",
         "constraints",
-        "memory",
+        "decoding.memory",
         "models.base",
         "models.state",
     ),
     # GenerationConfig names a strategy of decoding.strategies.STRATEGIES; generate runs it
-    "generation": (
+    "decoding.generation": (
         "errors",
-        "checks",
+        "util",
         "outputs",
         "constraints",
         "decoding",
-        "memory",
+        "decoding.memory",
         "models.base",
         "models.controls",
         "models.suppress",
     ),
     "logits_processor": ("errors", "constraints", "models.hf"),  # constraints in transformers' generate
-    "result_file": ("errors", "files"),  # a job's JSON-lines result file on disk (decodekit.results)
+    "result_file": ("errors", "util"),  # a job's JSON-lines result file on disk (decodekit.results)
     # generation jobs over JSON lines: one process or every rank of a torchrun run
     "jobs": (
         "errors",
-        "files",
-        "generation",
-        "memory",
-        "locking",
+        "util",
+        "decoding.generation",
+        "decoding.memory",
         "result_file",
         "distributed",
         "models.base",
     ),
-    "batch": ("jobs",),  # the former name of jobs: the same module object
     # beside decoding: never imports the decoders, generation or the CLI
     "training": (
-        "lazy",
+        "util",
         "errors",
-        "checks",
-        "files",
-        "locking",
         "distributed",
         "data",
         "models",
@@ -176,10 +174,10 @@ def part_of(module: str) -> str | None:
 
 def part(path: Path) -> str:
     """The part of the package a file belongs to: its top-level module or sub-package, or the
-    listed sub-package (dotted) holding it."""
+    listed sub-package or module (dotted) holding it."""
     rel = path.relative_to(PACKAGE)
     top = rel.parts[0] if len(rel.parts) > 1 else rel.stem
-    inner = part_of(".".join(("decodekit", *rel.parts[:-1])))
+    inner = part_of(".".join(("decodekit", *rel.parts[:-1], rel.stem)))
     return inner if inner is not None and inner.startswith(top + ".") else top
 
 
@@ -235,9 +233,9 @@ PUBLIC = ("decodekit", "decodekit.constraints", "decodekit.training", "decodekit
 PLUMBING = (
     "decodekit.jobs",  # the rank split of a JSON-lines job, its errors, the progress total
     "decodekit.distributed",  # torchrun's rank and world
-    "decodekit.locking",  # one writer per output
-    "decodekit.files",  # checked reads and writes of the files a command names
-    "decodekit.memory",  # --max-memory sizes
+    "decodekit.util.locking",  # one writer per output
+    "decodekit.util.files",  # checked reads and writes of the files a command names
+    "decodekit.decoding.memory",  # --max-memory sizes
     "decodekit.data",  # corpora as token ids
 )
 

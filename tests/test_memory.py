@@ -8,10 +8,10 @@ import json
 import pytest
 import torch
 
-import decodekit.memory as memory
-from decodekit.batch import generate_jsonl
-from decodekit.generation import GenerationConfig, generate
-from decodekit.memory import ResourceError, estimate, parse_size
+import decodekit.decoding.memory as memory
+from decodekit.decoding.generation import GenerationConfig, generate
+from decodekit.decoding.memory import ResourceError, estimate, parse_size
+from decodekit.jobs import generate_jsonl
 from decodekit.models.lstm import LSTMLM, LSTMConfig
 from decodekit.vocab import WordVocab
 
@@ -71,7 +71,7 @@ def test_batches_are_split_to_fit(model, tmp_path, monkeypatch):
         calls.append(len(prompts))
         return real(model_, prompts, config_, limit=limit)
 
-    monkeypatch.setattr("decodekit.generation.check_memory", counting)
+    monkeypatch.setattr("decodekit.decoding.generation.check_memory", counting)
     lines = [json.dumps({"id": i, "prompt": [2 + i % 8]}) for i in range(64)]
     counts = generate_jsonl(model, lines, tmp_path / "o", config, batch_size=64, max_memory=int(10.5 * one))
     assert counts["written"] == 64 and counts["errors"] == 0

@@ -23,7 +23,7 @@ from decodekit import results
 from decodekit.checkpoint import load_checkpoint
 from decodekit.cli import main
 from decodekit.errors import DecodekitError
-from decodekit.files import atomic_write
+from decodekit.util.files import atomic_write
 from tests.support.cli import word_checkpoint
 from tests.support.disk import (
     cli_in_child,
@@ -91,7 +91,7 @@ def test_generate_output_that_is_a_device_or_fifo_is_refused_and_left_alone(ckpt
 @pytest.mark.parametrize("kind", ["chr", "fifo"])
 def test_library_writers_refuse_a_device_or_fifo(ckpt, tmp_path, kind):
     from decodekit import load_model
-    from decodekit.batch import generate_jsonl
+    from decodekit.jobs import generate_jsonl
 
     out = node(tmp_path / "out", kind)
     before = os.lstat(out)
@@ -221,7 +221,7 @@ def test_a_symlinked_output_stays_a_link_and_its_target_gets_every_record_once(c
 
 
 def test_atomic_write_replaces_a_links_target_and_keeps_the_link(tmp_path):
-    from decodekit.files import writable_target
+    from decodekit.util.files import writable_target
 
     target, link = tmp_path / "metrics.jsonl", tmp_path / "run" / "metrics.jsonl"
     link.parent.mkdir()
@@ -408,9 +408,9 @@ def test_a_safetensors_write_on_a_full_disk_raises_the_os_error(tmp_path):
 def test_cleanup_removes_only_regular_files_decodekit_names(tmp_path, kind):
     """Every deletion goes through files.remove_file: a stale temporary, a part file or a run
     file named as decodekit names them, but a device, a FIFO or a link to one, is left alone."""
-    from decodekit.batch import part_path
-    from decodekit.files import remove_file
+    from decodekit.jobs import part_path
     from decodekit.training.rundir import clean_temporaries
+    from decodekit.util.files import remove_file
 
     out = tmp_path / "res.jsonl"
     stale, part = tmp_path / f".{out.name}.tmp123", part_path(out, 1)

@@ -157,6 +157,12 @@ THREADS_HELP = (
 )
 
 
+def file_option(flag: str, dest: str, help: str) -> Any:
+    """A ``FILE`` option (``--dot FILE``): a path that is not a directory, kept as text so that
+    the command opens it through the checked readers and writers of :mod:`decodekit.util.files`."""
+    return click.option(flag, dest, type=click.Path(dir_okay=False), metavar="FILE", help=help)
+
+
 def threads_option(command: Any) -> Any:
     """The ``--threads`` option of the model-using commands (see :func:`set_threads`)."""
     return click.option("--threads", type=click.IntRange(min=1), help=THREADS_HELP)(command)

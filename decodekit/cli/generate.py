@@ -12,7 +12,14 @@ from pathlib import Path
 import click
 
 from decodekit import STRATEGIES
-from decodekit.cli.common import UsageError, load_model_option, model_options, need_vocab, set_threads
+from decodekit.cli.common import (
+    UsageError,
+    file_option,
+    load_model_option,
+    model_options,
+    need_vocab,
+    set_threads,
+)
 from decodekit.cli.generate_batch import run_batch
 from decodekit.cli.generate_options import (
     described_constraints,
@@ -74,12 +81,17 @@ STRATEGY_HELP = (
     "--num-samples", type=click.IntRange(min=1), default=1, show_default=True, help="Samples per prompt."
 )
 @click.option("--seed", type=int, default=None, help="Random seed for sampling (reproducible output).")
-@click.option(
+@file_option(
     "--json-schema",
     "json_schema_path",
-    type=click.Path(dir_okay=False),
-    metavar="FILE",
-    help="A JSON Schema the continuation must satisfy (compact JSON; the subset: docs/constraints.md).",
+    "A JSON Schema the continuation must satisfy (the subset: docs/constraints.md).",
+)
+@click.option(
+    "--json-whitespace",
+    type=click.Choice(["compact", "flexible"]),
+    default="compact",
+    show_default=True,
+    help="With --json-schema: no whitespace, or one optional space after each ':' and ','.",
 )
 @click.option(
     "--suppress",
@@ -134,27 +146,17 @@ STRATEGY_HELP = (
     is_flag=True,
     help="One JSON object per hypothesis per line (with per-token log-probabilities).",
 )
-@click.option(
+@file_option(
     "--dot",
     "dot_path",
-    type=click.Path(dir_okay=False),
-    metavar="FILE",
-    help="Write a Graphviz drawing of the search (the beam tree; per-state beams under a constraint).",
+    "Write a Graphviz drawing of the search (the beam tree; per-state beams under a constraint).",
 )
-@click.option(
+@file_option(
     "--input",
     "input_path",
-    type=click.Path(dir_okay=False),
-    metavar="FILE",
-    help="JSON lines {id, prompt, [constraint, options]} to decode instead of PROMPT.",
+    "JSON lines {id, prompt, [constraint, options]} to decode instead of PROMPT.",
 )
-@click.option(
-    "--output",
-    "output_path",
-    type=click.Path(dir_okay=False),
-    metavar="FILE",
-    help="Where --input results go, one JSON object per input line.",
-)
+@file_option("--output", "output_path", "Where --input results go, one JSON object per input line.")
 @click.option("--resume", is_flag=True, help="With --input: skip ids already in --output.")
 @click.option(
     "--batch-size",
@@ -180,6 +182,7 @@ def generate(
     as_json,
     stream,
     json_schema_path,
+    json_whitespace,
     dot_path,
     input_path,
     output_path,
@@ -227,7 +230,7 @@ def generate(
         raise UsageError("--dot draws the search of one PROMPT; it cannot be used with --input")
     _check_outputs(output_path, dot_path)
     if max_memory is not None:
-        from decodekit.memory import parse_size
+        from decodekit.decoding.memory import parse_size
 
         try:
             max_memory = parse_size(max_memory)
@@ -239,7 +242,9 @@ def generate(
     if json_schema_path is not None:  # --exclude still applies to the JSON text
         if patterns:
             raise UsageError("give --constraint or --json-schema, not both")
-        options["constraint"] = schema_regex(json_schema_path)
+        options["constraint"] = schema_regex(json_schema_path, json_whitespace)
+    elif given & {"json_whitespace"}:
+        raise UsageError("--json-whitespace applies to --json-schema only")
     config = GenerationConfig(**options)  # the remaining options are GenerationConfig's fields
     if input_path is None:  # after the checks: a mistake is one error, not a warning and an error
         warn_ignored(options, given)
@@ -289,7 +294,7 @@ def generate(
         )
         raise SystemExit(1)
     if tree is not None:
-        from decodekit.files import atomic_write
+        from decodekit.util.files import atomic_write
 
         text = tree.to_dot(vocab)
         try:
@@ -320,7 +325,7 @@ def _stream(model, ids: list[int], config, vocab, max_memory) -> None:
 def _check_outputs(output_path: str | None, dot_path: str | None) -> None:
     """Refuse an output that exists and is not a regular file (``/dev/null``, a FIFO) before the
     model is loaded; a symlink is followed (its target is written)."""
-    from decodekit.files import writable_target
+    from decodekit.util.files import writable_target
 
     for path, what in ((output_path, "--output"), (dot_path, "--dot")):
         if path is not None:

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import sys
+from typing import Any
 
 import click
 
@@ -97,11 +98,12 @@ def warn_ignored(options: dict, given: set[str]) -> None:
             )
 
 
-def schema_regex(path: str) -> str:
-    """The regex of the JSON Schema in ``path``, or written inline (``'{"type": "integer"}'``:
-    text starting with ``{`` that names no file); one-line errors for unreadable or bad ones."""
+def schema_regex(path: str, whitespace: str = "compact") -> Any:
+    """The constraint of the JSON Schema in ``path``, or written inline (``'{"type": "integer"}'``:
+    text starting with ``{`` that names no file), with ``whitespace`` as :func:`decodekit.json_schema`
+    takes it; one-line errors for unreadable or bad ones."""
     from decodekit import json_schema
-    from decodekit.files import read_bytes
+    from decodekit.util.files import read_bytes
 
     if path.lstrip().startswith("{") and not os.path.exists(path):
         text, path = path, "(inline)"
@@ -117,7 +119,7 @@ def schema_regex(path: str) -> str:
         raise UsageError(f"--json-schema {path} is not JSON: {e.msg} at line {e.lineno}") from None
     except RecursionError:
         raise UsageError(f"--json-schema {path} is nested too deeply to parse") from None
-    return json_schema(schema)
+    return json_schema(schema, whitespace=whitespace)
 
 
 def stdin_has_input() -> bool:

@@ -30,9 +30,9 @@ def ngram_command(data: str, order: int, out: str, min_count: int | None, chars:
     the training split, written as ARPA; prints validation and test perplexity. Progress bars are
     drawn on stderr when it is a terminal."""
     from decodekit import load_data
-    from decodekit.files import writable_target
     from decodekit.models import train_kneser_ney, write_arpa
     from decodekit.training import evaluate
+    from decodekit.util.files import writable_target
 
     if order < 1:
         raise UsageError(f"--order must be >= 1, got {order}")

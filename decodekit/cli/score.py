@@ -73,7 +73,7 @@ def score_command(
 def _lines(file: str) -> list[str]:
     """The lines of FILE (a regular file, or standard input for '-'), read before the model loads
     so that a missing or unreadable file is one line at once; a UTF-8 BOM is ignored."""
-    from decodekit.files import read_bytes
+    from decodekit.util.files import read_bytes
 
     try:
         data = sys.stdin.buffer.read() if file == "-" else read_bytes(file, "score FILE")

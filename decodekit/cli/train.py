@@ -39,7 +39,10 @@ def _parallel(device, batch_size: int):
 def _load_embeddings(model, path: str, freeze: bool) -> None:
     from decodekit.training import load_embeddings
 
-    stats = load_embeddings(model, path, freeze=freeze)
+    try:
+        stats = load_embeddings(model, path, freeze=freeze)
+    except ValueError as e:  # the library names the config field; the command line has the flag
+        raise UsageError(str(e).replace("tie=True", "--tie")) from None
     click.echo(
         f"embeddings: {stats.found} of {stats.found + stats.missing} vocabulary words from {path} "
         f"({stats.file_words} vectors, dim {stats.dim}){'; frozen' if freeze else ''}",
@@ -92,8 +95,8 @@ def train_command(data: str, kind: str, out: str, resume: bool, overwrite: bool,
 def _take_out(stack, out: str, resume: bool, overwrite: bool, parallel) -> bool:
     """Lock --out (rank 0; every rank learns whether that worked) and decide what to do with what
     it holds. Returns ``resume``, False when --resume finds nothing to resume."""
-    from decodekit.locking import exclusive
     from decodekit.training import RESUME, reconcile, run_files
+    from decodekit.util.locking import exclusive
 
     error, is_main = None, parallel is None or parallel.is_main
     if is_main:

@@ -8,7 +8,7 @@ one beam per state needs the :class:`StateTables` refinement. Names are imported
 
 from __future__ import annotations
 
-from decodekit.lazy import lazy_exports
+from decodekit.util.lazy import lazy_exports
 
 DEFAULT_MAX_STATES = 100_000  # the state guard of a compile (its max_states)
 

@@ -6,8 +6,9 @@ checks the arguments and caches its results."""
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -43,6 +44,14 @@ DERIVE_NFA, DERIVE_STATES = 1_000, 256
 # engine's liveness searches made it 3x slower: kept as a product)
 DERIVE_PRODUCTS = True
 DERIVE_ALWAYS = False  # every pattern through the derivative engine where it is exact (tests)
+PARSES = 64  # parsed patterns kept (check_pattern then compile_regex parse once; cleared with the automata)
+
+
+@functools.lru_cache(maxsize=PARSES)
+def parsed(pattern: str):
+    """:func:`~decodekit.constraints.syntax.parser.parse`, kept for the last :data:`PARSES`
+    patterns (the AST is never modified; refusals are raised again, not kept)."""
+    return parse(pattern)
 
 
 class Laziness(enum.Enum):
@@ -97,12 +106,20 @@ class Vocabulary:
 
     tokens: tuple
     encoded: EncodedVocab | None = None
+    exact: dict = field(default_factory=dict)  # (separator, eos_id) -> exact_lazily (50 us each)
 
     def trie(self) -> EncodedVocab:
         """The tokens' byte trie, built on first use."""
         if self.encoded is None:
             self.encoded = encode_vocab(self.tokens)
         return self.encoded
+
+    def exact_lazily(self, separator: str, eos_id: int | None) -> bool:
+        """:func:`exact_lazily` of these tokens, kept per (separator, EOS)."""
+        key = (separator, eos_id)
+        if key not in self.exact:
+            self.exact[key] = exact_lazily(self.trie(), self.tokens, separator, eos_id)
+        return self.exact[key]
 
 
 def build(
@@ -124,13 +141,11 @@ def build(
     return _build_all(pattern[1], pattern[2], vocabulary, eos_id, separator, max_states, lazy)
 
 
-def _derivable(
-    entry: Vocabulary, eos_id, separator: str, lazy: Laziness, modes=(Laziness.MASKED,)
-) -> bool:
+def _derivable(entry: Vocabulary, eos_id, separator: str, lazy: Laziness, modes=(Laziness.MASKED,)) -> bool:
     """Whether the derivative engine's masks are exact here and ``lazy`` is one of ``modes``
     (a regex: only what the masked searches compile, MASKED; AUTO keeps the eager ladder and
     its size errors)."""
-    return lazy in modes and exact_lazily(entry.trie(), entry.tokens, separator, eos_id)
+    return lazy in modes and entry.exact_lazily(separator, eos_id)
 
 
 def _derived(
@@ -157,7 +172,7 @@ def _build_expression(
     if dfa is None:
         raise ConstraintError(f"{head}: no text of the bytes its tokens contain matches")
     stats = {"byte_states": int(dfa.table.shape[0])}
-    masked_lazily = lazy is Laziness.MASKED and exact_lazily(enc, entry.tokens, separator, eos_id)
+    masked_lazily = lazy is Laziness.MASKED and entry.exact_lazily(separator, eos_id)
     target = _Target(entry, eos_id, separator, max_states, lazy, label)
     why = f"{head}: whole tokens joined by {separator!r} cannot form a matching text"
     return _ladder(dfa, target, {"byte_states": stats["byte_states"]}, masked_lazily, lambda: why)
@@ -224,7 +239,7 @@ def _build(
     pattern: str, entry: Vocabulary, eos_id, separator: str, max_states: int, lazy: Laziness
 ) -> TokenConstraint:
     """Parse, character DFA, UTF-8 byte DFA, lift, dense tables (or the lazy automaton)."""
-    ast, boundaries = parse(pattern)
+    ast, boundaries = parsed(pattern)
     derivable = _derivable(entry, eos_id, separator, lazy)
     if derivable and (ast.size > DERIVE_NFA or DERIVE_ALWAYS):
         parsed = {pattern: (ast, boundaries)}
@@ -232,7 +247,7 @@ def _build(
     if first_char_gate(pattern) is not None:  # regex's first-character test narrows the pattern
         return _build_all((pattern,), (), entry, eos_id, separator, max_states, lazy, pattern)  # & gate
     enc = entry.trie()
-    masked_lazily = lazy is Laziness.MASKED and exact_lazily(enc, entry.tokens, separator, eos_id)
+    masked_lazily = lazy is Laziness.MASKED and entry.exact_lazily(separator, eos_id)
     if derivable and max_states > DERIVE_STATES:
         try:
             dfa = build_char_dfa(ast, boundaries, DERIVE_STATES, minimal=not masked_lazily)
@@ -346,7 +361,7 @@ def _build_all(
             raise ConstraintError(f"no text matches {wanted}: the constraints contradict each other")
         raise ConstraintError(f"{head}: the matching texts need bytes that no token contains")
     stats = {**made.stats, "constraints": len(patterns), "excludes": len(excludes)}
-    masked_lazily = lazy is Laziness.MASKED and exact_lazily(enc, entry.tokens, separator, eos_id)
+    masked_lazily = lazy is Laziness.MASKED and entry.exact_lazily(separator, eos_id)
     label = describe(patterns, excludes) if label is None else label
     target = _Target(entry, eos_id, separator, max_states, lazy, label)
     why = f"{head}: whole tokens joined by {separator!r} cannot form a matching text"

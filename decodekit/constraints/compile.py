@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from decodekit.constraints import DEFAULT_MAX_STATES
 from decodekit.constraints.automata.derivatives import Pattern, excluding
 from decodekit.constraints.automata.product import as_patterns
-from decodekit.constraints.build import Laziness, Vocabulary, build
-from decodekit.constraints.syntax.parser import parse
+from decodekit.constraints.build import Laziness, Vocabulary, build, parsed
 from decodekit.constraints.tokens.interface import StateTables, TokenConstraint, provides
 from decodekit.errors import ConstraintError
 
@@ -39,8 +38,9 @@ _lock = threading.Lock()
 
 
 def clear_cache(vocabularies: bool = True) -> None:
-    """Forget every compiled automaton (and, with ``vocabularies``, every prepared vocabulary:
-    the trie of its tokens' bytes, which several patterns share)."""
+    """Forget every compiled automaton and parsed pattern (and, with ``vocabularies``, every
+    prepared vocabulary: the trie of its tokens' bytes, which several patterns share)."""
+    parsed.cache_clear()
     with _lock:
         if vocabularies:
             _cache.clear()
@@ -50,8 +50,11 @@ def clear_cache(vocabularies: bool = True) -> None:
 
 def check_pattern(pattern: str) -> None:
     """Raise :class:`ConstraintError` (with the position, or what is unsupported and how to
-    rewrite it) unless ``pattern`` is a regex the compiler accepts; compiles nothing."""
-    parse(pattern)
+    rewrite it) unless ``pattern`` is a regex the compiler accepts; compiles nothing (the parse
+    is kept for the compile that usually follows)."""
+    if not isinstance(pattern, str):  # the parser's own message, without hashing the value
+        parsed.__wrapped__(pattern)
+    parsed(pattern)
 
 
 def compile_regex(

@@ -12,8 +12,8 @@ nothing can match in ``max_length`` tokens); ``record``, a
 :class:`~decodekit.outputs.SearchTree` filled with what the search did (to draw it);
 ``max_memory``, the memory the search may use (default: ``DECODEKIT_MAX_MEMORY``, else 90 % of
 the free memory): a search estimated to need more raises
-:class:`~decodekit.memory.ResourceError` before it allocates anything, naming the largest
-setting that fits (:mod:`decodekit.memory`). Each
+:class:`~decodekit.decoding.memory.ResourceError` before it allocates anything, naming the largest
+setting that fits (:mod:`decodekit.decoding.memory`). Each
 returns a list of :class:`~decodekit.outputs.Hypothesis` for one prompt, a list of such lists
 for a batch; invalid arguments raise :class:`~decodekit.errors.ConfigError` naming them.
 """
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from decodekit.lazy import lazy_exports
+from decodekit.util.lazy import lazy_exports
 
 _LAZY = {
     "SearchTree": "decodekit.outputs",

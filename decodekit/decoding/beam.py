@@ -14,16 +14,16 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from decodekit import memory
-from decodekit.checks import at_least, real
 from decodekit.constraints import StateTables, TokenConstraint, Transitions
 from decodekit.constraints.tokens.interface import provides
+from decodekit.decoding import memory
 from decodekit.decoding.prompts import Constraint, Prompt
 from decodekit.decoding.search import NEG_INF, Search, Select, Selection, run
 from decodekit.decoding.strategies import Settings, Strategy
 from decodekit.decoding.topk import GroupedTopK
 from decodekit.models.base import LanguageModel, model_device
 from decodekit.outputs import Hypothesis, SearchTree
+from decodekit.util.checks import at_least, real
 
 
 @torch.inference_mode()
@@ -47,7 +47,7 @@ def beam_search(
     raw log-probability); ``constraint``: tokens that cannot lead to a full match are masked
     (:func:`constrained_beam_search` is Anderson-style search). Other arguments and the
     result: see :mod:`decodekit.decoding`; the ``n_best`` best hypotheses, best first.
-    ``max_memory``: what the search may use (:func:`decodekit.memory.check`, ResourceError).
+    ``max_memory``: what the search may use (:func:`decodekit.decoding.memory.check`, ResourceError).
     """
     strategy = BEAM if constraint is None else MASKED_BEAM
     settings = Settings(
@@ -238,7 +238,7 @@ def visited_selection(
     the K best per state from the whole vocabulary, as the dense grid's
     :class:`~decodekit.decoding.topk.GroupedTopK`. EOS and the hypotheses that cannot go on end as
     there. ``guard(reached, G)`` is called when G grows (the states reached so far, for the size
-    error: :func:`decodekit.memory.rows_guard`)."""
+    error: :func:`decodekit.decoding.memory.rows_guard`)."""
     groups = torch.tensor([automaton.initial], dtype=torch.long)
     reached: set[int] = {automaton.initial}
     widest = [1]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from decodekit.checks import at_least, real
+from decodekit.util.checks import at_least, real
 
 
 def temperature(logprobs: torch.Tensor, t: float) -> torch.Tensor:

@@ -8,12 +8,12 @@ from typing import Any
 
 import torch
 
-from decodekit.checks import collector_paused, require
 from decodekit.constraints import TokenConstraint
 from decodekit.errors import ConstraintError, ModelOutputError
 from decodekit.models import base
 from decodekit.models import state as st
 from decodekit.models.base import LanguageModel, State, model_device
+from decodekit.util.checks import collector_paused, require
 
 Prompt = Sequence[int]
 # what a caller constrains with: a regex (str), a list of them (all must match), or a compiled

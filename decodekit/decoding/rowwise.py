@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from decodekit.checks import at_least
 from decodekit.constraints import TokenConstraint
 from decodekit.decoding import processors
 from decodekit.decoding.prompts import Constraint, Prompt
@@ -23,6 +22,7 @@ from decodekit.decoding.search import NEG_INF, Search, Select, Selection, run
 from decodekit.decoding.strategies import Settings, Strategy
 from decodekit.models.base import LanguageModel, model_device
 from decodekit.outputs import Hypothesis, SearchTree
+from decodekit.util.checks import at_least
 
 Chooser = Callable[[torch.Tensor], torch.Tensor]  # masked logprobs [N, V] -> tokens [N]
 

@@ -16,9 +16,8 @@ from typing import Any
 
 import torch
 
-from decodekit import memory
-from decodekit.checks import at_least
 from decodekit.constraints import TokenConstraint
+from decodekit.decoding import memory
 from decodekit.decoding.prompts import (
     Prompt,
     as_batch,
@@ -32,6 +31,7 @@ from decodekit.decoding.trace import Pool, Trace
 from decodekit.models import state as st
 from decodekit.models.base import LanguageModel
 from decodekit.outputs import Hypothesis, SearchTree
+from decodekit.util.checks import at_least
 
 NEG_INF = float("-inf")
 
@@ -85,7 +85,7 @@ def run(
     observe: Callable[[Selection], None] | None = None,
 ) -> list[Hypothesis] | list[list[Hypothesis]]:
     """Run the strategy ``settings.search`` names: check its settings, refuse a search that would
-    not fit in memory before allocating anything (:func:`decodekit.memory.check`, after the
+    not fit in memory before allocating anything (:func:`decodekit.decoding.memory.check`, after the
     constraint is compiled once: :func:`~.prompts.compile_constraint`), then the loop (:func:`decode`;
     ``observe(selection)`` is called after each step's selection: streaming)."""
     strategy = settings.search

@@ -2,7 +2,7 @@
 
 A strategy declares everything the rest of the package needs to know about it: what it reads
 of the settings, the constraint it needs, how its pool ranks, its rows per prompt and working
-set (what :mod:`decodekit.memory` sums), its transformers names, and how it starts (its
+set (what :mod:`decodekit.decoding.memory` sums), its transformers names, and how it starts (its
 selection, run by the one loop of :mod:`~decodekit.decoding.search`). ``GenerationConfig``,
 the memory estimate, batch generation and the CLI's choices, warnings and transformers names
 all read this table; none of them names a strategy.

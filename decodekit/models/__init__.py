@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from decodekit.lazy import lazy_exports
+from decodekit.util.lazy import lazy_exports
 
 # public name -> module that defines it
 _LAZY: dict[str, str] = {

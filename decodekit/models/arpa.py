@@ -29,10 +29,10 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from decodekit.checks import collector_paused
 from decodekit.errors import DecodekitError
-from decodekit.files import atomic_write, read_bytes
 from decodekit.models.ngram import NgramLM
+from decodekit.util.checks import collector_paused
+from decodekit.util.files import atomic_write, read_bytes
 from decodekit.vocab import EOS as DK_EOS
 from decodekit.vocab import Vocab, WordVocab
 
@@ -56,7 +56,7 @@ def write_arpa(model: NgramLM, path: str | Path) -> None:
     """Write ``model`` (it needs a ``vocab``) as an ARPA file: counts header, one section per
     order in table order (context ids, then word id), log10 probabilities, and a log10 back-off
     weight on every n-gram that is the context of a longer one. Written atomically
-    (:func:`decodekit.files.atomic_write`): a symlink's target is replaced, a device or FIFO refused."""
+    (:func:`decodekit.util.files.atomic_write`): a symlink's target is replaced, a device or FIFO refused."""
     vocab = model.vocab
     if vocab is None:
         raise DecodekitError("write_arpa needs a model with a vocabulary (model.vocab is None)")

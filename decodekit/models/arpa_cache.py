@@ -17,9 +17,9 @@ from pathlib import Path
 import torch
 
 from decodekit.errors import DecodekitError
-from decodekit.files import atomic_write
 from decodekit.models.arpa import read_arpa
 from decodekit.models.ngram import NgramLM
+from decodekit.util.files import atomic_write
 from decodekit.vocab import Vocab, WordVocab
 
 CACHE_SUFFIX = ".decodekit.safetensors"

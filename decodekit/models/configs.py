@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from decodekit.checks import at_least, fraction, one_of, positive, require
+from decodekit.util.checks import at_least, fraction, one_of, positive, require
 
 STACKS = ("superposition", "stratification", "ns", "rns")
 BOTTOMS = ("frozen", "replaceable")

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from decodekit.errors import DecodekitError
-from decodekit.files import check_regular
+from decodekit.util.files import check_regular
 from decodekit.vocab import Vocab
 
 __all__ = ["HFState", "HFVocab", "HuggingFaceLM", "load_hf"]

@@ -24,9 +24,9 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import torch
 
-from decodekit.checks import at_least
 from decodekit.errors import DecodekitError
 from decodekit.models.ngram import NgramLM
+from decodekit.util.checks import at_least
 from decodekit.vocab import Vocab, WordVocab
 
 __all__ = ["FALLBACK_DISCOUNTS", "kn_discounts", "train_kneser_ney", "train_kneser_ney_on_sentences"]

@@ -17,10 +17,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from decodekit.checks import require
 from decodekit.models.configs import MLPConfig
 from decodekit.models.neural import NeuralLM
 from decodekit.models.recurrent import init_uniform_
+from decodekit.util.checks import require
 from decodekit.vocab import Vocab
 
 

@@ -12,13 +12,13 @@ from typing import Any
 
 import torch
 
-from decodekit.checks import require
 from decodekit.errors import ConfigError
 from decodekit.models.lstm import LSTMLM, LSTMConfig
 from decodekit.models.mlp import MLPLM, MLPConfig
 from decodekit.models.neural import NeuralLM
 from decodekit.models.rnn import RNNLM, RNNConfig
 from decodekit.models.stack import StackLSTM, StackLSTMConfig
+from decodekit.util.checks import require
 from decodekit.vocab import Vocab
 
 MODELS: dict[str, tuple[type, type[NeuralLM]]] = {

@@ -1,6 +1,6 @@
 """Training and evaluation of the bundled models: truncated BPTT, schedules, losses, resume.
 
-Names are imported on first use (:mod:`decodekit.lazy`), so ``decodekit train --help`` reads
+Names are imported on first use (:mod:`decodekit.util.lazy`), so ``decodekit train --help`` reads
 :class:`TrainConfig` without importing torch.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from decodekit.lazy import lazy_exports
+from decodekit.util.lazy import lazy_exports
 
 # public name -> the module that defines it
 _LAZY: dict[str, str] = {

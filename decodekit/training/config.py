@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from decodekit.checks import at_least, fraction, one_of, real, require
 from decodekit.errors import ConfigError
 from decodekit.training.schedules import SCHEDULES
+from decodekit.util.checks import at_least, fraction, one_of, real, require
 
 OPTIMIZERS = ("sgd", "adam")
 AMP = ("off", "bf16")

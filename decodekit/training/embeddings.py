@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from decodekit.errors import ConfigError
-from decodekit.files import bounded_lines, open_regular
+from decodekit.util.files import bounded_lines, open_regular
 
 
 @dataclass(frozen=True)
@@ -153,7 +153,9 @@ def load_embeddings(model: nn.Module, path: str | Path, *, freeze: bool = False)
         raise ConfigError(f"{type(model).__name__} has no input embedding table to initialise")
     head = getattr(model, "head", None)
     if freeze and head is not None and head.weight is emb.weight:
-        raise ConfigError("cannot freeze embeddings tied to the output layer (--tie); untie or do not freeze")
+        raise ConfigError(
+            "cannot freeze embeddings tied to the output layer (tie=True): untie them or do not freeze"
+        )
     words, vectors, total = read_word2vec_text(path, keep=set(vocab.tokens), dim=emb.embedding_dim)
     if not words:
         raise ConfigError(

@@ -7,7 +7,7 @@ the chunk boundary, the state flows on). After every epoch: validation perplexit
 schedule, the best model as a checkpoint in ``out``, the resume state in
 ``out/resume.safetensors`` and then ``metrics.jsonl`` rewritten from the history that state holds
 (:mod:`.rundir`), so a kill between any two writes loses nothing and repeats nothing. The
-directory is locked for the whole run (:mod:`decodekit.locking`).
+directory is locked for the whole run (:mod:`decodekit.util.locking`).
 """
 
 from __future__ import annotations
@@ -377,7 +377,7 @@ class _Run:
             what = "is not finite" if not math.isfinite(loss) else f"gives perplexity {ppl:,.0f}"
             warnings.warn(
                 f"training diverges: the training loss {what}, far worse than guessing uniformly among "
-                f"the {v:,} tokens; lower the learning rate (lr {self.config.lr:g}; e.g. --lr "
+                f"the {v:,} tokens; lower the learning rate (lr {self.config.lr:g}; e.g. lr="
                 f"{self.config.lr / 10:g}) or clip harder (clip {self.config.clip:g})",
                 stacklevel=2,
             )
@@ -438,7 +438,7 @@ def train(
 
     Args:
         out: directory for the best checkpoint, ``metrics.jsonl`` and ``resume.safetensors``;
-            locked for the run (a second writer gets :class:`decodekit.locking.LockedError`).
+            locked for the run (a second writer gets :class:`decodekit.util.locking.LockedError`).
             A fresh run refuses a directory that holds another run's files unless ``overwrite``.
         resume: continue from ``out/resume.safetensors`` (model, optimiser, schedule, RNG, position).
         loss_fn: the training loss, a :class:`.losses.Loss` or a per-token loss function (see

@@ -32,9 +32,9 @@ from decodekit.checkpoint import (
     write_config,
 )
 from decodekit.errors import CheckpointError, ConfigError, LockedError
-from decodekit.files import read_bytes, remove_file, writable_target
-from decodekit.locking import exclusive
 from decodekit.training.resume import RESUME
+from decodekit.util.files import read_bytes, remove_file, writable_target
+from decodekit.util.locking import exclusive
 
 METRICS = "metrics.jsonl"
 RUN_FILES = (CONFIG, WEIGHTS, VOCAB, RESUME, METRICS)
@@ -108,7 +108,7 @@ def take_directory(stack: contextlib.ExitStack, out: Path, par: Any, resume: boo
     if par.is_main:
         try:
             out.mkdir(parents=True, exist_ok=True)
-            stack.enter_context(exclusive(out, "--out directory"))
+            stack.enter_context(exclusive(out, "training run directory"))
             reconcile(out)
             existing = run_files(out)
             if not resume and existing:

@@ -197,7 +197,7 @@ def make_loss(
         warnings.warn(
             f"{zero.numel()} of {vocab_size} words (ids {zero[:5].tolist()}...) never occur in the training "
             f"stream, so with alpha={alpha} they are never noise samples and {name} never lowers their "
-            "scores; the full softmax may give them mass. Use noise smoothing > 0 (--noise-smoothing) "
+            "scores; the full softmax may give them mass. Use noise_smoothing > 0 "
             "or alpha=0.",
             stacklevel=2,
         )

@@ -4,6 +4,7 @@ strategy ignores, prompts from standard input, capitalised prompts for a lower-c
 import json
 
 import pytest
+import regex
 import torch
 
 from decodekit.checkpoint import save_checkpoint
@@ -167,3 +168,24 @@ def test_json_schema_mistakes_are_one_line(char_model_dir, tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main(["generate", "", "--model", char_model_dir, "--json-schema", str(bad), "--constraint", "a"])
     assert e.value.code == 2 and "not both" in capsys.readouterr().err
+
+
+def test_json_whitespace_reaches_the_schema_and_needs_it(char_model_dir, tmp_path, capsys):
+    from decodekit.cli import main
+    from decodekit.cli.generate_options import schema_regex
+
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}
+    path = tmp_path / "schema.json"
+    path.write_text(json.dumps(schema))
+    spaced = '{"id": 5}'
+    assert regex.fullmatch(schema_regex(str(path), "flexible"), spaced)
+    assert not regex.fullmatch(schema_regex(str(path)), spaced)
+    r = run("generate", "", "--model", char_model_dir, "--json-schema", str(path), "--json-whitespace",
+            "flexible", "--max-length", "20", "--json")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    for h in hypotheses(r):
+        jsonschema.validate(json.loads(h["text"]), schema)
+    with pytest.raises(SystemExit) as e:
+        main(["generate", "", "--model", char_model_dir, "--json-whitespace", "flexible"])
+    assert e.value.code == 2 and "applies to --json-schema only" in capsys.readouterr().err

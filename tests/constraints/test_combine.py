@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 import decodekit
 from decodekit.constraints import ConstraintError, as_automaton, compile_regex
 from decodekit.constraints.syntax.firstset import first_char_rejects
+from decodekit.decoding.generation import GenerationConfig, generate
 from decodekit.errors import ConfigError
-from decodekit.generation import GenerationConfig, generate
 from decodekit.vocab import Vocab
 from tests.support.exhaustive import Oracle, SparseLM, assert_n_best
 from tests.support.regex_strategies import regexes, vocabularies

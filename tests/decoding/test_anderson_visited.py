@@ -17,9 +17,9 @@ from decodekit import GenerationConfig, compile_regex, generate
 from decodekit.constraints import Laziness, LazyTokenAutomaton, TokenAutomaton, clear_cache
 from decodekit.constraints.tokens import lift
 from decodekit.decoding.beam import ANDERSON, ANDERSON_GRID, ANDERSON_VISITED
+from decodekit.decoding.memory import ResourceError
 from decodekit.decoding.search import run
 from decodekit.decoding.strategies import Settings
-from decodekit.memory import ResourceError
 from tests.models.test_conformance import NAMES, VOCAB, model_of
 from tests.support.exhaustive import Oracle, SparseLM, assert_n_best, regexes, vocab_of
 
@@ -163,7 +163,7 @@ def test_refused_whole_runs_over_the_states_it_reaches_and_equals_the_whole(monk
 def test_the_size_error_names_the_states_reached(monkeypatch):
     """The estimate before the run counts the one state it starts in; as states are reached the
     rows grow, and past the memory allowed the error says how many states were reached."""
-    from decodekit import memory
+    from decodekit.decoding import memory
 
     vocab = vocab_of(BYTES + MERGES)
     model = SparseLM(len(vocab), 1, 0.0, bos_id=1, eos_id=1, vocab=vocab)

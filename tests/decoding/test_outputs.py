@@ -9,7 +9,7 @@ import torch
 
 import decodekit
 from decodekit.decoding import SearchTree
-from decodekit.generation import GenerationConfig, generate
+from decodekit.decoding.generation import GenerationConfig, generate
 from tests.support.fakes import HistoryLM, char_vocab
 
 VOCAB = char_vocab("abc")  # <unk> 0, <eos> 1, a b c

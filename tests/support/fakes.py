@@ -152,7 +152,7 @@ __all__ = ["TableLM", "HistoryLM", "all_completions", "sequence_logprob", "score
 def held_by_another_process(path):
     """A forked child holds decodekit's exclusive lock on ``path`` for the duration of the block
     (a second writer's view of a running job). Yields the child's pid."""
-    from decodekit.locking import exclusive
+    from decodekit.util.locking import exclusive
 
     ready_r, ready_w = os.pipe()
     done_r, done_w = os.pipe()

@@ -23,8 +23,8 @@ from safetensors.torch import load_file
 from decodekit import checkpoint
 from decodekit.checkpoint import load_checkpoint, read_config, temporary_name
 from decodekit.cli import main
-from decodekit.locking import LockedError
 from decodekit.training import loop, resume, rundir
+from decodekit.util.locking import LockedError
 from tests.support.fakes import held_by_another_process
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py

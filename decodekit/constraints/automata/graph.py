@@ -117,6 +117,18 @@ def _reverse_distances_small(src, dst, targets, num_states: int) -> np.ndarray:
     return np.array(dist, dtype=np.int64)
 
 
+def unique_edges(src: np.ndarray, dst: np.ndarray, num_states: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (src, dst) pairs of the edges (parallel edges, a state's byte columns,
+    merged), as :func:`reverse_distances` merges them itself: done once for several searches
+    over the same edges. Unchanged when they are few or the pair bitmap would be too large."""
+    if len(src) > 4 * num_states and num_states * num_states <= DEDUPE_PAIRS:
+        seen = np.zeros(num_states * num_states, dtype=bool)
+        seen[np.asarray(src, dtype=np.int64) * num_states + dst] = True
+        pairs = np.flatnonzero(seen)
+        return pairs // num_states, pairs % num_states
+    return src, dst
+
+
 def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct rows of a 2-D array (sorted bytewise, each row one opaque byte string) and the
     inverse [N] -> row index."""
@@ -128,6 +140,27 @@ def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 _MIX = np.random.default_rng(12345).integers(1, 2**63, size=64, dtype=np.uint64) | np.uint64(1)
+
+
+def first_and_inverse(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_index=True, return_inverse=True)[1:]`` by one stable argsort
+    (numpy 2.4's unique took 2-3x as long on the few hundred keys of a compile): the first
+    position of each distinct key, in increasing key order, and each key's rank [N]."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    new = np.empty(len(keys), dtype=bool)
+    new[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    inverse = np.empty(len(keys), dtype=np.int64)
+    inverse[order] = np.cumsum(new) - 1
+    return order[new], inverse
+
+
+def small_unique(values: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` for ints in ``[0, size)``, by a bitmap."""
+    present = np.zeros(size, dtype=bool)
+    present[values] = True
+    return np.flatnonzero(present), (np.cumsum(present) - 1)[values]
 
 
 def distinct_columns(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -144,11 +177,11 @@ def distinct_columns(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if s * bits <= 63:
         shifts = np.arange(s, dtype=np.uint64)[:, None] * np.uint64(bits)
         keys = ((table - low).astype(np.uint64) << shifts).sum(axis=0)  # disjoint bit fields
-        _, first, which = np.unique(keys, return_index=True, return_inverse=True)
-        return np.take(table, first, axis=1), which.reshape(-1)
+        first, which = first_and_inverse(keys)
+        return np.take(table, first, axis=1), which
     mix = np.resize(_MIX, s) * (np.arange(s, dtype=np.uint64) * np.uint64(2) + np.uint64(1))
     keys = (table.astype(np.uint64) * mix[:, None]).sum(axis=0)  # wraps modulo 2**64
-    _, first, which = np.unique(keys, return_index=True, return_inverse=True)
+    first, which = first_and_inverse(keys)
     columns = np.take(table, first, axis=1)
     if not np.array_equal(np.take(columns, which, axis=1), table):
         rows, which = unique_rows(table.T)

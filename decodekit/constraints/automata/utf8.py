@@ -26,7 +26,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from decodekit.constraints.automata.graph import distinct_columns, reverse_distances, unique_rows
+from decodekit.constraints.automata.graph import (
+    distinct_columns,
+    reverse_distances,
+    small_unique,
+    unique_edges,
+    unique_rows,
+)
 from decodekit.constraints.syntax.unicode import CODE_POINTS, OCCURRING_BITS, predicate_bits
 
 _BLOCKS = CODE_POINTS // 64  # code points grouped by all but their last 6 bits
@@ -42,6 +48,8 @@ class ByteDFA:
         byte_class: [256] int64 class of each byte (bytes that act alike everywhere share one).
         boundary: [Q] bool, the state lies between characters (else inside one: only
             continuation bytes 80..BF lead on).
+        distances: [Q] int64 the fewest bytes to acceptance (``graph.distances_to_accept`` of
+            the table), where the construction found them on the way; else None.
     """
 
     table: np.ndarray
@@ -49,6 +57,7 @@ class ByteDFA:
     initial: int
     byte_class: np.ndarray
     boundary: np.ndarray
+    distances: np.ndarray | None = None
 
 
 @functools.lru_cache(maxsize=1)
@@ -84,43 +93,71 @@ def _layout() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     return two, three, four, lead
 
 
-@dataclass(frozen=True)
 class CodePointClasses:
-    """The class of every code point under one pattern, stored by 64-code-point blocks.
+    """The class of every code point under one pattern, stored by 64-code-point blocks; the
+    tables past ASCII are built on first use (an ASCII-only automaton never reads them).
 
     Attributes:
-        rows: [R, 64] int64 distinct class patterns of a block.
-        block: [_BLOCKS] int64 row of each block (``rows[block[cp >> 6], cp & 63]``).
+        ascii: [128] int64 the class of each ASCII code point.
         beyond_ascii: the classes a code point past U+007F may have (a superset).
+        rows: [R, 64] int64 distinct class patterns of a block (built on first use).
+        block: [_BLOCKS] int64 row of each block (``rows[block[cp >> 6], cp & 63]``).
     """
 
-    rows: np.ndarray
-    block: np.ndarray
-    beyond_ascii: np.ndarray
+    def __init__(self, other: np.ndarray, explicit: dict[str, int]) -> None:
+        self._other, self._explicit = other, explicit
+        self._uniform = not (other[list(OCCURRING_BITS)] != other[0]).any()
+        beyond_ascii = {int(k) for k in other[list(OCCURRING_BITS)]}
+        beyond_ascii |= {k for c, k in explicit.items() if ord(c) >= 0x80}
+        self.beyond_ascii = np.array(sorted(beyond_ascii), dtype=np.int64)
+        if self._uniform:
+            ascii_ = np.full(128, other[0], dtype=np.int64)
+        else:  # the first 128 predicate bits only (the table is computed once per process)
+            ascii_ = other[predicate_bits()[:128]].astype(np.int64)
+        for c, k in explicit.items():
+            if ord(c) < 0x80:
+                ascii_[ord(c)] = k
+        self.ascii = ascii_
+        self._tables: tuple[np.ndarray, np.ndarray] | None = None
+
+    @property
+    def rows(self) -> np.ndarray:
+        return self._whole()[0]
+
+    @property
+    def block(self) -> np.ndarray:
+        return self._whole()[1]
+
+    def _whole(self) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, block) over all of Unicode: ``other[bits]`` by 64-code-point blocks, the named
+        code points written over them."""
+        if self._tables is None:
+            other, explicit = self._other, self._explicit
+            if not self._uniform:
+                bit_rows, block = _bits_blocks()
+                rows = other[bit_rows]
+            else:
+                rows, block = np.full((1, 64), other[0], dtype=np.int64), np.zeros(_BLOCKS, dtype=np.int64)
+            if explicit:
+                cps = np.fromiter((ord(c) for c in explicit), dtype=np.int64, count=len(explicit))
+                named = np.fromiter(explicit.values(), dtype=np.int64, count=len(explicit))
+                blocks, where = np.unique(cps >> 6, return_inverse=True)
+                own = rows[block[blocks]]  # [E, 64]: the blocks that hold named code points, rewritten
+                own[where, cps & 63] = named
+                block = block.copy()
+                block[blocks] = len(rows) + np.arange(len(blocks))
+                rows = np.concatenate([rows, own])
+            rows, inverse = unique_rows(rows)
+            self._tables = rows, inverse[block]
+        return self._tables
 
 
 def code_point_classes(other: np.ndarray, explicit: dict[str, int]) -> CodePointClasses:
     """Each code point's class: the one the pattern gives it if it names it, else
     ``other[bits]`` by its predicate bits (:class:`CharDFA`). When ``other`` is the same for all
-    bits (no ``\\w \\d \\s \\b``), the Unicode tables are not even read."""
-    beyond_ascii = {int(k) for k in other[list(OCCURRING_BITS)]}
-    beyond_ascii |= {k for c, k in explicit.items() if ord(c) >= 0x80}
-    if (other[list(OCCURRING_BITS)] != other[0]).any():
-        bit_rows, block = _bits_blocks()
-        rows = other[bit_rows]
-    else:
-        rows, block = np.full((1, 64), other[0], dtype=np.int64), np.zeros(_BLOCKS, dtype=np.int64)
-    if explicit:
-        cps = np.fromiter((ord(c) for c in explicit), dtype=np.int64, count=len(explicit))
-        named = np.fromiter(explicit.values(), dtype=np.int64, count=len(explicit))
-        blocks, where = np.unique(cps >> 6, return_inverse=True)
-        own = rows[block[blocks]]  # [E, 64]: the blocks that hold named code points, rewritten
-        own[where, cps & 63] = named
-        block = block.copy()
-        block[blocks] = len(rows) + np.arange(len(blocks))
-        rows = np.concatenate([rows, own])
-    rows, inverse = unique_rows(rows)
-    return CodePointClasses(rows, inverse[block], np.array(sorted(beyond_ascii), dtype=np.int64))
+    bits (no ``\\w \\d \\s \\b``), the Unicode tables are not even read; the tables past ASCII
+    are built on first use."""
+    return CodePointClasses(other, explicit)
 
 
 def byte_dfa(
@@ -134,12 +171,12 @@ def byte_dfa(
     acceptance with them (the result is then trim, not necessarily minimal). An ASCII-only
     vocabulary thus never pays for the UTF-8 layout."""
     q = table.shape[0]
-    ascii_step = table[:, classes.rows[classes.block[:2]].reshape(-1)]  # [q, 128]
+    ascii_step = table[:, classes.ascii]  # [q, 128]
     ascii_only = (table[:, classes.beyond_ascii] < 0).all()  # no character past U+007F leads on
     if ascii_only or (available is not None and not available[0x80:].any()):
         # one column per character class of an ASCII byte, and a dead one for the others: no
         # [q, 256] table (65,536 states x 256 bytes would be 134 MB, copied several times)
-        uniq, inverse = np.unique(classes.rows[classes.block[:2]].reshape(-1), return_inverse=True)
+        uniq, inverse = small_unique(classes.ascii, table.shape[1])
         small = np.full((q, len(uniq) + 1), -1, dtype=np.int64)
         small[:, :-1] = table[:, uniq]
         byte_of = np.full(256, len(uniq), dtype=np.int64)
@@ -222,11 +259,12 @@ def _trim(
     elif available is not None:
         byte_of = np.where(available, byte_of, full.shape[1] - 1)
     src, sym = np.nonzero(full >= 0)
-    dst = full[src, sym]
+    src, dst = unique_edges(src, full[src, sym], len(full))  # once for both searches
     start = np.zeros(len(full), dtype=bool)
     start[0] = True
     keep = reverse_distances(dst, src, start, len(full)) >= 0  # forward from state 0
-    keep &= reverse_distances(src, dst, accepting, len(full)) >= 0
+    dist = reverse_distances(src, dst, accepting, len(full))  # unchanged by dropping the others
+    keep &= dist >= 0
     if not keep[0]:  # nothing is accepted with these bytes: a single dead start state
         return ByteDFA(
             np.full((1, 1), -1, dtype=np.int32), np.zeros(1, dtype=bool), 0,
@@ -236,4 +274,5 @@ def _trim(
     table, column_class = distinct_columns(remap[full[keep]])
     boundary = np.flatnonzero(keep) < boundaries
     byte_class = column_class[byte_of]
-    return ByteDFA(table.astype(np.int32), accepting[keep], 0, byte_class.astype(np.int64), boundary)
+    table, acc = table.astype(np.int32), accepting[keep]
+    return ByteDFA(table, acc, 0, byte_class.astype(np.int64), boundary, dist[keep])

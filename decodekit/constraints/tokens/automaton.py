@@ -96,6 +96,14 @@ class TokenAutomaton:
         length check (:func:`~.masks.mask`)."""
         return masks.mask(self, self._masks, logprobs, states, remaining, inplace)
 
+    def fill_bitmask(
+        self, bitmask: torch.Tensor, states: torch.Tensor, remaining: int | torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """``allowed(states, remaining)`` written into the preallocated ``bitmask`` [N, ceil(V / 32)]
+        int32 (bit ``t % 32`` of word ``t // 32`` set iff token t is allowed: xgrammar's and
+        llguidance's layout) and returned (:func:`~.masks.fill_bitmask_tables`)."""
+        return masks.fill_bitmask_tables(self, self._masks, bitmask, states, remaining)
+
     def transitions(
         self, states: torch.Tensor, remaining: int | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

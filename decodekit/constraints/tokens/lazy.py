@@ -49,13 +49,13 @@ from decodekit.constraints.automata.graph import distances_to_accept, reverse_di
 from decodekit.constraints.automata.utf8 import ByteDFA
 from decodekit.constraints.tokens import interface
 from decodekit.constraints.tokens.lift import Lifted, byte_table, walk_one
-from decodekit.constraints.tokens.masks import SPARSE, apply_row, sparse_ids
+from decodekit.constraints.tokens.masks import SPARSE, apply_row, check_bitmask, pack_bits, sparse_ids
 from decodekit.constraints.tokens.trie import EncodedVocab, as_bytes
 from decodekit.errors import ConstraintError
 
 NEG_INF = float("-inf")
 STATIC_ROWS = 256  # static rows kept (bool + float32 [V] each: 250 KB at V = 50k)
-EXACT_ROWS = 64  # exact rows kept (allowed token ids and their bounds)
+EXACT_ROWS = 64  # exact rows kept (allowed token ids and their bounds), and rows per (state, budget)
 MAX_ROUNDS = 64  # Moore rounds for sharing rows; a longer longest token: one row per byte state
 GROUP_AFTER = 16  # static rows walked per byte state before byte states with equal rows are grouped
 
@@ -85,9 +85,17 @@ class _Shared:
         usable = enc.valid.copy()
         if eos_id is not None:
             usable[eos_id] = False
+        # the trie holds exactly the valid tokens: of the unusable ones only EOS can be walked
+        self.eos_walked = eos_id is not None and bool(enc.valid[eos_id])
         ids, nodes = enc.by_depth[1] if len(enc.by_depth) > 1 else (np.zeros(0, dtype=np.int64),) * 2
-        kinds = np.unique(lut[enc.byte[0][nodes[usable[ids]]]]) if len(ids) else np.zeros(0, dtype=np.intp)
-        byte_dist = distances_to_accept(dfa.table, dfa.accepting)
+        kinds = (  # the byte classes of the single-byte tokens
+            np.flatnonzero(np.bincount(lut[enc.byte[0][nodes[usable[ids]]]], minlength=width))
+            if len(ids)
+            else np.zeros(0, dtype=np.intp)
+        )
+        byte_dist = (
+            dfa.distances if dfa.distances is not None else distances_to_accept(dfa.table, dfa.accepting)
+        )
         byte_dist = np.concatenate([[byte_dist[dfa.initial]], byte_dist])  # [1 + Q], as the candidates
         if (
             not separator and np.isin(np.flatnonzero((dfa.table >= 0).any(axis=0)), kinds).all()
@@ -100,7 +108,7 @@ class _Shared:
             bound = reverse_distances(src[keep], 1 + dst[keep], accepting, num_byte + 1)
         # every byte a token contains is a token by itself (no separator): bound >= 0 iff a match can
         # still follow with tokens at all, so the static rows are the whole automaton's
-        seen = np.unique(np.concatenate([np.asarray(b, dtype=np.int64) for b in enc.byte] or [np.zeros(0)]))
+        seen = np.flatnonzero(enc.present)  # the bytes of the trie's nodes (a unique over them: 2 ms)
         single = enc.byte[0][nodes[usable[ids]]] if len(ids) else np.zeros(0, dtype=np.int64)
         self.bytewise = not separator and bool(np.isin(seen, single).all())
         if bound[0] < 0:
@@ -149,6 +157,10 @@ class LazyTokenAutomaton:
     Device copies (:meth:`to`) share one :class:`_Shared`; each keeps its own cached rows.
     """
 
+    _bitmask_view: tuple | None = None  # (the last bitmask filled, its data_ptr, rows, byte view)
+    _hot: dict | None = None  # state -> static _Row (set in __init__; a subclass with its own rows: None)
+    _warm: dict | None = None  # such a subclass's: state -> (budget threshold or None, packed row bytes)
+
     def __init__(
         self,
         dfa: ByteDFA | None,
@@ -167,6 +179,8 @@ class LazyTokenAutomaton:
         self.device = torch.device(device)
         self._static: OrderedDict = OrderedDict()
         self._exact: OrderedDict = OrderedDict()
+        self._budgeted: OrderedDict = OrderedDict()  # (state, remaining) -> its length-checked _Row
+        self._hot: dict[int, _Row] = {}  # state -> its static _Row (one in _static): a warm mask is a lookup
         # state -> (tokens, next states, their representatives), int32 (half the bytes): transitions
         self._edges: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         if shared is None:
@@ -230,12 +244,88 @@ class LazyTokenAutomaton:
         """[N] long states (-1: dead) -> [N, V] bool: token t (not EOS) iff its next state ``c'``
         has ``0 <= bound[c'] <= remaining - 1`` (``remaining``: int, [N] or None = no limit);
         EOS iff the state accepts."""
-        rows = [self._row(c, r) for c, r in zip(*self._args(states, remaining))]
+        rows = self._rows_of(states, remaining)
         if not rows:
             return torch.zeros(0, self.vocab_size, dtype=torch.bool, device=self.device)
         if len(rows) == 1:
-            return rows[0][0][None].clone()  # a copy: the row stays cached unchanged
-        return torch.stack([r[0] for r in rows])
+            return rows[0].allowed[None].clone()  # a copy: the row stays cached unchanged
+        return torch.stack([r.allowed for r in rows])
+
+    def fill_bitmask(
+        self, bitmask: torch.Tensor, states: torch.Tensor, remaining: int | torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Write ``allowed(states, remaining)`` into the preallocated ``bitmask`` [N, ceil(V / 32)]
+        int32 (xgrammar's and llguidance's layout: bit ``t % 32`` of word ``t // 32`` is set iff
+        token t is allowed; the bits past V are 0) and return it: per row one copy of the state's
+        cached packed row, no tensor made (:class:`~.interface.Bitmasks`)."""
+        target = self._bitmask_view
+        if target is None or target[0] is not bitmask or target[1] != bitmask.data_ptr():
+            target = self._target(bitmask)
+        hot = self._hot  # one row of a warm state, the budget out of reach: a lookup and a memcpy
+        if (
+            hot is not None
+            and target[2] == 1
+            and target[3] is not None
+            and (remaining is None or (type(remaining) is int and remaining - 1 >= self._shared.most))
+        ):
+            c = states.tolist()
+            if type(c) is list and len(c) == 1 and (r := hot.get(c[0])) is not None and r.raw is not None:
+                target[3][:] = r.raw
+                return bitmask
+        if hot is None and target[2] == 1 and target[3] is not None and type(remaining) in (int, type(None)):
+            return self._fill_one(bitmask, target[3], states, remaining)
+        if remaining is None or type(remaining) is int:  # _rows_of, inlined: the call costs 10 %
+            rows = [
+                self._row(c, remaining)
+                for c in (states if states.dim() == 1 else states.reshape(-1)).tolist()
+            ]
+        else:
+            rows = self._rows_of(states, remaining)
+        if len(rows) != target[2]:
+            target = self._target(bitmask)  # the buffer was reshaped in place: look again
+            check_bitmask(bitmask, len(rows), self.vocab_size)
+        raw = target[3]
+        if raw is None:  # on a device: one copy per row
+            for i, r in enumerate(rows):
+                if r.bits is None:
+                    self._pack(r)
+                bitmask[i].copy_(torch.from_numpy(r.bits))
+        elif len(rows) == 1:  # the common one-row case: one memcpy of the packed row
+            r = rows[0]
+            raw[:] = r.raw if r.raw is not None else self._pack(r)
+        else:
+            size = 4 * ((self.vocab_size + 31) // 32)
+            for i, r in enumerate(rows):
+                raw[i * size : (i + 1) * size] = r.raw if r.raw is not None else self._pack(r)
+        return bitmask
+
+    def _fill_one(
+        self, bitmask: torch.Tensor, raw: memoryview, states: torch.Tensor, remaining
+    ) -> torch.Tensor:
+        """:meth:`fill_bitmask` of one row for a subclass with its own rows (``_row``; the
+        derivative engine): its packed static rows kept per state (``_warm``: the row's budget
+        threshold ``_reach_of(c)``, None when only known for no budget, and its bytes), so that
+        a warm state is a lookup and a memcpy as here."""
+        c = (states if states.dim() == 1 else states.reshape(-1)).tolist()
+        if len(c) != 1:
+            check_bitmask(bitmask, len(c), self.vocab_size)  # raises
+        c = c[0]
+        warm = self._warm
+        if warm is None:
+            warm = self._warm = {}
+        got = warm.get(c)
+        if got is not None and (remaining is None or (got[0] is not None and remaining - 1 >= got[0])):
+            raw[:] = got[1]
+            return bitmask
+        r = self._row(c, remaining)
+        raw[:] = r.raw if r.raw is not None else self._pack(r)
+        if c >= 0:  # the row is its static one when the budget cannot bite (as the subclass's _row)
+            reach = None if remaining is None else self._reach_of(c)
+            if reach is None or remaining - 1 >= reach:
+                if len(warm) >= STATIC_ROWS:
+                    warm.clear()
+                warm[c] = (reach, r.raw)
+        return bitmask
 
     def mask(
         self,
@@ -248,11 +338,11 @@ class LazyTokenAutomaton:
         """``logprobs`` [N, V] with -inf wherever ``allowed(states, remaining)`` is False (a new
         tensor, same dtype; ``inplace``: written into ``logprobs``), from the rows found on first
         visit."""
-        rows = [self._row(c, r) for c, r in zip(*self._args(states, remaining))]
+        rows = self._rows_of(states, remaining)
         if not rows:
             return logprobs if inplace else logprobs.clone()
         if len(rows) == 1:  # the common one-row case: the bias is only built when needed
-            ids = rows[0][2]
+            ids = rows[0].ids
             bias = self._bias(rows[0], logprobs.dtype) if ids is None else None
             return apply_row(logprobs, bias, ids, inplace)
         bias = torch.stack([self._bias(r, logprobs.dtype) for r in rows])
@@ -335,6 +425,27 @@ class LazyTokenAutomaton:
         r = torch.as_tensor(remaining).reshape(-1).expand(len(s)).tolist()
         return s, r
 
+    def _rows_of(self, states: torch.Tensor, remaining) -> list[_Row]:
+        """The :class:`_Row` of each of ``states`` [N] under ``remaining``."""
+        if remaining is None or isinstance(remaining, int):  # the common case: no per-row budgets
+            return [
+                self._row(c, remaining)
+                for c in (states if states.dim() == 1 else states.reshape(-1)).tolist()
+            ]
+        return [self._row(c, r) for c, r in zip(*self._args(states, remaining))]
+
+    def _target(self, bitmask: torch.Tensor) -> tuple:
+        """``bitmask`` checked (int32, ``ceil(V / 32)`` words a row, contiguous), as (bitmask, its
+        data_ptr, its rows, a byte memoryview of it on the CPU or None), kept while the same tensor
+        keeps the same memory: a search fills one buffer at every step, and the checks and the
+        view cost more than the copy."""
+        words = (self.vocab_size + 31) // 32
+        if bitmask.dtype != torch.int32 or bitmask.dim() != 2 or bitmask.shape[1] != words:
+            check_bitmask(bitmask, bitmask.shape[0] if bitmask.dim() else 0, self.vocab_size)  # raises
+        raw = memoryview(bitmask.numpy()).cast("B") if bitmask.is_cpu and bitmask.is_contiguous() else None
+        target = self._bitmask_view = (bitmask, bitmask.data_ptr(), bitmask.shape[0], raw)
+        return target
+
     def _next(self, c: int, t: int) -> int:
         sh = self._shared
         if c < 0 or not sh.usable[t]:
@@ -357,9 +468,14 @@ class LazyTokenAutomaton:
         s = int(sh.start[c])
         if s == sh.dead:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        tok, ends = walk_one(s, sh.enc, sh.lut, sh.flat, sh.dead)
-        nxt = np.where(ends < sh.dead, 1 + ends // sh.width, 0)
-        keep = sh.usable[tok] & (ends < sh.dead) & (sh.bound[nxt] >= 0)
+        tok, ends = walk_one(s, sh.enc, sh.lut, sh.flat, sh.dead)  # ends: alive only
+        nxt = ends // sh.width
+        nxt += 1
+        keep = sh.bound[nxt] >= 0
+        if sh.eos_walked:  # EOS has text (it is in the trie) but never a transition
+            keep &= tok != self.eos_id
+        if keep.all():
+            return tok, nxt
         return tok[keep], nxt[keep]
 
     def _canonical(self, states: np.ndarray) -> np.ndarray:
@@ -374,11 +490,18 @@ class LazyTokenAutomaton:
             sh.canon = first[inverse.reshape(-1)]
         return sh.canon[states]
 
-    def _row(self, c: int, remaining: int | None) -> tuple:
-        """(bool [V] row, cache entry for biases) of state c under ``remaining``."""
-        if c < 0:
-            return self._empty()
+    def _row(self, c: int, remaining: int | None) -> _Row:
+        """The :class:`_Row` of state c under ``remaining``: its static row (kept per state in
+        ``_hot``, and per byte state or group in the LRU ``_static``) where the budget cannot
+        bite, else its length-checked row (kept per (state, remaining))."""
         sh = self._shared
+        if remaining is None or remaining - 1 >= sh.most:
+            hot = self._hot.get(c)
+            if hot is not None:
+                return hot
+        if c < 0:
+            dead = self._hot[c] = self._empty()
+            return dead
         accept = bool(sh.accepting[c])
         if remaining is None or remaining - 1 >= sh.most or remaining - 1 >= self._reach_of(c):
             key = (self._row_key(int(sh.start[c] // sh.width)), accept)
@@ -388,10 +511,29 @@ class LazyTokenAutomaton:
                 tok, _ = self._walk(c)
                 entry = self._static[key] = self._entry(tok, accept)
                 if len(self._static) > STATIC_ROWS:
-                    self._static.popitem(last=False)
+                    _, evicted = self._static.popitem(last=False)
+                    # the states' shortcuts to it go with it: at most STATIC_ROWS rows kept
+                    self._hot = {q: e for q, e in self._hot.items() if e is not evicted}
             else:
                 self._static.move_to_end(key)
+            if len(self._hot) >= 4 * STATIC_ROWS:  # many states sharing rows: start again
+                self._hot.clear()
+            self._hot[c] = entry
             return entry
+        got = self._budgeted.get((c, remaining))
+        if got is not None:
+            self._budgeted.move_to_end((c, remaining))
+            return got
+        got = self._budgeted[(c, remaining)] = self._exact_row(c, remaining, accept)
+        if len(self._budgeted) > EXACT_ROWS:
+            self._budgeted.popitem(last=False)
+        return got
+
+    def _exact_row(self, c: int, remaining: int, accept: bool) -> _Row:
+        """The length-checked row of c: its tokens whose next state's fewest tokens to
+        acceptance (``bound``, or the whole automaton's where :attr:`exact`) fit in
+        ``remaining - 1``."""
+        sh = self._shared
         exact = self._exact.get(c)
         if exact is None:
             exact = self._exact[c] = self._walk(c)
@@ -425,9 +567,8 @@ class LazyTokenAutomaton:
             self.stats["row_groups"] = int(sh.group.max()) + 1
         return ("group", int(sh.group[q]))
 
-    def _entry(self, tok: np.ndarray, accept: bool) -> tuple:
-        """(bool [V] row, its 0 / -inf rows by dtype, the few allowed or forbidden ids or None
-        (:func:`~decodekit.constraints.tokens.automaton.sparse_ids`; CPU only))."""
+    def _entry(self, tok: np.ndarray, accept: bool) -> _Row:
+        """The :class:`_Row` allowing the tokens ``tok`` (and EOS if ``accept``)."""
         if accept and self.eos_id is not None:
             tok = np.append(tok, self.eos_id)  # the walk's tokens are distinct and never EOS
         cols = torch.from_numpy(tok)
@@ -438,16 +579,38 @@ class LazyTokenAutomaton:
         if interface.decides_on_host(self.device):  # the allowed ids are at hand: no pass over the row
             few = len(tok) <= self.vocab_size // SPARSE
             ids = (True, cols) if few else sparse_ids(row, len(tok))
-        return row.to(self.device), {}, ids
+        return _Row(row.to(self.device), ids)
 
-    def _empty(self) -> tuple:
+    def _empty(self) -> _Row:
         return self._entry(np.zeros(0, dtype=np.int64), False)
 
-    def _bias(self, entry: tuple, dtype: torch.dtype) -> torch.Tensor:
-        row, biases, _ = entry
+    def _bias(self, entry: _Row, dtype: torch.dtype) -> torch.Tensor:
+        biases, row = entry.biases, entry.allowed
         if dtype not in biases:
             biases[dtype] = torch.zeros(row.shape, dtype=dtype, device=row.device).masked_fill(~row, NEG_INF)
         return biases[dtype]
+
+    @staticmethod
+    def _pack(entry: _Row) -> memoryview:
+        """Pack ``entry``'s row (:func:`~.masks.pack_bits`) on first need: ``bits``, and ``raw``
+        its bytes; returns ``raw``."""
+        entry.bits = pack_bits(entry.allowed.cpu().numpy())
+        entry.raw = memoryview(entry.bits).cast("B")
+        return entry.raw
+
+
+class _Row:
+    """One state's cached answer: ``allowed`` [V] bool (on the automaton's device), its 0 / -inf
+    ``biases`` [V] by dtype (made on first need), ``ids`` the few allowed (keep, cols) or
+    forbidden tokens or None (:func:`~.masks.sparse_ids`; CPU only), and ``bits`` [ceil(V / 32)]
+    int32, the row packed for :meth:`LazyTokenAutomaton.fill_bitmask`, and ``raw`` its bytes
+    (both None until first asked for)."""
+
+    __slots__ = ("allowed", "biases", "ids", "bits", "raw")
+
+    def __init__(self, allowed: torch.Tensor, ids) -> None:
+        self.allowed, self.ids, self.bits, self.raw = allowed, ids, None, None
+        self.biases: dict[torch.dtype, torch.Tensor] = {}
 
 
 def _groups(succ: np.ndarray, bound: np.ndarray, depth: int) -> np.ndarray:

@@ -29,7 +29,14 @@ import functools
 import numpy as np
 import torch
 
-from decodekit.constraints.tokens.interface import StateTables, decides_on_host
+from decodekit.constraints.tokens.interface import (
+    Bitmasks,
+    StateTables,
+    TokenConstraint,
+    decides_on_host,
+    provides,
+)
+from decodekit.errors import ConstraintError
 
 NEG_INF = float("-inf")
 TABLE_BUDGET = 1 << 25  # (S + 1) * V entries of the cached mask tables
@@ -66,6 +73,29 @@ def mask(a: StateTables, cache: MaskCache, logprobs: torch.Tensor, states, remai
             return tables.apply(logprobs, rows, inplace)
         ok = allowed(a, cache, states, remaining)
     return logprobs.masked_fill_(~ok, NEG_INF) if inplace else logprobs.masked_fill(~ok, NEG_INF)
+
+
+def fill_bitmask_tables(
+    a: StateTables, cache: MaskCache, bitmask: torch.Tensor, states: torch.Tensor, remaining
+) -> torch.Tensor:
+    """:meth:`~.automaton.TokenAutomaton.fill_bitmask` through ``cache``: on the CPU, where no row
+    needs the length check, one copy of each state's cached packed row; else ``allowed`` packed."""
+    states = states.to(a.next_state.device).long()
+    tables = cache.tables(a)
+    rows = tables.rows(a, states) if tables is not None and tables.lazy and bitmask.is_cpu else None
+    if rows is None or tables.tight(rows, remaining) is not None:
+        ok = allowed(a, cache, states, remaining)
+        check_bitmask(bitmask, ok.shape[0], a.vocab_size)
+        bitmask.copy_(torch.from_numpy(pack_bits(ok.cpu().numpy())))
+        return bitmask
+    check_bitmask(bitmask, len(rows), a.vocab_size)
+    out = bitmask.numpy()
+    for i, r in enumerate(rows):
+        bits = tables.bits.get(r)
+        if bits is None:
+            bits = tables.bits[r] = pack_bits(tables.allowed[r].numpy())
+        out[i] = bits
+    return bitmask
 
 
 def reference_allowed(a: StateTables, states: torch.Tensor, remaining) -> torch.Tensor:
@@ -156,6 +186,7 @@ class _Tables:
         self.allowed[self.dead] = False
         self.max_need = torch.full((size,), -1, dtype=torch.long, device=device)
         self.biases: dict[torch.dtype, torch.Tensor] = {}
+        self.bits: dict[int, np.ndarray] = {}  # CPU: row -> its packed row (fill_bitmask), on first need
         self.built = np.zeros(size, dtype=bool)
         self.built[self.dead], self.bound = True, -1
         # CPU: per filled row, (True, allowed ids) or (False, forbidden ids) when at most
@@ -248,6 +279,8 @@ class _Tables:
             if a.eos_id is not None:
                 ok[:, a.eos_id] = a.accepting[states]
             self.allowed[part] = ok
+            for q in part.tolist():
+                self.bits.pop(q, None)
             if self.lazy:
                 for q, row, count in zip(part.tolist(), ok, ok.sum(1).tolist()):
                     self.ids[q] = sparse_ids(row, count)
@@ -270,6 +303,47 @@ def apply_row(logprobs: torch.Tensor, bias: torch.Tensor, ids, inplace: bool) ->
         out = logprobs.fill_(NEG_INF) if inplace else torch.full_like(logprobs, NEG_INF)
         return out.scatter_(1, cols, kept)
     return logprobs.index_fill_(1, cols, NEG_INF) if inplace else logprobs.index_fill(1, cols, NEG_INF)
+
+
+def bitmask_words(vocab_size: int) -> int:
+    """W = ceil(V / 32), the int32 words of a row of a packed bitmask."""
+    return (vocab_size + 31) // 32
+
+
+def pack_bits(ok: np.ndarray) -> np.ndarray:
+    """[..., V] bool -> [..., ceil(V / 32)] int32: bit ``t % 32`` of word ``t // 32`` set iff
+    ``ok[..., t]`` (xgrammar's and llguidance's token bitmask; the bits past V are 0)."""
+    v = ok.shape[-1]
+    packed = np.packbits(ok, axis=-1, bitorder="little")  # [..., ceil(V / 8)] uint8
+    pad = 4 * bitmask_words(v) - packed.shape[-1]
+    if pad:
+        packed = np.concatenate([packed, np.zeros((*packed.shape[:-1], pad), dtype=np.uint8)], axis=-1)
+    return np.ascontiguousarray(packed).view("<i4").astype(np.int32, copy=False)  # little-endian words
+
+
+def check_bitmask(bitmask: torch.Tensor, rows: int, vocab_size: int) -> None:
+    """ConstraintError unless ``bitmask`` is an int32 [rows, ceil(V / 32)] tensor."""
+    if bitmask.dtype != torch.int32 or tuple(bitmask.shape) != (rows, bitmask_words(vocab_size)):
+        raise ConstraintError(
+            f"bitmask must be an int32 tensor of shape ({rows}, {bitmask_words(vocab_size)}) for {rows} "
+            f"states over {vocab_size} tokens, got {bitmask.dtype} {tuple(bitmask.shape)}: allocate it with "
+            "torch.zeros(N, (V + 31) // 32, dtype=torch.int32)"
+        )
+
+
+def fill_bitmask(
+    constraint: TokenConstraint, bitmask: torch.Tensor, states: torch.Tensor, remaining=None
+) -> torch.Tensor:
+    """``constraint.allowed(states, remaining)`` [N, V] written into ``bitmask`` [N, ceil(V / 32)]
+    int32 as :func:`pack_bits` packs it, and returned: through the constraint's own
+    ``fill_bitmask`` where it has one (:class:`~.interface.Bitmasks`: a copy of cached packed rows),
+    else by packing its ``allowed``."""
+    if provides(constraint, Bitmasks):
+        return constraint.fill_bitmask(bitmask, states, remaining)
+    ok = constraint.allowed(states, remaining)
+    check_bitmask(bitmask, ok.shape[0], constraint.vocab_size)
+    bitmask.copy_(torch.from_numpy(pack_bits(ok.cpu().numpy())))
+    return bitmask
 
 
 def sparse_ids(row: torch.Tensor, count: int):

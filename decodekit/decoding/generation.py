@@ -13,15 +13,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from decodekit.checks import at_least, one_of, real, require, shown
 from decodekit.decoding.banked import default_search
+from decodekit.decoding.memory import check as check_memory
 from decodekit.decoding.prompts import compile_constraint
 from decodekit.decoding.search import run
 from decodekit.decoding.strategies import STRATEGIES, Settings
 from decodekit.errors import ConfigError
-from decodekit.memory import check as check_memory
 from decodekit.models.base import LanguageModel
 from decodekit.outputs import Hypothesis, SearchTree
+from decodekit.util.checks import at_least, one_of, real, require, shown
 
 SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed accepts
 TRANSFORMERS_KEYWORDS = (
@@ -279,9 +279,9 @@ def generate(
     hypotheses of one prompt, or one list per prompt for a batch; each hypothesis has its
     ``text`` when the model has a vocabulary.
 
-    The memory the search needs is estimated first (:mod:`decodekit.memory`); a search that
+    The memory the search needs is estimated first (:mod:`decodekit.decoding.memory`); a search that
     would need more than ``max_memory`` (default: ``DECODEKIT_MAX_MEMORY``, else 90 % of the free
-    memory) raises :class:`decodekit.memory.ResourceError` naming the largest setting that fits.
+    memory) raises :class:`decodekit.decoding.memory.ResourceError` naming the largest setting that fits.
     ``record``: a :class:`~decodekit.outputs.SearchTree` to fill (``record.to_dot(vocab)`` draws
     the search)."""
     config = _config(config, options)

@@ -5,6 +5,8 @@ whose public names would otherwise import torch at ``import`` time (``decodekit`
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.util
 import sys
 import types
 from collections.abc import Callable, Mapping
@@ -58,3 +60,30 @@ def _keep_names(module: types.ModuleType, names: set[str]) -> None:
             super().__setattr__(name, value)
 
     module.__class__ = Package
+
+
+class FormerNames(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Modules importable by a name they had before they moved: ``import decodekit.decoding.memory``
+    gives the module object of ``decodekit.decoding.memory`` itself (not a copy), so an attribute
+    set through either name is set for both. Consulted after the regular finders, so only names
+    no file answers to reach it. ``table`` maps each former dotted name to the current one."""
+
+    def __init__(self, table: Mapping[str, str]) -> None:
+        self.table = dict(table)
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname not in self.table:
+            return None
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec: Any) -> types.ModuleType:
+        return importlib.import_module(self.table[spec.name])
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        """Nothing to run: the module was imported under its current name."""
+
+
+def keep_former_names(table: Mapping[str, str]) -> None:
+    """Install a :class:`FormerNames` for ``table`` (once per process)."""
+    if not any(isinstance(f, FormerNames) and f.table == dict(table) for f in sys.meta_path):
+        sys.meta_path.append(FormerNames(table))

@@ -1,0 +1,1 @@
+"""Utilities of the lowest layer: argument checks, checked file reads and writes, locks, lazy names."""
