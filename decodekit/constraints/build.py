@@ -149,10 +149,10 @@ def _derivable(entry: Vocabulary, eos_id, separator: str, lazy: Laziness, modes=
 
 
 def _derived(
-    expr: Pattern, entry: Vocabulary, eos_id, label: str, stats: dict, parsed=None
+    expr: Pattern, entry: Vocabulary, eos_id, label: str, stats: dict, known=None
 ) -> DerivedTokenAutomaton:
     enc = entry.trie()
-    char = CharLevel(expr, enc.available(b""), parsed)
+    char = CharLevel(expr, enc.available(b""), known)
     return DerivedTokenAutomaton(char, enc, entry.tokens, eos_id, label, {**stats, "engine": "derivatives"})
 
 
@@ -242,8 +242,8 @@ def _build(
     ast, boundaries = parsed(pattern)
     derivable = _derivable(entry, eos_id, separator, lazy)
     if derivable and (ast.size > DERIVE_NFA or DERIVE_ALWAYS):
-        parsed = {pattern: (ast, boundaries)}
-        return _derived(Pattern(pattern), entry, eos_id, pattern, {"nfa_states": ast.size}, parsed)
+        known = {pattern: (ast, boundaries)}
+        return _derived(Pattern(pattern), entry, eos_id, pattern, {"nfa_states": ast.size}, known)
     if first_char_gate(pattern) is not None:  # regex's first-character test narrows the pattern
         return _build_all((pattern,), (), entry, eos_id, separator, max_states, lazy, pattern)  # & gate
     enc = entry.trie()
@@ -254,8 +254,8 @@ def _build(
         except ConstraintError as e:
             if "too large" not in str(e) and "too expensive" not in str(e):
                 raise
-            parsed = {pattern: (ast, boundaries)}
-            return _derived(Pattern(pattern), entry, eos_id, pattern, {"nfa_states": ast.size}, parsed)
+            known = {pattern: (ast, boundaries)}
+            return _derived(Pattern(pattern), entry, eos_id, pattern, {"nfa_states": ast.size}, known)
     else:
         dfa = build_char_dfa(ast, boundaries, max_states, minimal=not masked_lazily)
     if dfa.initial < 0:
