@@ -1186,6 +1186,10 @@ def parse_args(argv=None):
     ap.add_argument("--cache", type=Path, default=Path("runs/byte-bpe"), help="trained tokenizers")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--walk", type=int, default=64, help="most tokens of a walk")
+    ap.add_argument(
+        "--max-length", type=int, default=None,
+        help="decodekit's remaining-length budget for every mask, the first included (default: none bites)",
+    )  # fmt: skip
     ap.add_argument("--engines", nargs="+", choices=ENGINES + VARIANTS, default=list(ENGINES))
     ap.add_argument(
         "--patterns", nargs="+", choices=list(STRUCTURED) + list(EXTRA), default=None, help="default: all"
@@ -1230,6 +1234,9 @@ def main(argv=None) -> None:
         print(f"not installed, skipped: {missing} (pip install -e '.[bench]')")
     raw, tok, tokens, eos = load_vocabulary(args)
     engines = make_engines(names, tokens, eos, _encoder(raw))
+    for e in engines.values():
+        if args.max_length is not None and hasattr(e, "budget"):
+            e.budget = args.max_length
     info["prepare_s"] = {n: e.prepare_s for n, e in engines.items()}
     print(
         "vocabulary preparation (once, excluded), ms wall / CPU: "

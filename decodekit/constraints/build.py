@@ -36,8 +36,9 @@ from decodekit.errors import ConstraintError
 LAZY_ENTRIES, LAZY_STEP = 2**27, 2**25
 # the derivative engine's rung (Laziness.MASKED, where build.exact_lazily holds): a pattern
 # whose NFA exceeds DERIVE_NFA states, or whose character DFA exceeds DERIVE_STATES, is built on
-# first visit from its derivatives (docs/constraints.md "The derivative engine": measured)
-DERIVE_NFA, DERIVE_STATES = 2_000, 256
+# first visit from its derivatives (docs/constraints.md "The derivative engine": measured; past
+# 1,000 NFA states the subset construction's attempt at 256 states cost more than the engine)
+DERIVE_NFA, DERIVE_STATES = 1_000, 256
 # several constraints without excludes, Laziness.MASKED: one intersection through the derivative
 # engine (the product of byte DFAs measured 1.4-3.8x slower to the first mask; with excludes the
 # engine's liveness searches made it 3x slower: kept as a product)
@@ -147,9 +148,11 @@ def _derivable(entry: Vocabulary, eos_id, separator: str, lazy: Laziness, modes=
     return lazy in modes and entry.exact_lazily(separator, eos_id)
 
 
-def _derived(expr: Pattern, entry: Vocabulary, eos_id, label: str, stats: dict) -> DerivedTokenAutomaton:
+def _derived(
+    expr: Pattern, entry: Vocabulary, eos_id, label: str, stats: dict, known=None
+) -> DerivedTokenAutomaton:
     enc = entry.trie()
-    char = CharLevel(expr, enc.available(b""))
+    char = CharLevel(expr, enc.available(b""), known)
     return DerivedTokenAutomaton(char, enc, entry.tokens, eos_id, label, {**stats, "engine": "derivatives"})
 
 
@@ -239,7 +242,8 @@ def _build(
     ast, boundaries = parsed(pattern)
     derivable = _derivable(entry, eos_id, separator, lazy)
     if derivable and (ast.size > DERIVE_NFA or DERIVE_ALWAYS):
-        return _derived(Pattern(pattern), entry, eos_id, pattern, {"nfa_states": ast.size})
+        known = {pattern: (ast, boundaries)}
+        return _derived(Pattern(pattern), entry, eos_id, pattern, {"nfa_states": ast.size}, known)
     if first_char_gate(pattern) is not None:  # regex's first-character test narrows the pattern
         return _build_all((pattern,), (), entry, eos_id, separator, max_states, lazy, pattern)  # & gate
     enc = entry.trie()
@@ -250,7 +254,8 @@ def _build(
         except ConstraintError as e:
             if "too large" not in str(e) and "too expensive" not in str(e):
                 raise
-            return _derived(Pattern(pattern), entry, eos_id, pattern, {"nfa_states": ast.size})
+            known = {pattern: (ast, boundaries)}
+            return _derived(Pattern(pattern), entry, eos_id, pattern, {"nfa_states": ast.size}, known)
     else:
         dfa = build_char_dfa(ast, boundaries, max_states, minimal=not masked_lazily)
     if dfa.initial < 0:

@@ -298,9 +298,12 @@ class Expr:
     """A hash-consed expression node (compare by identity). ``null``: its nullability bits over
     (previous, next) word-ness (module docstring); ``ctx``: it contains ``\\b``/``\\B``;
     ``simple``: no intersection, complement or boundary below (then it is non-empty iff not ∅).
-    ``lo``: a lower bound on the bytes of a match (exact when ``simple``)."""
+    ``minb``: a lower bound on the bytes of a match (exact when ``simple``); ``reach`` (when
+    ``simple``): an upper bound on the ``minb`` of every derivative, itself included."""
 
-    __slots__ = ("op", "a", "b", "lo", "hi", "mask", "null", "ctx", "simple", "minb", "id", "__weakref__")
+    __slots__ = (
+        "op", "a", "b", "lo", "hi", "mask", "null", "ctx", "simple", "minb", "reach", "id", "__weakref__"
+    )  # fmt: skip
 
     def __repr__(self) -> str:
         names = ["∅", "ε", "S", "\\b", "\\B", "cat", "or", "and", "not", "rep"]
@@ -333,12 +336,15 @@ class Algebra:
         self.top = self.complement(self.empty)
         self._deriv: dict[tuple, Expr] = {}
 
-    def _make(self, key, op, a=None, b=None, lo=0, hi=None, mask=0, null=0, ctx=False, simple=False, minb=0):
+    def _make(
+        self, key, op, a=None, b=None, lo=0, hi=None, mask=0, null=0, ctx=False, simple=False, minb=0, reach=0
+    ):
         e = self._table.get(key)
         if e is None:
             e = Expr()
             e.op, e.a, e.b, e.lo, e.hi, e.mask = op, a, b, lo, hi, mask
-            e.null, e.ctx, e.simple, e.minb, e.id = null, ctx, simple, minb, len(self._table)
+            e.null, e.ctx, e.simple, e.minb, e.reach = null, ctx, simple, minb, reach
+            e.id = len(self._table)
             self._table[key] = e
         return e
 
@@ -350,20 +356,37 @@ class Algebra:
             low = m & -m
             best = min(best, self.class_bytes[low.bit_length() - 1])
             m ^= low
-        return self._make((SET, mask), SET, mask=mask, simple=True, minb=best)
+        return self._make((SET, mask), SET, mask=mask, simple=True, minb=best, reach=best)
 
     def cat(self, a: Expr, b: Expr) -> Expr:
+        """``a b``, right-nested: a chain ``a1 (a2 (... an))`` as ``a`` is rebuilt onto ``b``
+        (iteratively: chains of thousands of parts, a JSON object's characters, are common)."""
         if a.op == EMPTY or b.op == EMPTY:
             return self.empty
         if a.op == EPS:
             return b
         if b.op == EPS:
             return a
-        if a.op == CAT:  # right-nested
-            return self.cat(a.a, self.cat(a.b, b))
+        if a.op != CAT:
+            return self._cat2(a, b)
+        chain = []
+        while a.op == CAT:
+            chain.append(a.a)
+            a = a.b
+        chain.append(a)
+        out = b
+        for x in reversed(chain):
+            out = self._cat2(x, out)
+        return out
+
+    def _cat2(self, a: Expr, b: Expr) -> Expr:
+        """The node ``a b`` for ``a`` not a concatenation, neither ∅ nor ε, and ``b`` not ∅."""
+        got = self._table.get((CAT, a, b))
+        if got is not None:
+            return got
         return self._make(
             (CAT, a, b), CAT, a, b, null=a.null & b.null, ctx=a.ctx or b.ctx,
-            simple=a.simple and b.simple, minb=a.minb + b.minb,
+            simple=a.simple and b.simple, minb=a.minb + b.minb, reach=max(a.reach + b.minb, b.reach),
         )  # fmt: skip
 
     def _flat(self, op: int, items: Iterable[Expr]) -> tuple[set, int]:
@@ -393,12 +416,15 @@ class Algebra:
         if len(out) == 1:
             return next(iter(out))
         key = frozenset(out)
+        got = self._table.get((OR, key))  # the attributes only for a new node
+        if got is not None:
+            return got
         null = 0
         for x in key:
             null |= x.null
         return self._make(
             (OR, key), OR, key, null=null, ctx=any(x.ctx for x in key),
-            simple=all(x.simple for x in key), minb=min(x.minb for x in key),
+            simple=all(x.simple for x in key), minb=min(x.minb for x in key), reach=max(x.reach for x in key),
         )  # fmt: skip
 
     def intersection(self, items: Iterable[Expr]) -> Expr:
@@ -415,6 +441,9 @@ class Algebra:
         if self.eps in out and any(x.op == SET for x in out):
             return self.empty
         key = frozenset(out)
+        got = self._table.get((AND, key))
+        if got is not None:
+            return got
         null = _ALL_CONTEXTS
         for x in key:
             null &= x.null
@@ -438,8 +467,9 @@ class Algebra:
             return a  # (r*)* = (r*)+ = r*
         null = _ALL_CONTEXTS if lo == 0 else a.null
         return self._make(
-            (REP, a, lo, hi), REP, a, lo=lo, hi=hi, null=null, ctx=a.ctx, simple=a.simple, minb=lo * a.minb
-        )
+            (REP, a, lo, hi), REP, a, lo=lo, hi=hi, null=null, ctx=a.ctx, simple=a.simple,
+            minb=lo * a.minb, reach=a.reach + lo * a.minb,
+        )  # fmt: skip
 
     def derivative(self, e: Expr, k: int, p: bool) -> Expr:
         """``D_k(e)`` with the previous character's word-ness ``p`` (module docstring)."""
@@ -452,10 +482,18 @@ class Algebra:
             out = self.eps if e.mask >> k & 1 else self.empty
         elif op in (EMPTY, EPS, WB, NWB):
             out = self.empty
-        elif op == CAT:
-            out = self.cat(self.derivative(e.a, k, p), e.b)
-            if e.a.null >> (2 * p + self.word[k]) & 1:
-                out = self.union((out, self.derivative(e.b, k, p)))
+        elif op == CAT:  # D(a b) = D(a) b | D(b) if a is nullable, along the chain iteratively
+            bit, terms, x = 2 * p + self.word[k], [], e
+            while True:
+                terms.append(self.cat(self.derivative(x.a, k, p), x.b))
+                if not x.a.null >> bit & 1:
+                    break
+                x = x.b
+                got = self._deriv.get((x, k, p))
+                if got is not None or x.op != CAT:
+                    terms.append(got if got is not None else self.derivative(x, k, p))
+                    break
+            out = terms[0] if len(terms) == 1 else self.union(terms)
         elif op == OR:
             out = self.union([self.derivative(x, k, p) for x in e.a])
         elif op == AND:
@@ -524,16 +562,35 @@ def _or(masks) -> int:
     return out
 
 
+def _meet(p: tuple[int, ...], q: tuple[int, ...]) -> tuple[int, ...]:
+    """The common refinement of two partitions of the classes (tuples of disjoint bit masks)."""
+    if len(p) == 1:
+        return q
+    if len(q) == 1:
+        return p
+    return tuple(x & y for x in p for y in q if x & y)
+
+
+def _structural(e: Expr) -> bool:
+    """Whether :meth:`CharLevel.min_bytes` reads the fewest bytes of ``e`` off its structure
+    (no boundary in it, and not itself an intersection or complement, which are searched)."""
+    return not e.ctx and e.op not in (AND, NOT)
+
+
 class CharLevel:
     """The character level of a compiled :class:`Pattern`: numbered states (expression, previous
     character word or not), their transitions by class, acceptance, liveness and distances, all
     computed on first need.
 
     ``available`` [256] bool: the bytes a text may contain (a vocabulary's); character sets are
-    cut to the classes spellable with them, so that a ``simple`` state is live iff it exists."""
+    cut to the classes spellable with them, so that a ``simple`` state is live iff it exists.
+    ``parsed``: regex -> its :func:`~decodekit.constraints.syntax.parser.parse` result, for the
+    regexes the caller has parsed already (the rest are parsed here)."""
 
-    def __init__(self, pattern: Pattern, available: np.ndarray | None = None):
-        parsed: dict[str, tuple[Node, bool]] = {}
+    def __init__(
+        self, pattern: Pattern, available: np.ndarray | None = None, parsed: dict | None = None
+    ) -> None:
+        parsed = dict(parsed or {})  # regex -> parse(regex), what the caller already parsed
         for r in pattern.regexes():
             if r not in parsed:
                 parsed[r] = parse(r)
@@ -553,7 +610,8 @@ class CharLevel:
             class_bytes[k] = n
         self.alg = alg = Algebra(class_bytes, self.word)
         mask_all = _or(1 << k for k in avail_classes)
-        set_mask = [_bits(np.flatnonzero(row)) & mask_all for row in member]
+        packed = np.packbits(member, axis=1, bitorder="little")  # [G, ceil(C / 8)]: row g's classes as bits
+        set_mask = [int.from_bytes(row.tobytes(), "little") & mask_all for row in packed]
         set_of = {cs: i for i, cs in enumerate(sets)}
         converted = {r: _convert(ast, alg, set_of, set_mask) for r, (ast, _) in parsed.items()}
         self.root = _combine(pattern, alg, converted)
@@ -563,6 +621,13 @@ class CharLevel:
         self.trans: list[dict[int, int]] = []
         self._live: dict[int, bool] = {}
         self._dist: dict[int, int] = {}
+        self._hop: dict[int, tuple[int, int]] = {}  # state -> (class, next state) on a shortest way
+        self._short: dict[Expr, bytes] = {}
+        self._minbytes: dict[Expr, int] = {}
+        self._blocks: dict[Expr, tuple[int, ...]] = {}
+        self._all = (1 << self.num_classes) - 1
+        self._word_split = _bits(np.flatnonzero(word)) if boundaries else 0
+        self._spelled: dict[int, bytes] = {}
         self.initial = self.state(self.root, False)
 
     def _available_classes(self) -> dict[int, int]:
@@ -616,17 +681,49 @@ class CharLevel:
         return range(self.num_classes)
 
     def distance(self, q: int) -> int:
-        """The fewest bytes of a text leading q to acceptance, -1 if none (exact: the
-        structural bound for a ``simple`` expression, else a bounded Dijkstra search;
-        ConstraintError past :data:`SEARCH_BUDGET` states)."""
+        """The fewest bytes of a text leading q to acceptance, -1 if none (exact: read off the
+        expression where it has no boundary (:meth:`min_bytes`), else a bounded Dijkstra
+        search; ConstraintError past :data:`SEARCH_BUDGET` states)."""
         got = self._dist.get(q)
         if got is not None:
             return got
         e, _ = self.states[q]
-        if e.simple:
-            self._dist[q] = e.minb
-            return e.minb
+        if _structural(e):
+            got = self._dist[q] = self.min_bytes(e)
+            return got
         return self._search(q)
+
+    def min_bytes(self, e: Expr) -> int:
+        """The fewest bytes of a text of ``e`` (no ``\\b``/``\\B`` in it; -1: no text): a
+        concatenation's is the sum of its parts', a union's the least, ``r{lo,hi}``'s ``lo``
+        times r's; an intersection or a complement is searched from its own state, over its
+        derivatives only (iterative over the nesting; memoised per node)."""
+        memo = self._minbytes
+        stack = [e]
+        while stack:
+            x = stack[-1]
+            if x in memo:
+                stack.pop()
+                continue
+            op = x.op
+            if x.simple or op in (AND, NOT):
+                stack.pop()
+                memo[x] = (-1 if op == EMPTY else x.minb) if x.simple else self.distance(self.state(x, False))
+                continue
+            kids = (x.a, x.b) if op == CAT else tuple(x.a) if op == OR else (x.a,) if x.lo else ()
+            missing = [c for c in kids if c not in memo]
+            if missing:
+                stack.extend(missing)
+                continue
+            stack.pop()
+            parts = [memo[c] for c in kids]
+            if op == CAT:
+                memo[x] = -1 if min(parts) < 0 else sum(parts)
+            elif op == OR:
+                memo[x] = min((n for n in parts if n >= 0), default=-1)
+            else:  # REP
+                memo[x] = 0 if not x.lo else -1 if parts[0] < 0 else x.lo * parts[0]
+        return memo[e]
 
     def lower(self, q: int) -> int:
         """A lower bound on :meth:`distance` that never searches."""
@@ -636,11 +733,167 @@ class CharLevel:
     def live(self, q: int) -> bool:
         return q >= 0 and self.distance(q) >= 0
 
+    def witness(self, q: int) -> bytes | None:
+        """The bytes of one shortest text leading q to acceptance (:meth:`distance` bytes; None
+        if there is none): read off the expression where it has no boundary
+        (:meth:`shortest_text`), else along the next steps the distance search recorded."""
+        out = []
+        while True:
+            d = self.distance(q)
+            if d < 0:
+                return None
+            if d == 0:
+                break
+            e, _ = self.states[q]
+            if _structural(e):
+                out.append(self.shortest_text(e))
+                break
+            hop = self._hop.get(q)
+            if hop is None:  # distance known without a search (cannot happen; be safe)
+                return None
+            k, q = hop
+            out.append(self.spelling(k))
+        return b"".join(out)
+
+    def shortest_text(self, e: Expr) -> bytes:
+        """The bytes of one shortest text of a non-empty expression without boundaries
+        (:meth:`min_bytes` bytes): a set's fewest-byte character, the shortest branch of a union,
+        ``lo`` copies of the body of a repetition, an intersection's or complement's from the
+        search of its own state (iterative over the nesting; memoised per node)."""
+        memo = self._short
+        stack = [e]
+        while stack:
+            x = stack[-1]
+            if x in memo:
+                stack.pop()
+                continue
+            op = x.op
+            if op in (AND, NOT):
+                stack.pop()
+                memo[x] = self.witness(self.state(x, False))
+                continue
+            if op == CAT:
+                kids = (x.a, x.b)
+            elif op == OR:
+                live = [y for y in x.a if self.min_bytes(y) >= 0]
+                kids = (min(live, key=lambda y: (self.min_bytes(y), y.id)),)
+            elif op == REP and x.lo:
+                kids = (x.a,)
+            else:
+                kids = ()
+            missing = [c for c in kids if c not in memo]
+            if missing:
+                stack.extend(missing)
+                continue
+            stack.pop()
+            if op == SET:
+                cost = self.alg.class_bytes
+                m, k = x.mask, -1
+                while m:
+                    low = m & -m
+                    c = low.bit_length() - 1
+                    if k < 0 or cost[c] < cost[k]:
+                        k = c
+                    m ^= low
+                memo[x] = self.spelling(k)
+            elif op == CAT:
+                memo[x] = memo[x.a] + memo[x.b]
+            elif op == OR:
+                memo[x] = memo[kids[0]]
+            elif op == REP and x.lo:
+                memo[x] = memo[x.a] * x.lo
+            else:  # ε, an empty repetition
+                memo[x] = b""
+        return memo[e]
+
+    def spelling(self, k: int) -> bytes:
+        """The UTF-8 bytes of a character of class k with the fewest bytes, over the available
+        bytes (``alg.class_bytes[k]`` of them; the class must be spellable)."""
+        got = self._spelled.get(k)
+        if got is None:
+            u = self.utf8
+            if not self._spelled:  # every ASCII class at once, from its first available byte
+                for b in range(127, -1, -1):
+                    if u["avail"][b]:
+                        self._spelled[u["ascii"][b]] = bytes((b,))
+                got = self._spelled.get(k)
+            if got is None:
+                for b, (level, node) in enumerate(u["lead"]):
+                    if level > 0 and u["avail"][b] and u["masks"][level][node] >> k & 1:
+                        text = bytes((b,)) + self.completion(level, node, k)
+                        if got is None or len(text) < len(got):
+                            got = text
+            if got is None:
+                raise ConstraintError(f"internal error: class {k} has no character of the available bytes")
+            self._spelled[k] = got
+        return got
+
+    def completion(self, level: int, node: int, k: int) -> bytes:
+        """The ``level`` continuation bytes that finish, under DAG node ``node``, a character of
+        class k (which must lie under it, :func:`_utf8_tables` ``masks``)."""
+        u = self.utf8
+        avail, out = u["avail"], []
+        while level > 1:
+            below = u["masks"][level - 1]
+            kids = (u["l2"] if level == 2 else u["l3"])[node]
+            i = next(i for i, c in enumerate(kids) if c >= 0 and avail[0x80 + i] and below[c] >> k & 1)
+            out.append(0x80 + i)
+            node, level = kids[i], level - 1
+        row = u["rows"][node]
+        out.append(0x80 + next(i for i, c in enumerate(row) if c == k and avail[0x80 + i]))
+        return bytes(out)
+
+    def blocks(self, e: Expr) -> tuple[int, ...]:
+        """Disjoint class masks covering every class, such that the derivative of ``e`` is the
+        same for all classes of a block (Owens, Reppy & Turon 2009's derivative classes): a
+        set splits into itself and the rest; a concatenation refines its head's blocks by its
+        tail's where the head can be empty; unions and intersections meet their parts';
+        with boundaries, word and non-word classes apart (iterative; memoised per node)."""
+        memo = self._blocks
+        stack = [e]
+        while stack:
+            x = stack[-1]
+            if x in memo:
+                stack.pop()
+                continue
+            op = x.op
+            if op == CAT:
+                kids = (x.a, x.b) if x.a.null else (x.a,)
+            elif op in (OR, AND):
+                kids = tuple(x.a)
+            elif op in (NOT, REP):
+                kids = (x.a,)
+            else:
+                kids = ()
+            missing = [c for c in kids if c not in memo]
+            if missing:
+                stack.extend(missing)
+                continue
+            stack.pop()
+            if op == SET:
+                got = tuple(m for m in (x.mask, self._all & ~x.mask) if m)
+            else:
+                got = (self._all,)
+                for c in kids:
+                    got = _meet(got, memo[c])
+            if x.ctx and self._word_split:
+                got = _meet(got, (self._word_split, self._all & ~self._word_split))
+            memo[x] = got
+        return memo[e]
+
     def _search(self, q0: int) -> int:
         cost = [n if n < (1 << 20) else -1 for n in self.alg.class_bytes]
-        usable = [k for k in range(self.num_classes) if cost[k] > 0]
+        spellable = _or(1 << k for k in range(self.num_classes) if cost[k] > 0)
+
+        def usable_in(block: int):
+            m = block & spellable
+            while m:
+                low = m & -m
+                yield low.bit_length() - 1
+                m ^= low
+
         best = {q0: 0}
-        parent: dict[int, int] = {}
+        parent: dict[int, tuple[int, int]] = {}  # state -> (the state before it, the class read)
         heap = [(0, 0, q0)]  # (bytes, 1 if the rest of the way is known, state)
         done = set()
         visited = 0
@@ -648,16 +901,21 @@ class CharLevel:
             d, final, q = heapq.heappop(heap)
             if final:  # the first final entry popped is the shortest way
                 x = q
-                while True:  # the states on it get their exact distance
+                while True:  # the states on it get their exact distance and their next step
                     self._dist[x] = d - best[x]
                     if x == q0:
                         break
-                    x = parent[x]
+                    before, k = parent[x]
+                    self._hop[before] = (k, x)
+                    x = before
                 return d
             if q in done:
                 continue
             done.add(q)
             known = 0 if self.accepting(q) else self._dist.get(q)
+            e = self.states[q][0]
+            if known is None and _structural(e):  # exact without a search
+                known = self._dist[q] = self.min_bytes(e)
             if known is not None and known >= 0:  # the rest of the way from q is known
                 heapq.heappush(heap, (d + known, 1, q))
                 continue
@@ -670,13 +928,16 @@ class CharLevel:
                     f"than {SEARCH_BUDGET:,} states (an intersection or complement whose matches are far "
                     "or rare); simplify the expression"
                 )
-            for k in usable:
+            for block in self.blocks(e):  # one derivative per block: the cheapest class of it
+                k = min(usable_in(block), key=cost.__getitem__, default=-1)
+                if k < 0:
+                    continue
                 r = self.step(q, k)
                 if r < 0 or r in done:
                     continue
                 nd = d + cost[k]
                 if nd < best.get(r, 1 << 60):
-                    best[r], parent[r] = nd, q
+                    best[r], parent[r] = nd, (q, k)
                     heapq.heappush(heap, (nd, 0, r))
         for x in done:  # every state reachable from q0 was seen: none accepts
             self._dist[x] = -1

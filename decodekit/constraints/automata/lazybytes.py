@@ -131,6 +131,26 @@ class LazyBytes:
             self._dist[s] = got
         return got
 
+    def witness(self, s: int) -> bytes | None:
+        """The bytes of one shortest text leading s to acceptance (:meth:`distance` bytes; None
+        if none): inside a character, the completion of its class nearest to acceptance first."""
+        q, level, node = self.keys[s]
+        if level == 0:
+            return self.char.witness(q)
+        best, m = None, self._masks[level][node]
+        while m:
+            low = m & -m
+            k = low.bit_length() - 1
+            r = self.char.step(q, k)
+            d = self.char.distance(r) if r >= 0 else -1
+            if d >= 0 and (best is None or d < best[0]):
+                best = (d, k, r)
+            m ^= low
+        if best is None:
+            return None
+        tail = self.char.witness(best[2])
+        return None if tail is None else self.char.completion(level, node, best[1]) + tail
+
     def lower(self, s: int) -> int:
         """A lower bound on :meth:`distance` that never searches (0 inside a character)."""
         got = self._dist.get(s)

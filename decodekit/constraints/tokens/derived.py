@@ -12,8 +12,11 @@ contains is a token by itself), so that
   complement or boundary, else a bounded search);
 * with ``remaining`` tokens left, iff moreover the fewest tokens from that state to acceptance
   are at most ``remaining - 1``. With ``d`` the fewest bytes to acceptance and L the longest
-  token, those fewest tokens lie in ``[ceil(d / L), d]`` (every byte is a token); only between
-  the two does a bounded breadth-first search over tokens decide (:meth:`_within`).
+  token, those fewest tokens lie in ``[ceil(d / L), u]``, where ``u <= d`` is the fewest tokens
+  spelling one shortest accepted text (:meth:`_upper_bound`: the text read off the expression,
+  ``LazyBytes.witness``, segmented over the trie; every byte is a token); only between the two
+  does a bounded depth-first search over tokens decide (:meth:`_within`), so a budget that is
+  not tight explores no state the row itself does not reach.
 
 Rows. The trie of the vocabulary is walked once per state, depth by depth (one gather per depth
 from the byte table, the unknown (state, byte) pairs of a depth computed first, each once).
@@ -22,11 +25,12 @@ complement or boundary, the part of it that the next L bytes can reach (:func:`_
 repetition counts past what L bytes can consume are capped, what lies beyond them cut), so that
 ``.{2000}`` or ``a{10000}`` walk one row, not one per position. The length check is skipped
 for a row when ``remaining - 1`` is at least an upper bound on the bytes to acceptance of every
-state the row's tokens reach (:func:`_reach_bound`).
+state the row's tokens reach (``Expr.reach``).
 """
 
 from __future__ import annotations
 
+import heapq
 from collections import OrderedDict
 from collections.abc import Sequence
 
@@ -43,6 +47,7 @@ from decodekit.errors import ConstraintError
 ROWS = 256  # static rows kept (LRU)
 WALKS = 64  # per-state walks kept for the length check (LRU)
 NEED_WALKS = 4096  # walks the fewest-tokens search may take for one question
+WITNESS_BYTES = 4096  # longest shortest-text spelled into tokens for an upper bound
 
 
 class DerivedTokenAutomaton(LazyTokenAutomaton):
@@ -77,6 +82,8 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
             int, tuple[int, int]
         ] = {}  # state -> (largest R known no, least R known yes)
         self._reach: dict[int, int] = {}
+        self._upper: dict[int, int] = {}  # state -> tokens of one accepted continuation
+        self._trie_keys: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # depth -> (child keys, token end)
         self._copies: dict = {}
         self._stats = dict(stats or {})
         if self.bytes.distance(0) < 0:
@@ -102,16 +109,34 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
 
     @property
     def shortest(self) -> int:
-        """The fewest tokens (EOS not counted) of an accepted sequence."""
-        d = self.bytes.distance(0)
-        lo, hi = -(-d // self._longest), d
-        while lo < hi:  # the answer is monotone in the budget
-            mid = (lo + hi) // 2
-            if self._within(0, mid):
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
+        """The fewest tokens (EOS not counted) of an accepted sequence: an A* search over the
+        states by tokens, ``ceil(bytes to acceptance / L)`` the (consistent) estimate, each
+        state walked once, stopped by the spelled shortest text's tokens (ConstraintError past
+        :data:`NEED_WALKS` walks)."""
+        lb, longest = self.bytes, self._longest
+        upper = min(lb.distance(0), self._upper_bound(0))
+        best, heap, walks = {0: 0}, [(-(-lb.distance(0) // longest), 0, 0)], 0
+        while heap:
+            f, g, s = heapq.heappop(heap)
+            if f >= upper:
+                break
+            if g > best[s]:
+                continue
+            if lb.accepting(s):
+                return g
+            walks += 1
+            if walks > NEED_WALKS:
+                raise ConstraintError(
+                    f"constraint too expensive: finding the fewest tokens matching {self.pattern!r} took "
+                    f"more than {NEED_WALKS} walks of the vocabulary; simplify the pattern"
+                )
+            _, ends, dist = self._walked(s)
+            for e, d in zip(*np.unique(ends, return_index=True)):
+                e, h = int(e), -(-int(dist[d]) // longest)
+                if g + 1 < best.get(e, 1 << 62):
+                    best[e] = g + 1
+                    heapq.heappush(heap, (g + 1 + h, g + 1, e))
+        return upper
 
     def fits(self, max_length: int) -> bool:
         """Whether a match ends within ``max_length`` tokens."""
@@ -271,7 +296,7 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
         if got is None:
             e, _ = self._char.states[self.bytes.keys[c][0]]
             if e.simple:
-                got = _reach_bound(e, {}) + 3  # a token may end inside a character: 3 bytes more
+                got = e.reach + 3  # a token may end inside a character: 3 bytes more
             else:
                 _, _, dist = self._walked(c)
                 got = int(dist.max(initial=0))
@@ -280,45 +305,47 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
 
     def _within(self, s: int, budget: int) -> bool:
         """Whether some token sequence of at most ``budget`` tokens leads s to acceptance: the
-        byte bounds first, then a depth-first search over tokens, closest states first (answers
-        per (state, budget) kept, monotone in the budget; ConstraintError past
-        :data:`NEED_WALKS` walks)."""
+        bounds first (:meth:`_bounds`), then an A* search over states by tokens (estimate
+        ``ceil(bytes / L)``, consistent: each state walked once, at its fewest tokens from s),
+        successors the bounds decide not entered. Answers are kept per state, monotone in the
+        budget: a "no" for every state walked (at the budget left there). ConstraintError past
+        :data:`NEED_WALKS` walks."""
         quick = self._bounds(s, budget)
         if quick is not None:
             return quick
-        walks = 0
-        stack = [(s, budget, None)]  # (state, tokens left, candidates not tried yet)
-        while stack:
-            x, left, todo = stack[-1]
-            if todo is None:
-                walks += 1
-                if walks > NEED_WALKS:
-                    raise ConstraintError(
-                        f"constraint too expensive: deciding whether {self.pattern!r} can still be matched "
-                        f"within {budget} tokens took more than {NEED_WALKS} walks of the vocabulary; "
-                        "raise max_length"
-                    )
-                _, ends, dist = self._walked(x)
-                if (dist <= left - 1).any():
-                    for y, k, _ in stack:  # every state on the way is within its budget
-                        self._known(y, k, True)
-                    return True
-                fine = -(-dist // self._longest) <= left - 1
-                order = np.unique(ends[fine], return_index=True)
-                todo = order[0][np.argsort(dist[fine][order[1]], kind="stable")].tolist()[::-1]
-                stack[-1] = (x, left, todo)
-            if not todo:
-                self._known(x, left, False)
-                stack.pop()
+        lb, longest = self.bytes, self._longest
+        best, heap, walked = {s: 0}, [(-(-lb.distance(s) // longest), 0, s)], []
+        while heap:
+            _, g, x = heapq.heappop(heap)
+            if g > best[x]:
                 continue
-            e = todo.pop()
-            quick = self._bounds(e, left - 1)
-            if quick is None:
-                stack.append((e, left - 1, None))
-            elif quick:
-                for y, k, _ in stack:
-                    self._known(y, k, True)
+            walked.append((x, g))
+            if len(walked) > NEED_WALKS:
+                raise ConstraintError(
+                    f"constraint too expensive: deciding whether {self.pattern!r} can still be matched "
+                    f"within {budget} tokens took more than {NEED_WALKS} walks of the vocabulary; "
+                    "raise max_length"
+                )
+            _, ends, dist = self._walked(x)
+            left = budget - g - 1  # tokens after the next one
+            if (dist <= left).any():
+                self._known(s, budget, True)
                 return True
+            fine = -(-dist // longest) <= left
+            ends, dist = ends[fine], dist[fine]
+            for e, i in zip(*np.unique(ends, return_index=True)):
+                e = int(e)
+                if g + 1 >= best.get(e, 1 << 62):
+                    continue
+                quick = self._bounds(e, left)
+                if quick:
+                    self._known(s, budget, True)
+                    return True
+                if quick is None:
+                    best[e] = g + 1
+                    heapq.heappush(heap, (g + 1 + -(-int(dist[i]) // longest), g + 1, e))
+        for x, g in walked:  # none of them reaches acceptance within what is left of the budget there
+            self._known(x, budget - g, False)
         return False
 
     def _bounds(self, s: int, budget: int) -> bool | None:
@@ -332,7 +359,66 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
         if -(-d // self._longest) > budget:
             return False
         no, yes = self._within_known.get(s, (-1, 1 << 62))
-        return False if budget <= no else True if budget >= yes else None
+        if budget <= no:
+            return False
+        if budget >= yes or self._upper_bound(s) <= budget:
+            return True
+        return None
+
+    def _upper_bound(self, s: int) -> int:
+        """An upper bound on the fewest tokens leading s to acceptance: the fewest tokens that
+        spell one shortest accepted text (:meth:`LazyBytes.witness`; any way to spell an
+        accepted text is a token sequence to acceptance, the automaton reading bytes); a large
+        number when that text is over :data:`WITNESS_BYTES` or not spellable."""
+        got = self._upper.get(s)
+        if got is None:
+            got = 1 << 62
+            if 0 <= self.bytes.distance(s) <= WITNESS_BYTES:
+                text = self.bytes.witness(s)
+                if text is not None:
+                    got = self._fewest_tokens(text)
+            self._upper[s] = got
+        return got
+
+    def _fewest_tokens(self, text: bytes) -> int:
+        """The fewest usable tokens whose bytes joined are ``text`` (a large number if none):
+        every (start, length) that is a token found depth by depth down the trie, all starts at
+        once, then a shortest path over the positions."""
+        enc, n = self._enc, len(text)
+        data = np.frombuffer(text, dtype=np.uint8).astype(np.int64)
+        start, node = np.arange(n), np.zeros(n, dtype=np.int64)
+        steps: list[list[int]] = [[] for _ in range(n)]
+        for d in range(1, len(enc.by_depth)):
+            start = start[start + d <= n]
+            if not len(start):
+                break
+            keys, ends = self._depth(d)
+            key = node[: len(start)] * 256 + data[start + d - 1]
+            at = np.minimum(np.searchsorted(keys, key), len(keys) - 1)
+            hit = keys[at] == key
+            start, node = start[hit], at[hit]
+            for i in start[ends[node]].tolist():
+                steps[i].append(d)
+        best = [0] + [1 << 62] * n
+        for i in range(n):
+            here = best[i] + 1
+            for d in steps[i]:
+                if here < best[i + d]:
+                    best[i + d] = here
+        return best[n]
+
+    def _depth(self, d: int) -> tuple[np.ndarray, np.ndarray]:
+        """Depth d of the trie for lookups: [n_d] sorted keys ``parent * 256 + byte`` of its nodes
+        (sorted as the trie orders them) and [n_d] bool, the node ends a usable token."""
+        got = self._trie_keys.get(d)
+        if got is None:
+            enc = self._enc
+            keys = enc.parent[d - 1] * 256 + enc.byte[d - 1]
+            ends = np.zeros(len(keys), dtype=bool)
+            ids, nodes = enc.by_depth[d]
+            ends[nodes[self._usable[ids]]] = True
+            got = self._trie_keys[d] = (keys, ends)
+        return got
 
     def _known(self, s: int, budget: int, answer: bool) -> None:
         no, yes = self._within_known.get(s, (-1, 1 << 62))
@@ -342,47 +428,46 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
 def _prefix_key(e: Expr, budget: int, memo: dict):
     """A hashable key equal for two ``simple`` expressions whose texts agree on every prefix of
     at most ``budget`` bytes (and so have the same static row): counts of repetitions that
-    ``budget`` bytes cannot exhaust are capped, and what lies past ``budget`` bytes is cut."""
-    if budget < 0:
-        return "..."
-    k = (e.id, budget)
-    got = memo.get(k)
-    if got is not None:
-        return got
-    op = e.op
-    if op == SET:
-        got = (SET, e.mask)
-    elif op == CAT:
-        got = (CAT, _prefix_key(e.a, budget, memo), _prefix_key(e.b, budget - e.a.minb, memo))
-    elif op == OR:
-        got = (OR, frozenset(_prefix_key(x, budget, memo) for x in e.a))
-    elif op == REP:
-        if e.a.minb >= 1:
-            cap = budget // e.a.minb + 1
-            lo, hi = min(e.lo, cap), cap if e.hi is None else min(e.hi, cap)
-            got = (REP, _prefix_key(e.a, budget, memo), lo, hi, e.hi is None and e.lo < cap)
+    ``budget`` bytes cannot exhaust are capped, and what lies past ``budget`` bytes is cut
+    (iterative over the nesting: a long chain of optional parts is deep)."""
+    stack = [(e, budget)]
+    while stack:
+        x, b = stack[-1]
+        k = (x.id, b)
+        if k in memo:
+            stack.pop()
+            continue
+        op = x.op
+        if b < 0:
+            kids = ()
+        elif op == CAT:
+            kids = ((x.a, b), (x.b, b - x.a.minb))
+        elif op == OR:
+            kids = tuple((y, b) for y in x.a)
+        elif op == REP:
+            kids = ((x.a, b),)
         else:
-            got = (REP, _prefix_key(e.a, budget, memo), e.lo, e.hi)
-    else:
-        got = (op,)
-    memo[k] = got
-    return got
-
-
-def _reach_bound(e: Expr, memo: dict) -> int:
-    """An upper bound on the fewest bytes to acceptance (``minb``) of every derivative of a
-    ``simple`` expression (its own included)."""
-    got = memo.get(e.id)
-    if got is not None:
-        return got
-    op = e.op
-    if op == CAT:
-        got = max(_reach_bound(e.a, memo) + e.b.minb, _reach_bound(e.b, memo))
-    elif op == OR:
-        got = max(_reach_bound(x, memo) for x in e.a)
-    elif op == REP:
-        got = _reach_bound(e.a, memo) + e.lo * e.a.minb
-    else:
-        got = e.minb
-    memo[e.id] = got
-    return got
+            kids = ()
+        missing = [(y, c) for y, c in kids if (y.id, c) not in memo]
+        if missing:
+            stack.extend(missing)
+            continue
+        stack.pop()
+        if b < 0:
+            got = "..."
+        elif op == SET:
+            got = (SET, x.mask)
+        elif op == CAT:
+            got = (CAT, memo[(x.a.id, b)], memo[(x.b.id, b - x.a.minb)])
+        elif op == OR:
+            got = (OR, frozenset(memo[(y.id, b)] for y in x.a))
+        elif op == REP and x.a.minb >= 1:
+            cap = b // x.a.minb + 1
+            lo, hi = min(x.lo, cap), cap if x.hi is None else min(x.hi, cap)
+            got = (REP, memo[(x.a.id, b)], lo, hi, x.hi is None and x.lo < cap)
+        elif op == REP:
+            got = (REP, memo[(x.a.id, b)], x.lo, x.hi)
+        else:
+            got = (op,)
+        memo[k] = got
+    return memo[(e.id, budget)]
