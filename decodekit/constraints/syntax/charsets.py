@@ -39,11 +39,16 @@ def make_set(items: list[Item], negate: bool, reader: SetContext) -> CharSet:
     if intervals:
         merged = merge(intervals)
         count = sum(hi - lo + 1 for lo, hi in merged)
+        # Surrogates (U+D800-U+DFFF) have no UTF-8 form, so no text the automata read holds one:
+        # a class is stored without them, either way (JSON's string class excludes all 2,048,
+        # which every later stage would otherwise carry as explicit characters).
+        named = gaps(merge([*gaps(merged), SURROGATES]))
         if count <= MAX_CLASS_CHARS:
-            chars = frozenset(chr(c) for lo, hi in merged for c in range(lo, hi + 1))
+            chars = frozenset(chr(c) for lo, hi in named for c in range(lo, hi + 1))
             positive.append(frozenset(casefold.fold(chars, ascii_only)) if fold else chars)
         elif CODE_POINTS - count <= MAX_CLASS_CHARS:
-            rest = frozenset(chr(c) for lo, hi in gaps(merged) for c in range(lo, hi + 1))
+            left_out = gaps(merge([*merged, SURROGATES]))
+            rest = frozenset(chr(c) for lo, hi in left_out for c in range(lo, hi + 1))
             excluded.append(frozenset(casefold.fold_complement(rest, ascii_only)) if fold else rest)
         else:
             raise too_many(reader.s, count)
@@ -73,6 +78,9 @@ def make_set(items: list[Item], negate: bool, reader: SetContext) -> CharSet:
     if preds:
         rest = without_predicates(rest, preds)
     return CharSet(rest, (), not negate)
+
+
+SURROGATES = (0xD800, 0xDFFF)  # code points no UTF-8 text contains
 
 
 def too_many(pattern: str, count: int, item: str | None = None) -> Refusal:
