@@ -128,6 +128,7 @@ class _Parser(ItemReader, FuzzyReader):
         self.ascii = False  # a leading (?a): ASCII \w \d \s and case folding everywhere
         self.boundaries = False
         self.sets: dict[CharSet, Node] = {}
+        self.made: dict[tuple, CharSet] = {}  # a class's items and flags -> its CharSet (this parse)
         self.named = 0  # characters named by distinct classes
         # an inline (?i) anywhere: regex may apply it to properties that stand before it in the
         # same group ((?:\P{Ll}|(?i)a) rejects "I"), so those are checked as if under (?i)
@@ -450,7 +451,11 @@ class _Parser(ItemReader, FuzzyReader):
                 raise Refusal("syntax", "missing ]", start)
         finally:
             self.ignore_space = saved_ignore
-        return self._set_node(make_set(items, negate, self))
+        key = (tuple(items), negate, self.flags, self.ascii)  # all that make_set reads but the position
+        cset = self.made.get(key)
+        if cset is None:
+            cset = self.made[key] = make_set(items, negate, self)
+        return self._set_node(cset)
 
 
 def _count(digits: str) -> int:
