@@ -867,9 +867,11 @@ def _covers(b: Clause, a: Clause, norm: _Normalizer, depth: int = 0) -> bool:
     fractions where ``b`` writes the whole grammar, and arrays item by item. Never for objects:
     a text's key order, and the extra members a schema accepts but does not write, would need one
     spelling per value. ``b`` must be exact and without enum (an enum writes one spelling)."""
-    if depth > 6 or not b.exact or b.enum is not None:
+    if depth > 6 or not b.exact:
         return False
     kinds = a.kinds & b.kinds
+    if b.enum is not None:
+        return _enum_covers(b, a, norm)
     if a.enum is not None:
         return all(_enum_covered(b, v, norm) for v in a.enum if _kind_of(v) in b.kinds)
     if "object" in kinds:
@@ -898,6 +900,32 @@ def _covers(b: Clause, a: Clause, norm: _Normalizer, depth: int = 0) -> bool:
                     ):
                         return False
         except ConstraintError:
+            return False
+    return True
+
+
+def _enum_covers(b: Clause, a: Clause, norm: _Normalizer) -> bool:
+    """:func:`_covers` for an enum ``b``, written in one spelling each: where ``a`` writes only
+    that spelling (null, booleans; integers where ``a`` writes canonical ones: not ``1.0``, and
+    ``-0`` only where 0 is not in the enum) and the enum writes every value that satisfies ``b``."""
+    if a.enum is not None:
+        return False
+    form = _num_form(a) if a.kinds & {"integer", "fraction"} else "RANGE"
+    for v in b.enum:
+        kind = _kind_of(v)
+        if kind not in a.kinds or _check(_without_enum(b), v, norm) is False:
+            continue  # a writes no text of it, or it does not satisfy b
+        if _check(_without_enum(b), v, norm) is not True and not (
+            b.constrains_only_kinds() and b.kinds == KINDS
+        ):
+            return False  # the enum writer leaves out what it cannot decide
+        if kind in ("null", "boolean"):
+            continue
+        if (
+            kind != "integer"
+            or isinstance(v, float)
+            or form in (None, "NUMBER")  # 0 is excluded as -0 too (_Compiler.enum)
+        ):
             return False
     return True
 
@@ -1277,6 +1305,8 @@ class _Compiler:
             if not plain and _check(_without_enum(c), v, self.norm) is not True:
                 continue
             texts[text] = None
+            if self.widen and text == "0":
+                texts["-0"] = None  # an excluded text: every spelling of 0
         if not texts:
             self.empty = self.empty or f"{_show(c.ptr)}/enum"  # no value here: an optional place is left out
             return None
