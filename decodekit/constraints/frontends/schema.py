@@ -544,7 +544,9 @@ class _Normalizer:
 
     def negate(self, c: Clause, sub, ctx: _Ctx, ptr: str) -> None:
         """``not``: exact when the subschema constrains only the type (or is a boolean); else, when
-        the subschema accepts only some kinds of value (exact clauses), the other kinds: a part."""
+        the subschema accepts only some kinds of value (exact clauses), the other kinds: a part;
+        else, its clauses exact, their complement within ``c``'s texts (``excl``: refused when
+        written where :func:`_covers` fails)."""
         if sub is True or sub == {}:
             c.kinds = set()
             return
@@ -562,8 +564,10 @@ class _Normalizer:
             c.kinds -= kinds  # a value of another kind fails the subschema: a part of what `not` allows
             c.exact = False  # values of those kinds failing the subschema are accepted, not written
             return
-        if all(p.exact and _covers(p, c, self) for p in parts):
-            c.excl += [(p.copy(), ptr, "not") for p in parts]  # exact: the complement in c's texts
+        if all(p.exact for p in parts):
+            # the complement within c's texts, where exact: checked (_covers) when written, as c
+            # merged with its siblings (a type beside the not makes 1.0 no text of c)
+            c.excl += [(p.copy(), ptr, "not") for p in parts]
             return
         _needs(ptr, "not", "complement")
 
