@@ -140,7 +140,9 @@ def test_a_not_read_as_other_kinds_is_no_proof_for_a_oneof():
     except ConstraintError as e:
         assert "oneOf" in str(e) and "\n" not in str(e)
         return
-    assert not compile_regex(pattern, char_vocab(INTS).tokens).accepts(char_vocab(INTS).encode("1"))
+    vocab = char_vocab(INTS + '"nultrefs[]{}.')
+    auto = compile_regex(pattern, vocab.tokens)
+    assert not auto.accepts(vocab.encode("1")) and auto.accepts(vocab.encode("null"))
 
 
 def test_an_enum_beside_an_exact_oneof_keeps_only_values_of_one_branch():
@@ -199,8 +201,8 @@ def test_every_oneof_of_two_or_three_small_branches_is_sound():
             exclusive += "~" in str(pattern)
             try:
                 auto = compile_regex(pattern, vocab.tokens)
-            except ConstraintError as e:  # every value in two branches: an empty language, refused here
-                assert "no text" in str(e) and not any(valid(schema, t) for t in short), schema
+            except ConstraintError as e:  # nothing written (every value in two branches, or a part)
+                assert "no text" in str(e), schema
                 continue
             for text in short:
                 assert not auto.accepts(vocab.encode(text)) or valid(schema, text), (schema, text)

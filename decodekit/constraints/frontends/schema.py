@@ -268,7 +268,8 @@ class Clause:
         self.min_props, self.max_props, self.names = 0, None, []
         self.dep_required, self.dep_schemas = {}, {}
         self.forbid = set()  # property names that must be absent (to keep oneOf branches apart)
-        # (clause, pointer, what): values satisfying the clause are excluded (exact oneOf, not)
+        # (clause, pointer, what, part): values satisfying the clause are excluded (exact oneOf,
+        # not); part: where that is not exact, the clause's kinds may be left out instead
         self.excl = []
         self.exact, self.ptr = True, ptr
 
@@ -543,10 +544,9 @@ class _Normalizer:
             self.negate(c, s["not"], ctx, f"{ptr}/not")
 
     def negate(self, c: Clause, sub, ctx: _Ctx, ptr: str) -> None:
-        """``not``: exact when the subschema constrains only the type (or is a boolean); else, when
-        the subschema accepts only some kinds of value (exact clauses), the other kinds: a part;
-        else, its clauses exact, their complement within ``c``'s texts (``excl``: refused when
-        written where :func:`_covers` fails)."""
+        """``not``: exact when the subschema constrains only the type (or is a boolean); else, its
+        clauses exact, their complement within ``c``'s texts (``excl``), written where
+        :func:`_covers` holds, else as the values of the kinds the subschema rejects (a part)."""
         if sub is True or sub == {}:
             c.kinds = set()
             return
@@ -559,15 +559,15 @@ class _Normalizer:
             for p in parts:
                 c.kinds -= p.kinds
             return
-        kinds = set().union(*(p.kinds for p in parts))
-        if all(p.exact and p.enum is None for p in parts) and c.kinds - kinds:
-            c.kinds -= kinds  # a value of another kind fails the subschema: a part of what `not` allows
-            c.exact = False  # values of those kinds failing the subschema are accepted, not written
-            return
         if all(p.exact for p in parts):
-            # the complement within c's texts, where exact: checked (_covers) when written, as c
-            # merged with its siblings (a type beside the not makes 1.0 no text of c)
-            c.excl += [(p.copy(), ptr, "not") for p in parts]
+            # the complement within c's texts: exact where _covers holds when written (c merged
+            # with its siblings: a type beside the not makes 1.0 no text of c); else the values of
+            # the other kinds (a part); refused here when neither can be
+            if not (c.kinds - set().union(*(_value_kinds(p) for p in parts))) and not all(
+                _covers(p, c, self) for p in parts
+            ):
+                _needs(ptr, "not", "complement")
+            c.excl += [(p.copy(), ptr, "not", True) for p in parts]
             return
         _needs(ptr, "not", "complement")
 
@@ -612,7 +612,7 @@ class _Normalizer:
         for a, key, x, what in pairs:
             if (id(a), key) not in seen:
                 seen.add((id(a), key))
-                a.excl.append((x, ptr, what))
+                a.excl.append((x, ptr, what, False))
         return True
 
     def disjoint_or_separate(self, parts: list[list[Clause]], given: list[list[Clause]], ptr: str) -> None:
@@ -833,6 +833,15 @@ def _separate(a: Clause, b: Clause, wa: Clause, wb: Clause, norm: _Normalizer) -
     return True
 
 
+def _json(v) -> str:
+    return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
+
+
+def _value_kinds(c: Clause) -> set:
+    """The kinds of value that may satisfy ``c`` (those of its enum values)."""
+    return c.kinds if c.enum is None else c.kinds & {_kind_of(v) for v in c.enum}
+
+
 def _num_form(c: Clause) -> str | None:
     """How :meth:`_Compiler.number` writes the numbers of ``c``: ``NUMBER`` (the JSON grammar:
     ``1.0``, ``1e2`` and ``-0`` too), ``INTEGER`` (``-0`` too), ``MULT`` (multiples, canonical),
@@ -912,8 +921,11 @@ def _enum_covers(b: Clause, a: Clause, norm: _Normalizer) -> bool:
     """:func:`_covers` for an enum ``b``, written in one spelling each: where ``a`` writes only
     that spelling (null, booleans; integers where ``a`` writes canonical ones: not ``1.0``, and
     ``-0`` only where 0 is not in the enum) and the enum writes every value that satisfies ``b``."""
-    if a.enum is not None:
-        return False
+    if a.enum is not None:  # both in compact JSON: the same text where the same value is written
+        texts = {_json(w) for w in b.enum if _check(_without_enum(b), w, norm) is True}
+        return all(
+            _check(b, v, norm) is False or _check(b, v, norm) is True and _json(v) in texts for v in a.enum
+        )
     form = _num_form(a) if a.kinds & {"integer", "fraction"} else "RANGE"
     for v in b.enum:
         kind = _kind_of(v)
@@ -1020,7 +1032,7 @@ def _check(c: Clause, v, norm: _Normalizer, depth: int = 0):
         return False if c.exact else None
     if None in verdicts:
         return None
-    for x, _, _ in c.excl:  # a value satisfying an excluded clause fails this one
+    for x, *_ in c.excl:  # a value satisfying an excluded clause fails this one
         r = _check(x, v, norm, depth + 1)
         if r is not False:
             return False if r is True and c.exact else None
@@ -1192,7 +1204,9 @@ class _Compiler:
         self.share, self.memo, self.leaves = share, {}, {}
         self.empty = ""  # the first enum that no value of the rest of its schema satisfies
         self.colon, self.comma = (": ?", ", ?") if flexible else (":", ",")
-        self.widen = False  # writing an excluded language: integers 0 spelled "-0" too
+        # writing an excluded text (under an odd number of complements): it must hold every
+        # spelling of its values that the text around writes (integers 0 spelled "-0" too)
+        self.widen = False
 
     def check(self, frag, ptr: str):
         if _too_large(frag):
@@ -1269,25 +1283,36 @@ class _Compiler:
     def excluded(self, c: Clause):
         """``W(c) & ~(W(x) | ...)`` over the excluded clauses ``x`` (exact oneOf, ``not``): the
         texts of ``c``'s values that satisfy no ``x``, each ``x`` checked by :func:`_covers`
-        against ``c`` as merged with its siblings (else refused). The excluded texts are written
+        against ``c`` as merged with its siblings (else refused; for a ``not``, the kinds of value
+        ``x`` accepts are left out of ``c``, a part). The excluded texts are written
         with ``-0`` beside every ``0`` (writing more of them only removes more)."""
+        odd = self.widen  # writing an excluded text: it must hold every text of c's values
         base = c.copy()
         base.excl = []
+        excluded = []
+        for x, ptr, what, part in c.excl:
+            # odd: W(x) of a sound writer holds no text of c's values, so any x may be removed
+            if odd or x.exact and _covers(x, base, self.norm):
+                excluded.append(x)
+            elif part:  # a value of a kind x rejects satisfies c: those are written (a part)
+                base.kinds -= _value_kinds(x)
+            else:
+                _needs(ptr, what, "complement")
+        if not base.kinds:
+            return None
         pos = self.clause(base)
         if pos is None:
             return None
         neg = []
-        widen, self.widen = self.widen, True
+        self.widen = not odd
         try:
-            for x, ptr, what in c.excl:
-                if not (x.exact and _covers(x, base, self.norm)):
-                    _needs(ptr, what, "complement")
+            for x in excluded:
                 x = x.copy()
                 x.kinds &= base.kinds  # texts of other kinds are not in W(c): nothing to remove
                 if x.kinds:
                     neg.append(self.clause(x))
         finally:
-            self.widen = widen
+            self.widen = odd
         out = _alts(neg)
         if out is None:
             return pos
