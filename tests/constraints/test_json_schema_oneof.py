@@ -87,7 +87,7 @@ def test_exactly_one_branch_is_exact_on_every_short_text(schema, alphabet, n):
     assert accepted
 
 
-@pytest.mark.parametrize("schema", [s for s, _, _ in EXACT])
+@pytest.mark.parametrize("schema", [s for s, _, _ in EXACT[::2]])  # the rest: enumerated above
 def test_masked_decoding_gives_valid_json(schema):
     constraint = json_schema(schema)
     finished = 0
@@ -188,7 +188,7 @@ def test_every_oneof_of_two_or_three_small_branches_is_sound():
     vocab = char_vocab('-012nultre.[],{}"a')
     short = [*texts("-012", 3), *EXTRA]
     compiled = exclusive = 0
-    combos = [*itertools.combinations(POOL, 2), *itertools.combinations(POOL[:6], 3)]
+    combos = [*itertools.combinations(POOL, 2), *itertools.combinations(POOL[:5], 3)]
     for branches in combos:
         for extra in ({}, {"not": {"enum": [1]}}):
             schema = {"oneOf": list(branches), **extra}
