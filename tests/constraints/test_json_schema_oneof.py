@@ -207,3 +207,16 @@ def test_every_oneof_of_two_or_three_small_branches_is_sound():
             for text in short:
                 assert not auto.accepts(vocab.encode(text)) or valid(schema, text), (schema, text)
     assert compiled > len(combos) and exclusive > len(combos) // 2, (compiled, exclusive)
+
+
+def test_flexible_whitespace_excludes_every_spacing():
+    """Both sides write ``, ?``: ``[0, 1]`` and ``[0,1]`` are excluded alike."""
+    schema = {
+        "type": "array",
+        "items": {"type": "integer"},
+        "oneOf": [{"maxItems": 1}, {"items": {"maximum": 0}}],
+    }
+    vocab = char_vocab(ARRAYS + " ")
+    auto = compile_regex(json_schema(schema, whitespace="flexible"), vocab.tokens)
+    for text in ["[0, -1]", "[0,-1]", "[0]", "[1, 1]", "[1]", "[]", "[-1, 0]"]:
+        assert auto.accepts(vocab.encode(text)) == valid(schema, text), text
