@@ -14,9 +14,11 @@ every branch of ``anyOf`` / ``oneOf``. :class:`_Compiler` then writes each claus
 counting NFA states as it goes so that a schema too large is refused before its text exists;
 a schema too large for one regex text is written again *sealed* (:func:`_compile`): regex texts
 as leaves of a :class:`Pattern`, each large subschema one shared leaf. Strings needing several
-of ``pattern``, ``format`` and a length are their intersection (a Pattern). What needs a
-complement (``not`` beyond types, ``oneOf`` branches not provably disjoint) is refused by
-:func:`_needs`, the one place to switch when the engine offers them.
+of ``pattern``, ``format`` and a length are their intersection (a Pattern). A ``oneOf`` whose
+branches may share a value, and a ``not`` beyond types, are a complement: ``W & ~X`` (a Pattern)
+where the excluded text ``X`` holds every spelling the front end writes of its values
+(:func:`_covers`: strings in any spelling, canonical integers, no objects), so that excluding a
+text excludes its value; the rest is refused by :func:`_needs`.
 """
 
 from __future__ import annotations
@@ -30,7 +32,14 @@ from decimal import Decimal
 
 import regex
 
-from decodekit.constraints.automata.derivatives import Pattern, concat, intersect, repeat, union
+from decodekit.constraints.automata.derivatives import (
+    Pattern,
+    complement,
+    concat,
+    intersect,
+    repeat,
+    union,
+)
 from decodekit.constraints.frontends.ecma import translate
 from decodekit.constraints.syntax.budgets import MAX_NFA_STATES
 from decodekit.errors import ConstraintError
@@ -245,7 +254,7 @@ class Clause:
     _FIELDS = (
         "kinds enum lo hi mult min_len max_len patterns formats prefix items min_items max_items "
         "unique contains min_contains props required patprops additional extras min_props max_props "
-        "names dep_required dep_schemas forbid exact ptr"
+        "names dep_required dep_schemas forbid excl exact ptr"
     )
     __slots__ = tuple(_FIELDS.split(" "))
 
@@ -259,6 +268,9 @@ class Clause:
         self.min_props, self.max_props, self.names = 0, None, []
         self.dep_required, self.dep_schemas = {}, {}
         self.forbid = set()  # property names that must be absent (to keep oneOf branches apart)
+        # (clause, pointer, what, part): values satisfying the clause are excluded (exact oneOf,
+        # not); part: where that is not exact, the clause's kinds may be left out instead
+        self.excl = []
         self.exact, self.ptr = True, ptr
 
     def copy(self) -> Clause:
@@ -271,7 +283,7 @@ class Clause:
         return c
 
     def constrains_only_kinds(self) -> bool:
-        return (
+        return not self.excl and (
             not (self.lo or self.hi or self.mult or self.min_len or self.max_len is not None or self.patterns)
             and not (
                 self.formats or self.prefix or self.items or self.min_items or self.max_items is not None
@@ -371,7 +383,7 @@ class _Normalizer:
                 branches = self.array(s, key, ptr)
                 parts = [self.clauses(b, ctx, f"{ptr}/{key}/{i}") for i, b in enumerate(branches)]
                 if key == "oneOf":
-                    self.check_disjoint(parts, f"{ptr}/oneOf")
+                    self.check_disjoint(parts, f"{ptr}/oneOf", alts)
                 alts = self.product(alts, [x for p in parts for x in p], ptr)
         if "if" in s and "then" in s:  # (if and then) or (not if and else): the first part only
             both = self.product(
@@ -532,8 +544,9 @@ class _Normalizer:
             self.negate(c, s["not"], ctx, f"{ptr}/not")
 
     def negate(self, c: Clause, sub, ctx: _Ctx, ptr: str) -> None:
-        """``not``: exact when the subschema constrains only the type (or is a boolean); else, when
-        the subschema accepts only some kinds of value (exact clauses), the other kinds: a part."""
+        """``not``: exact when the subschema constrains only the type (or is a boolean); else, its
+        clauses exact, their complement within ``c``'s texts (``excl``), written where
+        :func:`_covers` holds, else as the values of the kinds the subschema rejects (a part)."""
         if sub is True or sub == {}:
             c.kinds = set()
             return
@@ -546,16 +559,64 @@ class _Normalizer:
             for p in parts:
                 c.kinds -= p.kinds
             return
-        kinds = set().union(*(p.kinds for p in parts))
-        if all(p.exact and p.enum is None for p in parts) and c.kinds - kinds:
-            c.kinds -= kinds  # a value of another kind fails the subschema: a part of what `not` allows
+        if all(p.exact for p in parts):
+            # the complement within c's texts: exact where _covers holds when written (c merged
+            # with its siblings: a type beside the not makes 1.0 no text of c); else the values of
+            # the other kinds (a part); refused here when neither can be
+            if not (c.kinds - set().union(*(_value_kinds(p) for p in parts))) and not all(
+                _covers(p, c, self) for p in parts
+            ):
+                _needs(ptr, "not", "complement")
+            c.excl += [(p.copy(), ptr, "not", True) for p in parts]
             return
         _needs(ptr, "not", "complement")
 
-    def check_disjoint(self, parts: list[list[Clause]], ptr: str) -> None:
+    def check_disjoint(self, parts: list[list[Clause]], ptr: str, siblings: list[Clause]) -> None:
         """oneOf as anyOf is exact when no value satisfies two branches: proved clause by clause
-        (exact clauses only), by kinds, enum values or a required property with disjoint values."""
+        (exact clauses only), by kinds, enum values or a required property with disjoint values;
+        else made disjoint by writing less (:func:`_separate`); where that fails, exactly one
+        branch (:meth:`exclusive`)."""
         given = [[p.copy() for p in branch] for branch in parts]  # what each branch accepts
+        try:
+            self.disjoint_or_separate(parts, given, ptr)
+        except ConstraintError:
+            if not self.exclusive(given, ptr, siblings):
+                raise
+            parts[:] = given
+
+    def exclusive(self, parts: list[list[Clause]], ptr: str, siblings: list[Clause]) -> bool:
+        """Exactly one branch: each clause of a branch written minus the clauses of the other
+        branches that it may share a value with (``excl``; the compiler writes ``W & ~(X | ...)``),
+        each merged with the sibling keywords (``siblings``: every value written satisfies them,
+        so excluding ``sibling and B`` excludes the same values as ``B``, and its text is the
+        smaller, often of one kind). Sound only where every excluded clause is exact and its text
+        holds every text the other clause writes of a value it accepts (:func:`_covers`): then a
+        text written and not excluded is of a value that satisfies no other branch. False (nothing
+        changed) otherwise."""
+        pairs = []
+        try:
+            for i, j in itertools.permutations(range(len(parts)), 2):
+                what = f"oneOf (branches {min(i, j)} and {max(i, j)} may both match a value)"
+                for a, s, b in itertools.product(parts[i], siblings, parts[j]):
+                    am, bm = _merge(s, a, ptr), _merge(s, b, ptr)
+                    if am is None or bm is None or _disjoint(am, bm, self):
+                        continue
+                    # the merged one when its text is exact (an enum beside the oneOf makes it one spelling)
+                    x = next((x for x in (bm, b) if am.exact and x.exact and _covers(x, am, self)), None)
+                    if x is None:
+                        return False
+                    pairs.append((a, id(x), x.copy(), what))  # copied before any exclusion is added
+        except ConstraintError:
+            return False
+        seen = set()
+        for a, key, x, what in pairs:
+            if (id(a), key) not in seen:
+                seen.add((id(a), key))
+                a.excl.append((x, ptr, what, False))
+        return True
+
+    def disjoint_or_separate(self, parts: list[list[Clause]], given: list[list[Clause]], ptr: str) -> None:
+        given = [[p.copy() for p in branch] for branch in given]
         for i, j in itertools.combinations(range(len(parts)), 2):
             for a, wa in zip(given[i], parts[i]):
                 for b, wb in zip(given[j], parts[j]):
@@ -652,6 +713,7 @@ def _merge(a: Clause, b: Clause, ptr: str) -> Clause | None:
     for k, d in b.dep_schemas.items():
         c.dep_schemas[k] = c.dep_schemas.get(k, []) + d
     c.forbid = a.forbid | b.forbid
+    c.excl = a.excl + b.excl
     # both with patternProperties: a property may get more subschemas than apply (a side's
     # additionalProperties beside its matching pattern), so the clause is a part of the conjunction
     c.exact = a.exact and b.exact and not both_patterns
@@ -771,6 +833,139 @@ def _separate(a: Clause, b: Clause, wa: Clause, wb: Clause, norm: _Normalizer) -
     return True
 
 
+def _json(v) -> str:
+    return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
+
+
+def _value_kinds(c: Clause) -> set:
+    """The kinds of value that may satisfy ``c`` (those of its enum values)."""
+    return c.kinds if c.enum is None else c.kinds & {_kind_of(v) for v in c.enum}
+
+
+def _num_form(c: Clause) -> str | None:
+    """How :meth:`_Compiler.number` writes the numbers of ``c``: ``NUMBER`` (the JSON grammar:
+    ``1.0``, ``1e2`` and ``-0`` too), ``INTEGER`` (``-0`` too), ``MULT`` (multiples, canonical),
+    ``RANGE`` (canonical integers in range, decimals ``I.F``), ``FRAC`` (decimals only); None:
+    refused there."""
+    if c.mult:
+        ms = {m for m, _ in c.mult}
+        m = next(iter(ms))
+        if len(ms) > 1 or c.lo or c.hi or not float(m).is_integer() or 1000 % int(m):
+            return None
+        return "INTEGER" if int(m) == 1 else "MULT"
+    if not c.lo and not c.hi:
+        return (
+            "NUMBER" if c.kinds >= {"integer", "fraction"} else "INTEGER" if "integer" in c.kinds else "FRAC"
+        )
+    return "RANGE"
+
+
+def _short_integers(c: Clause) -> bool:
+    """Whether every integer written for ``c`` has at most MAX_INT_DIGITS digits."""
+    if _num_form(c) != "RANGE":
+        return True
+    lo, lo_s, hi, hi_s = _intervals(c)
+    cap = Decimal(10) ** MAX_INT_DIGITS
+    return (lo is None or lo > -cap) and (hi is None or hi < cap)
+
+
+def _covers(b: Clause, a: Clause, norm: _Normalizer, depth: int = 0) -> bool:
+    """Whether the text written for ``b`` holds every text written for ``a`` whose value satisfies
+    ``b`` (False: not proved), so that ``W(a) & ~W(b)`` removes exactly the values of ``a`` that
+    satisfy ``b``. Both are written by one compiler: one whitespace rule, and strings in every
+    spelling (``"a"`` and ``"\u0061"``: a length is counted per decoded character). Proved for
+    null, booleans, strings without ``pattern``/``format`` (whose texts are a part: one spelling,
+    the BMP), integers where ``a`` writes them canonically or ``b`` writes the whole JSON number
+    grammar (``-0`` is added to what an exclusion writes, see :meth:`_Compiler.excluded`),
+    fractions where ``b`` writes the whole grammar, and arrays item by item. Never for objects:
+    a text's key order, and the extra members a schema accepts but does not write, would need one
+    spelling per value. ``b`` must be exact and without enum (an enum writes one spelling)."""
+    if depth > 6 or not b.exact:
+        return False
+    kinds = a.kinds & b.kinds
+    if b.enum is not None:
+        return _enum_covers(b, a, norm)
+    if a.enum is not None:
+        return all(_enum_covered(b, v, norm) for v in a.enum if _kind_of(v) in b.kinds)
+    if "object" in kinds:
+        return False
+    if "string" in kinds and (b.patterns or b.formats):
+        return False
+    bf = _num_form(b)
+    if "integer" in kinds:
+        af = _num_form(a)
+        if af is None or bf is None or af == "NUMBER" and bf != "NUMBER" or not _short_integers(a):
+            return False
+    if "fraction" in kinds and bf != "NUMBER":
+        return False
+    if "array" in kinds:
+        if b.prefix or b.contains or b.unique or not b.items or a.unique:
+            return False
+        positions = [list(p) for p in a.prefix] + [a.items]
+        if a.contains:
+            positions.append(a.items + a.contains)
+        try:
+            bs = _conj(b.items, norm)
+            for subs in positions:
+                for x in _conj(subs, norm) if subs else [Clause(a.ptr)]:
+                    if not all(
+                        y.exact and _covers(y, x, norm, depth + 1) for y in bs if not _disjoint(x, y, norm)
+                    ):
+                        return False
+        except ConstraintError:
+            return False
+    return True
+
+
+def _enum_covers(b: Clause, a: Clause, norm: _Normalizer) -> bool:
+    """:func:`_covers` for an enum ``b``, written in one spelling each: where ``a`` writes only
+    that spelling (null, booleans; integers where ``a`` writes canonical ones: not ``1.0``, and
+    ``-0`` only where 0 is not in the enum) and the enum writes every value that satisfies ``b``."""
+    if a.enum is not None:  # both in compact JSON: the same text where the same value is written
+        texts = {_json(w) for w in b.enum if _check(_without_enum(b), w, norm) is True}
+        return all(
+            _check(b, v, norm) is False or _check(b, v, norm) is True and _json(v) in texts for v in a.enum
+        )
+    form = _num_form(a) if a.kinds & {"integer", "fraction"} else "RANGE"
+    for v in b.enum:
+        kind = _kind_of(v)
+        if kind not in a.kinds or _check(_without_enum(b), v, norm) is False:
+            continue  # a writes no text of it, or it does not satisfy b
+        if _check(_without_enum(b), v, norm) is not True and not (
+            b.constrains_only_kinds() and b.kinds == KINDS
+        ):
+            return False  # the enum writer leaves out what it cannot decide
+        if kind in ("null", "boolean"):
+            continue
+        if (
+            kind != "integer"
+            or isinstance(v, float)
+            or form in (None, "NUMBER")  # 0 is excluded as -0 too (_Compiler.enum)
+        ):
+            return False
+    return True
+
+
+def _enum_covered(b: Clause, v, norm: _Normalizer) -> bool:
+    """Whether the compact JSON text of ``v`` is written for ``b`` where ``v`` satisfies ``b``."""
+    verdict = _check(b, v, norm)
+    if verdict is False:
+        return True
+    if verdict is None:
+        return False
+    kind = _kind_of(v)
+    if kind in ("null", "boolean"):
+        return True
+    if kind == "string":
+        return not (b.patterns or b.formats)
+    if kind == "integer":  # 1.0 is written "1.0": only the full grammar writes it
+        form = _num_form(b)
+        return form is not None and abs(v) < 10**MAX_INT_DIGITS and (form == "NUMBER" or isinstance(v, int))
+    if kind == "fraction":
+        return _num_form(b) == "NUMBER" and regex.fullmatch(NUMBER, json.dumps(v)) is not None
+    return False
+
+
 def _subs_disjoint(xs: list, ys: list, norm: _Normalizer, depth: int) -> bool:
     if not xs or not ys:
         return False
@@ -837,6 +1032,10 @@ def _check(c: Clause, v, norm: _Normalizer, depth: int = 0):
         return False if c.exact else None
     if None in verdicts:
         return None
+    for x, *_ in c.excl:  # a value satisfying an excluded clause fails this one
+        r = _check(x, v, norm, depth + 1)
+        if r is not False:
+            return False if r is True and c.exact else None
     return True
 
 
@@ -1005,6 +1204,9 @@ class _Compiler:
         self.share, self.memo, self.leaves = share, {}, {}
         self.empty = ""  # the first enum that no value of the rest of its schema satisfies
         self.colon, self.comma = (": ?", ", ?") if flexible else (":", ",")
+        # writing an excluded text (under an odd number of complements): it must hold every
+        # spelling of its values that the text around writes (integers 0 spelled "-0" too)
+        self.widen = False
 
     def check(self, frag, ptr: str):
         if _too_large(frag):
@@ -1021,7 +1223,10 @@ class _Compiler:
             raise ConstraintError(
                 f"{_show(ptr)}: the JSON Schema nests subschemas more than {MAX_DEPTH} levels deep"
             )
-        key = self.share and tuple((id(s), ctx and id(ctx.base), ctx and ctx.refs) for s, ctx in subs)
+        key = self.share and (
+            self.widen,
+            *((id(s), ctx and id(ctx.base), ctx and ctx.refs) for s, ctx in subs),
+        )
         if key in self.memo:
             return self.memo[key]
         self.depth += 1
@@ -1056,6 +1261,8 @@ class _Compiler:
         )
 
     def clause(self, c: Clause):
+        if c.excl:
+            return self.excluded(c)
         if c.enum is not None:
             return self.enum(c)
         parts = []
@@ -1073,6 +1280,45 @@ class _Compiler:
             parts.append(self.object(c))
         return self.check(_alts(parts), c.ptr)
 
+    def excluded(self, c: Clause):
+        """``W(c) & ~(W(x) | ...)`` over the excluded clauses ``x`` (exact oneOf, ``not``): the
+        texts of ``c``'s values that satisfy no ``x``, each ``x`` checked by :func:`_covers`
+        against ``c`` as merged with its siblings (else refused; for a ``not``, the kinds of value
+        ``x`` accepts are left out of ``c``, a part). The excluded texts are written
+        with ``-0`` beside every ``0`` (writing more of them only removes more)."""
+        odd = self.widen  # writing an excluded text: it must hold every text of c's values
+        base = c.copy()
+        base.excl = []
+        excluded = []
+        for x, ptr, what, part in c.excl:
+            # odd: W(x) of a sound writer holds no text of c's values, so any x may be removed
+            if odd or x.exact and _covers(x, base, self.norm):
+                excluded.append(x)
+            elif part:  # a value of a kind x rejects satisfies c: those are written (a part)
+                base.kinds -= _value_kinds(x)
+            else:
+                _needs(ptr, what, "complement")
+        if not base.kinds:
+            return None
+        pos = self.clause(base)
+        if pos is None:
+            return None
+        neg = []
+        self.widen = not odd
+        try:
+            for x in excluded:
+                x = x.copy()
+                x.kinds &= base.kinds  # texts of other kinds are not in W(c): nothing to remove
+                if x.kinds:
+                    neg.append(self.clause(x))
+        finally:
+            self.widen = odd
+        out = _alts(neg)
+        if out is None:
+            return pos
+        size = pos[1] + out[1] if not _SEALING.get() else _weight(pos) + _weight(out)
+        return self.check((intersect(pos[0], complement(out[0])), size), c.ptr)
+
     def enum(self, c: Clause):
         plain = c.constrains_only_kinds() and c.kinds == KINDS
         texts: dict[str, None] = {}  # in order, each once (a list's `in` made 200,000 values quadratic)
@@ -1088,6 +1334,8 @@ class _Compiler:
             if not plain and _check(_without_enum(c), v, self.norm) is not True:
                 continue
             texts[text] = None
+            if self.widen and text == "0":
+                texts["-0"] = None  # an excluded text: every spelling of 0
         if not texts:
             self.empty = self.empty or f"{_show(c.ptr)}/enum"  # no value here: an optional place is left out
             return None
@@ -1118,6 +1366,8 @@ class _Compiler:
                 else (math.ceil(hi) - 1 if hi_s and hi == math.ceil(hi) else math.floor(hi))
             )
             parts.append(_signed_range(ilo, ihi))
+            if self.widen and (ilo is None or ilo <= 0) and (ihi is None or ihi >= 0):
+                parts.append("-0")
         if "fraction" in c.kinds:
             parts.append(_fractions(lo, lo_s, hi, hi_s))
         return _alts([_frag(p) for p in parts if p])
@@ -1140,12 +1390,13 @@ class _Compiler:
         if k == 0:
             return _frag(INTEGER)
         ends = [f"{r:0{k}d}" for r in range(0, 10**k, m)]
+        zero = "-?0" if self.widen else "0"
         head = f"[1-9][0-9]{{0,{MAX_INT_DIGITS - k - 1}}}"
         small = [str(int(e)) for e in ends if e != "0" * k]  # below 10**k
         return _frag(
-            f"(?:0|-?(?:{head}(?:{'|'.join(ends)})|{'|'.join(small)}))"
+            f"(?:{zero}|-?(?:{head}(?:{'|'.join(ends)})|{'|'.join(small)}))"
             if small
-            else f"(?:0|-?{head}{'0' * k})"
+            else f"(?:{zero}|-?{head}{'0' * k})"
         )
 
     # strings ------------------------------------------------------------------------------------
