@@ -1,6 +1,7 @@
 """Names imported on first use (PEP 562): one ``__getattr__`` and ``__dir__`` for every package
 whose public names would otherwise import torch at ``import`` time (``decodekit``,
-``decodekit.models``, ``decodekit.constraints``)."""
+``decodekit.models``, ``decodekit.constraints``); and the former names of modules that moved
+(:func:`keep_former_names`)."""
 
 from __future__ import annotations
 
