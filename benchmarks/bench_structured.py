@@ -255,6 +255,14 @@ def _bits_to_bool(bitmask: torch.Tensor, vocab: int) -> np.ndarray:
     return np.unpackbits(bitmask.numpy().view(np.uint8), bitorder="little")[:vocab].astype(bool)
 
 
+def _cold() -> None:
+    """decodekit's compile caches cleared (the vocabulary's trie kept, as the peers keep their
+    tokenizer info) and regex's own cache of compiled patterns too: the parser checks each pattern
+    with ``regex.compile``, which a repeated compile would otherwise find cached."""
+    clear_cache(vocabularies=False)
+    regex.purge()
+
+
 class DecodekitEngine:
     """decodekit as its masked searches compile (``lazy="masked"``: the automaton built on first
     visit, with the whole automaton's masks)."""
@@ -278,16 +286,16 @@ class DecodekitEngine:
         return a.fill_bitmask if provides(a, Bitmasks) else lambda *args: fill_bitmask(a, *args)
 
     def compile(self, pattern: str):
-        clear_cache(vocabularies=False)
+        _cold()
         return self._first(compile_regex(pattern, self.tokens, self.eos, "", lazy=self.lazy))
 
     def compile_schema(self, schema: dict):
-        clear_cache(vocabularies=False)
+        _cold()
         compiled = compile_regex(json_schema(schema), self.tokens, self.eos, "", lazy=self.lazy)  # compact
         return self._first(compiled)
 
     def compile_all(self, patterns: list[str]):
-        clear_cache(vocabularies=False)
+        _cold()
         return self._first(compile_regex(patterns, self.tokens, self.eos, "", lazy=self.lazy))  # all match
 
     def start(self, a):
