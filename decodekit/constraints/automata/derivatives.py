@@ -38,7 +38,8 @@ from __future__ import annotations
 import functools
 import heapq
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -698,32 +699,24 @@ class CharLevel:
         concatenation's is the sum of its parts', a union's the least, ``r{lo,hi}``'s ``lo``
         times r's; an intersection or a complement is searched from its own state, over its
         derivatives only (iterative over the nesting; memoised per node)."""
-        memo = self._minbytes
-        stack = [e]
-        while stack:
-            x = stack[-1]
-            if x in memo:
-                stack.pop()
-                continue
+        def kids(x: Expr) -> tuple:
+            if x.simple or x.op in (AND, NOT):
+                return ()
+            return (x.a, x.b) if x.op == CAT else tuple(x.a) if x.op == OR else (x.a,) if x.lo else ()
+
+        def value(x: Expr, parts: list) -> int:
             op = x.op
-            if x.simple or op in (AND, NOT):
-                stack.pop()
-                memo[x] = (-1 if op == EMPTY else x.minb) if x.simple else self.distance(self.state(x, False))
-                continue
-            kids = (x.a, x.b) if op == CAT else tuple(x.a) if op == OR else (x.a,) if x.lo else ()
-            missing = [c for c in kids if c not in memo]
-            if missing:
-                stack.extend(missing)
-                continue
-            stack.pop()
-            parts = [memo[c] for c in kids]
+            if x.simple:
+                return -1 if op == EMPTY else x.minb
+            if op in (AND, NOT):
+                return self.distance(self.state(x, False))
             if op == CAT:
-                memo[x] = -1 if min(parts) < 0 else sum(parts)
-            elif op == OR:
-                memo[x] = min((n for n in parts if n >= 0), default=-1)
-            else:  # REP
-                memo[x] = 0 if not x.lo else -1 if parts[0] < 0 else x.lo * parts[0]
-        return memo[e]
+                return -1 if min(parts) < 0 else sum(parts)
+            if op == OR:
+                return min((n for n in parts if n >= 0), default=-1)
+            return 0 if not x.lo else -1 if parts[0] < 0 else x.lo * parts[0]  # REP
+
+        return _post_order(e, self._minbytes, kids, value)
 
     def lower(self, q: int) -> int:
         """A lower bound on :meth:`distance` that never searches."""
@@ -760,32 +753,19 @@ class CharLevel:
         (:meth:`min_bytes` bytes): a set's fewest-byte character, the shortest branch of a union,
         ``lo`` copies of the body of a repetition, an intersection's or complement's from the
         search of its own state (iterative over the nesting; memoised per node)."""
-        memo = self._short
-        stack = [e]
-        while stack:
-            x = stack[-1]
-            if x in memo:
-                stack.pop()
-                continue
+        def kids(x: Expr) -> tuple:
+            op = x.op
+            if op == CAT:
+                return (x.a, x.b)
+            if op == OR:
+                live = [y for y in x.a if self.min_bytes(y) >= 0]
+                return (min(live, key=lambda y: (self.min_bytes(y), y.id)),)
+            return (x.a,) if op == REP and x.lo else ()
+
+        def value(x: Expr, parts: list) -> bytes:
             op = x.op
             if op in (AND, NOT):
-                stack.pop()
-                memo[x] = self.witness(self.state(x, False))
-                continue
-            if op == CAT:
-                kids = (x.a, x.b)
-            elif op == OR:
-                live = [y for y in x.a if self.min_bytes(y) >= 0]
-                kids = (min(live, key=lambda y: (self.min_bytes(y), y.id)),)
-            elif op == REP and x.lo:
-                kids = (x.a,)
-            else:
-                kids = ()
-            missing = [c for c in kids if c not in memo]
-            if missing:
-                stack.extend(missing)
-                continue
-            stack.pop()
+                return self.witness(self.state(x, False))
             if op == SET:
                 cost = self.alg.class_bytes
                 m, k = x.mask, -1
@@ -795,16 +775,16 @@ class CharLevel:
                     if k < 0 or cost[c] < cost[k]:
                         k = c
                     m ^= low
-                memo[x] = self.spelling(k)
-            elif op == CAT:
-                memo[x] = memo[x.a] + memo[x.b]
-            elif op == OR:
-                memo[x] = memo[kids[0]]
-            elif op == REP and x.lo:
-                memo[x] = memo[x.a] * x.lo
-            else:  # ε, an empty repetition
-                memo[x] = b""
-        return memo[e]
+                return self.spelling(k)
+            if op == CAT:
+                return parts[0] + parts[1]
+            if op == OR:
+                return parts[0]
+            if op == REP and x.lo:
+                return parts[0] * x.lo
+            return b""  # ε, an empty repetition
+
+        return _post_order(e, self._short, kids, value)
 
     def spelling(self, k: int) -> bytes:
         """The UTF-8 bytes of a character of class k with the fewest bytes, over the available
@@ -849,37 +829,26 @@ class CharLevel:
         set splits into itself and the rest; a concatenation refines its head's blocks by its
         tail's where the head can be empty; unions and intersections meet their parts';
         with boundaries, word and non-word classes apart (iterative; memoised per node)."""
-        memo = self._blocks
-        stack = [e]
-        while stack:
-            x = stack[-1]
-            if x in memo:
-                stack.pop()
-                continue
+        def kids(x: Expr) -> tuple:
             op = x.op
             if op == CAT:
-                kids = (x.a, x.b) if x.a.null else (x.a,)
-            elif op in (OR, AND):
-                kids = tuple(x.a)
-            elif op in (NOT, REP):
-                kids = (x.a,)
-            else:
-                kids = ()
-            missing = [c for c in kids if c not in memo]
-            if missing:
-                stack.extend(missing)
-                continue
-            stack.pop()
-            if op == SET:
+                return (x.a, x.b) if x.a.null else (x.a,)
+            if op in (OR, AND):
+                return tuple(x.a)
+            return (x.a,) if op in (NOT, REP) else ()
+
+        def value(x: Expr, parts: list) -> tuple[int, ...]:
+            if x.op == SET:
                 got = tuple(m for m in (x.mask, self._all & ~x.mask) if m)
             else:
                 got = (self._all,)
-                for c in kids:
-                    got = _meet(got, memo[c])
+                for part in parts:
+                    got = _meet(got, part)
             if x.ctx and self._word_split:
                 got = _meet(got, (self._word_split, self._all & ~self._word_split))
-            memo[x] = got
-        return memo[e]
+            return got
+
+        return _post_order(e, self._blocks, kids, value)
 
     def _search(self, q0: int) -> int:
         cost = [n if n < (1 << 20) else -1 for n in self.alg.class_bytes]
@@ -942,6 +911,26 @@ class CharLevel:
         for x in done:  # every state reachable from q0 was seen: none accepts
             self._dist[x] = -1
         return -1
+
+
+def _post_order(root: Expr, memo: dict, kids: Callable, value: Callable) -> Any:
+    """``memo[root]``, computed bottom-up without recursion (expressions nest thousands deep):
+    ``kids(x)`` names the nodes whose values ``x``'s value reads, ``value(x, [their values])``
+    makes it once they are all in ``memo``; every node's value is kept in ``memo``."""
+    stack = [root]
+    while stack:
+        x = stack[-1]
+        if x in memo:
+            stack.pop()
+            continue
+        below = kids(x)
+        missing = [c for c in below if c not in memo]
+        if missing:
+            stack.extend(missing)
+            continue
+        stack.pop()
+        memo[x] = value(x, [memo[c] for c in below])
+    return memo[root]
 
 
 def _collect_sets(root: Node, sets: dict) -> None:
