@@ -82,35 +82,26 @@ class _Shared:
         steps = byte_table(dfa, separator.encode("utf-8"))  # premultiplied, as lift's
         flat, lut, start = steps.flat, steps.lut, steps.start
         accepting = np.concatenate([[dfa.accepting[dfa.initial]], dfa.accepting])  # [1 + Q]
-        usable = enc.valid.copy()
-        if eos_id is not None:
-            usable[eos_id] = False
+        usable, single, every_byte_single = _singles(enc, eos_id)
         # the trie holds exactly the valid tokens: of the unusable ones only EOS can be walked
         self.eos_walked = eos_id is not None and bool(enc.valid[eos_id])
-        ids, nodes = enc.by_depth[1] if len(enc.by_depth) > 1 else (np.zeros(0, dtype=np.int64),) * 2
-        kinds = (  # the byte classes of the single-byte tokens
-            np.flatnonzero(np.bincount(lut[enc.byte[0][nodes[usable[ids]]]], minlength=width))
-            if len(ids)
-            else np.zeros(0, dtype=np.intp)
-        )
+        has_single = np.zeros(width, dtype=bool)  # the byte classes of the single-byte tokens
+        has_single[lut[single]] = True
         byte_dist = (
             dfa.distances if dfa.distances is not None else distances_to_accept(dfa.table, dfa.accepting)
         )
         byte_dist = np.concatenate([[byte_dist[dfa.initial]], byte_dist])  # [1 + Q], as the candidates
-        if (
-            not separator and np.isin(np.flatnonzero((dfa.table >= 0).any(axis=0)), kinds).all()
-        ):  # every byte a token:
+        if not separator and has_single[(dfa.table >= 0).any(axis=0)].all():  # every byte a token:
             bound = byte_dist  # tokens needed = bytes
         else:  # the candidate graph of single-byte tokens: c -> 1 + q' (upper bound on tokens needed)
+            kinds = np.flatnonzero(has_single)
             src = np.repeat(np.arange(num_byte + 1), len(kinds))
             dst = flat[(start[:, None] + kinds[None, :]).reshape(-1)] // width
             keep = dst < num_byte
             bound = reverse_distances(src[keep], 1 + dst[keep], accepting, num_byte + 1)
         # every byte a token contains is a token by itself (no separator): bound >= 0 iff a match can
         # still follow with tokens at all, so the static rows are the whole automaton's
-        seen = np.flatnonzero(enc.present)  # the bytes of the trie's nodes (a unique over them: 2 ms)
-        single = enc.byte[0][nodes[usable[ids]]] if len(ids) else np.zeros(0, dtype=np.int64)
-        self.bytewise = not separator and bool(np.isin(seen, single).all())
+        self.bytewise = not separator and every_byte_single
         if bound[0] < 0:
             raise ConstraintError(
                 f"the constraint {pattern!r} is too large to build whole, and built lazily it needs every "
@@ -611,6 +602,27 @@ class _Row:
     def __init__(self, allowed: torch.Tensor, ids) -> None:
         self.allowed, self.ids, self.bits, self.raw = allowed, ids, None, None
         self.biases: dict[torch.dtype, torch.Tensor] = {}
+
+
+def _singles(enc: EncodedVocab, eos_id: int | None) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Per vocabulary and EOS, kept with the trie (``enc.memo``): ``usable`` [V] bool (valid, not
+    EOS; read only), the bytes that are usable tokens by themselves, and whether every byte the
+    trie's nodes hold is one of them."""
+    key = ("singles", eos_id)
+    got = enc.memo.get(key)
+    if got is None:
+        usable = enc.valid.copy()
+        if eos_id is not None:
+            usable[eos_id] = False
+        if len(enc.by_depth) > 1:
+            ids, nodes = enc.by_depth[1]
+            single = enc.byte[0][nodes[usable[ids]]]
+        else:
+            single = np.zeros(0, dtype=np.int64)
+        seen = np.flatnonzero(enc.present)  # the bytes of the trie's nodes (a unique over them: 2 ms)
+        usable.flags.writeable = False
+        got = enc.memo[key] = (usable, single, bool(np.isin(seen, single).all()))
+    return got
 
 
 def _groups(succ: np.ndarray, bound: np.ndarray, depth: int) -> np.ndarray:

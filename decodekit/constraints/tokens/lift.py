@@ -21,12 +21,16 @@ from decodekit.constraints.automata.graph import (
     spans,
 )
 from decodekit.constraints.automata.utf8 import ByteDFA
-from decodekit.constraints.tokens.trie import EncodedVocab
+from decodekit.constraints.tokens.trie import EncodedVocab, TrieLists
 from decodekit.errors import ConstraintError
 
 MAX_TABLE_ENTRIES = 2**27  # next_state [S, V] int64 and the lift's [states, nodes] arrays: 1 GiB each
 MAX_STEP_ENTRIES = 2**25  # [states, trie nodes] of one depth: 256 MiB per array, ~4 alive at once
 SPARSE_WALK = 8  # walk_one follows the alive nodes' children once fewer than 1/SPARSE_WALK are alive
+PY_FRONTIER, PY_CHILDREN = (
+    64,
+    512,
+)  # ... and in plain Python once at most this many, with at most so many children
 
 
 @dataclass(frozen=True)
@@ -126,24 +130,42 @@ def _walk(starts: np.ndarray, enc: EncodedVocab, lut: np.ndarray, flat, dead: in
 
 def walk_one(start: int, enc: EncodedVocab, lut: np.ndarray, flat: np.ndarray, dead: int):
     """:func:`_walk` from one start state (premultiplied), as (tokens [n], end states [n]): the
-    tokens alive from it, in order of length. Each depth is stepped whole (the dead sink steps
-    to itself: no compaction) unless the alive nodes' children are fewer than 1/SPARSE_WALK of
-    it; then only those (``first_child`` ranges)."""
+    tokens alive from it, by length (within a length in no fixed order). Each depth is stepped
+    whole (the dead sink steps to itself: no compaction) unless the alive nodes' children are
+    fewer than 1/SPARSE_WALK of it; then only those (``first_child`` ranges), and once at most
+    :data:`PY_FRONTIER` nodes are alive with at most :data:`PY_CHILDREN` children, in plain
+    Python over :attr:`EncodedVocab.lists` (past the few wide depths, a trie of 50,000 tokens has
+    some 40 depths of a few nodes each: numpy's per-call cost would be most of the walk)."""
     found_tokens, found_ends = [], []
+    py_tokens: list[int] = []  # what the plain-Python depths found
+    py_ends: list[int] = []
     empty = enc.by_depth[0][0]
     if len(empty):
         found_tokens.append(empty)
         found_ends.append(np.full(len(empty), start, dtype=flat.dtype))
     every = np.array([start], dtype=flat.dtype)  # the state of every node of depth d - 1 (dead:
-    alive = state = None  # the sink), or the alive ones (increasing) and theirs (sparse)
+    alive = state = None  # the sink), or the alive ones (increasing) and theirs (sparse), or
+    nodes = states = None  # as lists (plain Python)
+    lists = step_of = lut_list = None
     for d in range(1, len(enc.by_depth)):
         if enc.chain is not None and d == enc.chain[0]:  # one long token left: byte by byte
-            s = _state_of(int(enc.parent[d - 1][0]), every, alive, state, dead)
+            s = _state_of(int(enc.parent[d - 1][0]), every, alive, state, dead, nodes, states)
             s = _chain_end([s], enc, lut, flat, dead)[0] if s != dead else dead
             if s != dead:
                 found_tokens.append(np.array([enc.chain[1]], dtype=np.int64))
                 found_ends.append(np.array([s], dtype=flat.dtype))
             break
+        if nodes is not None:
+            first = lists.first[d - 1]
+            if sum(first[n + 1] - first[n] for n in nodes) <= PY_CHILDREN:
+                nodes, states = _python_depth(
+                    d, nodes, states, lists, step_of, lut_list, dead, py_tokens, py_ends
+                )
+                if not nodes:
+                    break
+                continue
+            alive, state = np.array(nodes, dtype=np.int64), np.array(states, dtype=flat.dtype)
+            nodes = states = None
         first, width = enc.first_child[d - 1], len(enc.byte[d - 1])
         if alive is not None:  # sparse so far: stay so while the children are few
             lo = first[alive]
@@ -170,22 +192,75 @@ def walk_one(start: int, enc: EncodedVocab, lut: np.ndarray, flat: np.ndarray, d
             if count * SPARSE_WALK < width:
                 alive = np.flatnonzero(every < dead)
                 state = every[alive]
-        tokens, nodes = enc.by_depth[d]
+        tokens, token_nodes = enc.by_depth[d]
         if len(tokens):
-            if every is None:
-                every = np.full(width, dead, dtype=flat.dtype)
-                every[alive] = state
-            ends = every[nodes]
-            hit = ends < dead
-            found_tokens.append(tokens[hit])
-            found_ends.append(ends[hit])
+            if alive is not None and len(alive) * SPARSE_WALK < len(tokens):  # read at the alive nodes
+                if lists is None:
+                    lists = enc.lists
+                at = lists.token_at[d - 1][alive]
+                hit = np.flatnonzero(at >= 0)
+                found_tokens.append(at[hit])
+                found_ends.append(state[hit])
+                if lists.more:
+                    _more_tokens(d, alive[hit].tolist(), state[hit].tolist(), lists, py_tokens, py_ends)
+            else:
+                if every is None:
+                    every = np.full(width, dead, dtype=flat.dtype)
+                    every[alive] = state
+                ends = every[token_nodes]
+                hit = ends < dead
+                found_tokens.append(tokens[hit])
+                found_ends.append(ends[hit])
+        if alive is not None and len(alive) <= PY_FRONTIER:  # few left: plain Python from here
+            if lists is None:
+                lists = enc.lists
+            if step_of is None:
+                step_of, lut_list = memoryview(np.ascontiguousarray(flat)), lut.tolist()
+            nodes, states, alive, state, every = alive.tolist(), state.tolist(), None, None, None
+    if py_tokens:
+        found_tokens.append(np.array(py_tokens, dtype=np.int64))
+        found_ends.append(np.array(py_ends, dtype=flat.dtype))
     if not found_tokens:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=flat.dtype)
     return np.concatenate(found_tokens), np.concatenate(found_ends)
 
 
-def _state_of(node: int, every, alive: np.ndarray, state: np.ndarray, dead: int) -> int:
+def _python_depth(d: int, nodes, states, lists: TrieLists, step_of, lut_list, dead: int, tokens, ends):
+    """One depth of :func:`walk_one` in plain Python: the children of ``nodes`` (depth d - 1, in
+    states ``states``) alive after their byte, and their states; the tokens ending at them are
+    appended to ``tokens`` / ``ends``."""
+    first, byte, token = lists.first[d - 1], lists.byte[d - 1], lists.token[d - 1]
+    more = lists.more
+    out_nodes, out_states = [], []
+    for n, s in zip(nodes, states):
+        for child in range(first[n], first[n + 1]):
+            t = step_of[s + lut_list[byte[child]]]
+            if t != dead:
+                out_nodes.append(child)
+                out_states.append(t)
+                k = token[child]
+                if k >= 0:
+                    tokens.append(k)
+                    ends.append(t)
+                    if more and (d, child) in more:
+                        tokens.extend(more[(d, child)])
+                        ends.extend([t] * len(more[(d, child)]))
+    return out_nodes, out_states
+
+
+def _more_tokens(d: int, nodes, states, lists: TrieLists, tokens, ends) -> None:
+    """The tokens besides the first ending at ``nodes`` of depth d (tokens with the same bytes)."""
+    for n, s in zip(nodes, states):
+        extra = lists.more.get((d, n))
+        if extra:
+            tokens.extend(extra)
+            ends.extend([s] * len(extra))
+
+
+def _state_of(node: int, every, alive, state, dead: int, nodes=None, states=None) -> int:
     """The state of ``node`` of the current depth in :func:`walk_one` (dead if not alive)."""
+    if nodes is not None:
+        return states[nodes.index(node)] if node in nodes else dead
     if alive is None:
         return int(every[node])
     i = int(np.searchsorted(alive, node))
