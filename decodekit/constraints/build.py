@@ -18,7 +18,7 @@ from decodekit.constraints.automata.derivatives import CharLevel, Pattern, inter
 from decodekit.constraints.automata.graph import distances_to_accept
 from decodekit.constraints.automata.lazybytes import LazyBytes
 from decodekit.constraints.automata.product import components, describe, first_char_gate, listed, product
-from decodekit.constraints.automata.utf8 import byte_dfa, code_point_classes
+from decodekit.constraints.automata.utf8 import ascii_byte_dfa, byte_dfa, code_point_classes
 from decodekit.constraints.syntax.parser import parse
 from decodekit.constraints.syntax.unicode import OCCURRING_BITS
 from decodekit.constraints.tokens.automaton import TokenAutomaton
@@ -44,6 +44,9 @@ DERIVE_NFA, DERIVE_STATES = 1_000, 256
 # engine's liveness searches made it 3x slower: kept as a product)
 DERIVE_PRODUCTS = True
 DERIVE_ALWAYS = False  # every pattern through the derivative engine where it is exact (tests)
+# the byte DFA of an ASCII-only character DFA read off directly for the lazy automaton (no UTF-8
+# layering, no trim: utf8.ascii_byte_dfa); off, the general path (tests compare them)
+FAST_ASCII = True
 PARSES = 64  # parsed patterns kept (check_pattern then compile_regex parse once; cleared with the automata)
 
 
@@ -264,7 +267,11 @@ def _build(
     classes = code_point_classes(dfa.other, dfa.explicit)
     if masked_lazily and enc.available(sep)[0x80:].any() and (dfa.table[:, classes.beyond_ascii] >= 0).any():
         dfa = minimized(dfa)  # the UTF-8 layer's cost grows with the character states
-    bytes_dfa = byte_dfa(dfa.table, dfa.accepting, classes, enc.available(sep))
+    bytes_dfa = None
+    if masked_lazily and FAST_ASCII:
+        bytes_dfa = ascii_byte_dfa(dfa.table, dfa.accepting, dfa.distances, classes, enc.available(sep))
+    if bytes_dfa is None:
+        bytes_dfa = byte_dfa(dfa.table, dfa.accepting, classes, enc.available(sep))
     stats = {"char_states": dfa.table.shape[0], "byte_states": bytes_dfa.table.shape[0]}
     target = _Target(entry, eos_id, separator, max_states, lazy, pattern)
     return _ladder(

@@ -36,6 +36,8 @@ class CharDFA:
         other: [8] class of any other character, by its predicate bits
             (:func:`~decodekit.constraints.syntax.unicode.predicate_bits`).
         examples: [C] one example character per class (for messages).
+        distances: [Q] int64 the fewest characters to acceptance, where the construction has
+            them (not minimised: the states as built), else None.
     """
 
     table: np.ndarray
@@ -44,6 +46,7 @@ class CharDFA:
     explicit: dict[str, int]
     other: np.ndarray
     examples: tuple[str, ...]
+    distances: np.ndarray | None = None
 
 
 _LEAVES = (Kind.SET, Kind.ASSERT, Kind.SEQ)
@@ -279,9 +282,11 @@ def build_char_dfa(ast, has_boundaries: bool, max_states: int, minimal: bool = T
     dist = distances_to_accept(table, acc)  # keep the states that can still accept, merge equivalent ones
     live = dist >= 0
     table, acc = np.append(np.where(live, np.cumsum(live) - 1, -1), -1)[table[live]], acc[live]
+    dist = dist[live]
     if live[0] and minimal:  # else nothing is live (every state is reachable from 0)
-        table, acc, _ = minimize(table, acc, 0, hint=dist[live])
-    return CharDFA(table.astype(np.int32), acc, 0 if live[0] else -1, explicit, other, examples)
+        table, acc, _ = minimize(table, acc, 0, hint=dist)
+        dist = None
+    return CharDFA(table.astype(np.int32), acc, 0 if live[0] else -1, explicit, other, examples, dist)
 
 
 def minimized(dfa: CharDFA) -> CharDFA:
@@ -290,4 +295,4 @@ def minimized(dfa: CharDFA) -> CharDFA:
         return dfa
     dist = distances_to_accept(dfa.table, dfa.accepting)
     table, acc, _ = minimize(dfa.table.astype(np.int64), dfa.accepting, 0, hint=dist)
-    return dataclasses.replace(dfa, table=table.astype(np.int32), accepting=acc)
+    return dataclasses.replace(dfa, table=table.astype(np.int32), accepting=acc, distances=None)

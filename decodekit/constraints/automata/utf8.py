@@ -171,7 +171,6 @@ def byte_dfa(
     acceptance with them (the result is then trim, not necessarily minimal). An ASCII-only
     vocabulary thus never pays for the UTF-8 layout."""
     q = table.shape[0]
-    ascii_step = table[:, classes.ascii]  # [q, 128]
     ascii_only = (table[:, classes.beyond_ascii] < 0).all()  # no character past U+007F leads on
     if ascii_only or (available is not None and not available[0x80:].any()):
         # one column per character class of an ASCII byte, and a dead one for the others: no
@@ -199,19 +198,57 @@ def byte_dfa(
     id2 = _states(_gather_ids(id1, l2_sig), count, made)
     id3 = _states(_gather_ids(id2, l3_sig), count, made)
 
-    full = np.full((count[0], 256), -1, dtype=np.int64)
-    # character states: ASCII bytes step the character DFA, lead bytes enter a node
-    full[:q, :0x80] = ascii_step
-    leads2 = np.flatnonzero(lead == 2)
-    full[:q, leads2] = id1[block_node[two[leads2]]].T
-    leads3 = np.flatnonzero(lead == 3)
-    full[:q, leads3] = id2[l2_three[leads3 - 0xE0]].T
-    leads4 = np.flatnonzero(lead == 4)
-    full[:q, leads4] = id3[l3_of[leads4 - 0xF0]].T
-    full[q:, 0x80:0xC0] = np.concatenate(made)
+    # one column per kind of byte, not 256 (the whole-table passes of _trim then read a table
+    # a third as wide): ASCII bytes by their class, continuation bytes by their distinct columns
+    # over the unfinished-character states, lead bytes by the node they enter, and a dead one
+    ascii_kinds, ascii_of = small_unique(classes.ascii, table.shape[1])
+    cont_cols, cont_of = distinct_columns(np.concatenate(made))
+    entered = []  # per lead byte length: [q, nodes] the state entered, and each lead byte's node
+    for ids, nodes in (
+        (id1, block_node[two[np.flatnonzero(lead == 2)]]),
+        (id2, l2_three[np.flatnonzero(lead == 3) - 0xE0]),
+        (id3, l3_of[np.flatnonzero(lead == 4) - 0xF0]),
+    ):
+        kinds, of = small_unique(nodes, len(ids))
+        entered.append((ids[kinds].T, of))
+    widths = [len(ascii_kinds), cont_cols.shape[1], *(e[0].shape[1] for e in entered)]
+    offsets = np.cumsum([0, *widths])
+    full = np.full((count[0], int(offsets[-1]) + 1), -1, dtype=np.int64)  # + the dead column
+    full[:q, : offsets[1]] = table[:, ascii_kinds]
+    full[q:, offsets[1] : offsets[2]] = cont_cols
+    byte_of = np.full(256, offsets[-1], dtype=np.int64)
+    byte_of[:0x80] = offsets[0] + ascii_of
+    byte_of[0x80:0xC0] = offsets[1] + cont_of
+    for k, (length, (cols, of)) in enumerate(zip((2, 3, 4), entered)):
+        full[:q, offsets[2 + k] : offsets[3 + k]] = cols
+        byte_of[np.flatnonzero(lead == length)] = offsets[2 + k] + of
     acc = np.zeros(len(full), dtype=bool)
     acc[:q] = accepting
-    return _trim(full, acc, q, available)
+    return _trim(full, acc, q, available, byte_of)
+
+
+def ascii_byte_dfa(
+    table: np.ndarray, accepting: np.ndarray, distances, classes: CodePointClasses, available: np.ndarray
+) -> ByteDFA | None:
+    """:func:`byte_dfa` read off directly, or None where that does not apply: when no character
+    past U+007F leads on, every ASCII byte the automaton reads is ``available``, and the
+    character DFA (``table`` [Q, C], all Q states reachable from 0 and live) comes with its
+    ``distances`` [Q] to acceptance, the byte DFA is the character DFA with a column per class
+    of an ASCII byte and a dead one (the other bytes): already trim, the same distances. Its
+    states are not merged and its columns may act alike (what the lazy automaton never needs),
+    so none of :func:`byte_dfa`'s whole-table passes is made."""
+    if distances is None or len(classes.beyond_ascii) and (table[:, classes.beyond_ascii] >= 0).any():
+        return None
+    uniq, inverse = small_unique(classes.ascii, table.shape[1])
+    read = (table[:, uniq] >= 0).any(axis=0)  # [U] the classes of ASCII bytes some state reads
+    if not available[:0x80][read[inverse]].all():
+        return None
+    small = np.full((table.shape[0], len(uniq) + 1), -1, dtype=np.int32)
+    small[:, :-1] = table[:, uniq]
+    byte_class = np.full(256, len(uniq), dtype=np.int64)
+    byte_class[:0x80] = inverse
+    boundary = np.ones(table.shape[0], dtype=bool)
+    return ByteDFA(small, np.asarray(accepting, dtype=bool), 0, byte_class, boundary, distances)
 
 
 def _states(behaviour: np.ndarray, count: list[int], made: list[np.ndarray]) -> np.ndarray:
@@ -258,6 +295,9 @@ def _trim(
             full[:, ~available] = -1
     elif available is not None:
         byte_of = np.where(available, byte_of, full.shape[1] - 1)
+        read = np.zeros(full.shape[1], dtype=bool)
+        read[byte_of] = True
+        full[:, ~read] = -1  # a column none of whose bytes can occur
     src, sym = np.nonzero(full >= 0)
     src, dst = unique_edges(src, full[src, sym], len(full))  # once for both searches
     start = np.zeros(len(full), dtype=bool)
