@@ -55,6 +55,7 @@ SUBSET_VISITS = 5  # x the NFA limit (5,000,000 by default): about 3 s and 300 M
 SUBSET_CELLS = 20  # x the NFA limit (20,000,000 by default): 320 MB of rows while building
 MEMBER_CELLS = 50_000_000  # sets x classes of the membership matrix (bools)
 MEMBER_PAIRS = 5_000_000  # (set, class) pairs accepted, listed while building
+SMALL_ROWS = 8192  # DFA cells up to which distances are found in plain Python (numpy's calls cost more)
 
 
 class _NFA:
@@ -69,6 +70,7 @@ class _NFA:
         self.nwb: dict[int, list[int]] = {}
         self.char: list[tuple[tuple[int, int], ...]] = []
         self.sets: dict = {}  # CharSet -> set id (its position)
+        self._edges: dict[tuple[bool, bool], list[list[int]]] = {}
 
     def build(self, node: Node) -> tuple[int, int]:
         """Add the pattern ``node``; returns its (entry, exit) states. Iterative (no recursion
@@ -95,6 +97,17 @@ class _NFA:
         if self.count != base + node.size:  # Node's size formula and this construction disagree
             raise RuntimeError(f"NFA of {node!r}: {self.count - base} states made, {node.size} expected")
         return ret
+
+    def edges(self, wb: bool, nwb: bool) -> list[list[int]]:
+        """Each state's eps edges with its \\b edges (``wb``) and \\B edges (``nwb``), made once
+        per combination (after :meth:`build`)."""
+        key = (wb, nwb)
+        if key not in self._edges:
+            self._edges[key] = [
+                e + (self.wb.get(q, []) if wb else []) + (self.nwb.get(q, []) if nwb else [])
+                for q, e in enumerate(self.eps)
+            ]
+        return self._edges[key]
 
     def _new(self, k: int) -> int:
         q = self.count
@@ -203,9 +216,11 @@ def _closure(nfa: _NFA, states, wb: bool, nwb: bool) -> frozenset[int]:
     """States reachable through eps edges (and \\b / \\B edges where they hold)."""
     seen = set(states)
     stack = list(states)
+    eps = nfa.eps
+    if (wb and nfa.wb) or (nwb and nfa.nwb):
+        eps = nfa.edges(bool(wb and nfa.wb), bool(nwb and nfa.nwb))
     while stack:
-        q = stack.pop()
-        for r in nfa.eps[q] + (nfa.wb.get(q, []) if wb else []) + (nfa.nwb.get(q, []) if nwb else []):
+        for r in eps[stack.pop()]:
             if r not in seen:
                 seen.add(r)
                 stack.append(r)
@@ -225,14 +240,17 @@ def build_char_dfa(ast, has_boundaries: bool, max_states: int, minimal: bool = T
     explicit, other, member, word, examples = _partition(nfa.sets, has_boundaries)
     num_classes = member.shape[1]
     accepted = member.sum(axis=1).tolist()
-    weight = [1 + sum(accepted[g] for g, _ in edges) for edges in nfa.char]
+    weight = [  # most NFA states have no character edge or one
+        1 + accepted[edges[0][0]] if len(edges) == 1 else 1 + sum(accepted[g] for g, _ in edges)
+        for edges in nfa.char
+    ]
     visits = 0
     # per side (next character non-word / word; one side without \b): the classes each set accepts
     sides = (False, True) if has_boundaries else (False,)
     word_of = word.tolist() if has_boundaries else [False] * num_classes
-    accepts = [
-        [[c for c in np.flatnonzero(m).tolist() if word_of[c] == side] for m in member] for side in sides
-    ]
+    accepts = [[[] for _ in range(len(member))] for _ in sides]
+    for g, c in zip(*(x.tolist() for x in np.nonzero(member))):  # one pass, set by set
+        accepts[word_of[c] if has_boundaries else 0][g].append(c)
     order = [(_closure(nfa, [start], False, False), False)]
     index = {order[0]: 0}
     rows: list[list[int]] = []
@@ -248,7 +266,7 @@ def build_char_dfa(ast, has_boundaries: bool, max_states: int, minimal: bool = T
         row = [-1] * num_classes
         for nxt_word in sides:
             closed = _closure(nfa, states, prev != nxt_word, prev == nxt_word) if has_boundaries else states
-            visits += sum(weight[q] for q in closed)
+            visits += sum(map(weight.__getitem__, closed))
             if visits > SUBSET_VISITS * nfa.limit:
                 raise ConstraintError(
                     f"regex too expensive: building its character automaton would visit more than "
@@ -258,10 +276,14 @@ def build_char_dfa(ast, has_boundaries: bool, max_states: int, minimal: bool = T
             if not nxt_word:
                 accepting.append(final in closed)
             targets: dict[int, set[int]] = {}
+            side, char = accepts[nxt_word], nfa.char
             for q in closed:
-                for g, d in nfa.char[q]:
-                    for c in accepts[nxt_word][g]:
-                        targets.setdefault(c, set()).add(d)
+                for g, d in char[q]:
+                    for c in side[g]:
+                        if c in targets:
+                            targets[c].add(d)
+                        else:
+                            targets[c] = {d}
             for c in sorted(targets):
                 target = frozenset(targets[c])
                 if target not in plain:
@@ -279,14 +301,43 @@ def build_char_dfa(ast, has_boundaries: bool, max_states: int, minimal: bool = T
         rows.append(row)
     table = np.array(rows, dtype=np.int64).reshape(len(rows), num_classes)
     acc = np.array(accepting, dtype=bool)
-    dist = distances_to_accept(table, acc)  # keep the states that can still accept, merge equivalent ones
+    # keep the states that can still accept, merge equivalent ones
+    dist = (
+        _distances(rows, accepting)
+        if len(rows) * num_classes <= SMALL_ROWS
+        else distances_to_accept(table, acc)
+    )
     live = dist >= 0
-    table, acc = np.append(np.where(live, np.cumsum(live) - 1, -1), -1)[table[live]], acc[live]
-    dist = dist[live]
+    if not live.all():
+        table, acc = np.append(np.where(live, np.cumsum(live) - 1, -1), -1)[table[live]], acc[live]
+        dist = dist[live]
     if live[0] and minimal:  # else nothing is live (every state is reachable from 0)
         table, acc, _ = minimize(table, acc, 0, hint=dist)
         dist = None
     return CharDFA(table.astype(np.int32), acc, 0 if live[0] else -1, explicit, other, examples, dist)
+
+
+def _distances(rows: list[list[int]], accepting: list[bool]) -> np.ndarray:
+    """:func:`~decodekit.constraints.automata.graph.distances_to_accept` of a small table given as
+    Python lists (breadth-first over the reversed edges, no numpy call but the result)."""
+    preds: list[set[int]] = [set() for _ in rows]
+    for q, row in enumerate(rows):
+        for r in row:
+            if r >= 0:
+                preds[r].add(q)
+    dist = [0 if a else -1 for a in accepting]
+    frontier = [q for q, a in enumerate(accepting) if a]
+    level = 0
+    while frontier:
+        level += 1
+        found = []
+        for r in frontier:
+            for q in preds[r]:
+                if dist[q] < 0:
+                    dist[q] = level
+                    found.append(q)
+        frontier = found
+    return np.array(dist, dtype=np.int64)
 
 
 def minimized(dfa: CharDFA) -> CharDFA:
