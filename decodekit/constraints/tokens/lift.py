@@ -27,10 +27,9 @@ from decodekit.errors import ConstraintError
 MAX_TABLE_ENTRIES = 2**27  # next_state [S, V] int64 and the lift's [states, nodes] arrays: 1 GiB each
 MAX_STEP_ENTRIES = 2**25  # [states, trie nodes] of one depth: 256 MiB per array, ~4 alive at once
 SPARSE_WALK = 8  # walk_one follows the alive nodes' children once fewer than 1/SPARSE_WALK are alive
-PY_FRONTIER, PY_CHILDREN = (
-    64,
-    512,
-)  # ... and in plain Python once at most this many, with at most so many children
+# ... and in plain Python once at most PY_FRONTIER are alive with at most PY_CHILDREN children
+# (measured over the structured patterns: neutral on the dense walks, 2.6x faster on sentence's)
+PY_FRONTIER, PY_CHILDREN = 64, 256
 
 
 @dataclass(frozen=True)
