@@ -45,7 +45,8 @@ DERIVE_NFA, DERIVE_STATES = 1_000, 256
 DERIVE_PRODUCTS = True
 DERIVE_ALWAYS = False  # every pattern through the derivative engine where it is exact (tests)
 # the byte DFA of an ASCII-only character DFA read off directly for the lazy automaton (no UTF-8
-# layering, no trim: utf8.ascii_byte_dfa); off, the general path (tests compare them)
+# layering, no trim: utf8.ascii_byte_dfa), and the others' neither forward-trimmed nor with their
+# alike columns merged (byte_dfa(minimal=False)); off, the general path (tests compare them)
 FAST_ASCII = True
 PARSES = 64  # parsed patterns kept (check_pattern then compile_regex parse once; cleared with the automata)
 
@@ -267,11 +268,11 @@ def _build(
     classes = code_point_classes(dfa.other, dfa.explicit)
     if masked_lazily and enc.available(sep)[0x80:].any() and (dfa.table[:, classes.beyond_ascii] >= 0).any():
         dfa = minimized(dfa)  # the UTF-8 layer's cost grows with the character states
-    bytes_dfa = None
-    if masked_lazily and FAST_ASCII:
+    bytes_dfa, fast = None, masked_lazily and FAST_ASCII
+    if fast:
         bytes_dfa = ascii_byte_dfa(dfa.table, dfa.accepting, dfa.distances, classes, enc.available(sep))
     if bytes_dfa is None:
-        bytes_dfa = byte_dfa(dfa.table, dfa.accepting, classes, enc.available(sep))
+        bytes_dfa = byte_dfa(dfa.table, dfa.accepting, classes, enc.available(sep), minimal=not fast)
     stats = {"char_states": dfa.table.shape[0], "byte_states": bytes_dfa.table.shape[0]}
     target = _Target(entry, eos_id, separator, max_states, lazy, pattern)
     return _ladder(

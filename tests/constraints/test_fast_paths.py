@@ -118,9 +118,16 @@ def test_the_plain_python_walk_equals_the_numpy_walk(pattern, monkeypatch):
     assert len(got[0]) > 0
 
 
-def test_fast_paths_can_be_switched_off():
-    """``build.FAST_ASCII`` off gives the same masks through the general UTF-8 layering."""
-    pattern = r"[0-9]{2}-(?:ab|ba)+"
+@pytest.mark.parametrize(
+    ("pattern", "walk"),
+    [
+        (r"[0-9]{2}-(?:ab|ba)+", [b"2", b"0", b"-", b"ab", b"ba"]),
+        (r"(?:caf|a)é\w*\b", [b"ca", b"f", b"\xc3", b"\xa9", b"a"]),
+    ],
+)
+def test_fast_paths_can_be_switched_off(pattern, walk):
+    """``build.FAST_ASCII`` off gives the same masks through the general UTF-8 layering (an
+    ASCII pattern), and through the minimal byte DFA (a pattern with a character past U+007F)."""
     clear_cache(vocabularies=False)
     fast = compile_regex(pattern, TOKENS, EOS, "", lazy="masked")
     build_module.FAST_ASCII = False
@@ -131,8 +138,10 @@ def test_fast_paths_can_be_switched_off():
         build_module.FAST_ASCII = True
         clear_cache(vocabularies=False)
     z, y = torch.tensor([fast.initial]), torch.tensor([slow.initial])
-    for t in [b"2", b"0", b"-", b"ab", b"ba"]:
+    for t in walk:
         for remaining in [None, *range(8)]:
             assert torch.equal(fast.allowed(z, remaining), slow.allowed(y, remaining))
         tok = torch.tensor([TOKENS.index(t)])
         z, y = fast.step(z, tok), slow.step(y, tok)
+        assert int(z) >= 0 and int(y) >= 0
+    assert bool(fast.is_accepting(z)) == bool(slow.is_accepting(y))
