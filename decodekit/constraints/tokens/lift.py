@@ -183,13 +183,15 @@ def walk_one(start: int, enc: EncodedVocab, lut: np.ndarray, flat: np.ndarray, d
                 every = np.full(len(first) - 1, dead, dtype=flat.dtype)
                 every[alive] = state
                 alive = None
+        live = None  # [width] bool, the nodes of this depth alive (dense depths)
         if alive is None:  # dense: the whole depth, then sparse if few nodes are left alive
             every = flat[every[enc.parent[d - 1]] + lut[enc.byte[d - 1]]]
-            count = int(np.count_nonzero(every < dead))
+            live = every < dead
+            count = int(np.count_nonzero(live))
             if not count:
                 break
             if count * SPARSE_WALK < width:
-                alive = np.flatnonzero(every < dead)
+                alive = np.flatnonzero(live)
                 state = every[alive]
         tokens, token_nodes = enc.by_depth[d]
         if len(tokens):
@@ -206,10 +208,15 @@ def walk_one(start: int, enc: EncodedVocab, lut: np.ndarray, flat: np.ndarray, d
                 if every is None:
                     every = np.full(width, dead, dtype=flat.dtype)
                     every[alive] = state
-                ends = every[token_nodes]
-                hit = ends < dead
-                found_tokens.append(tokens[hit])
-                found_ends.append(ends[hit])
+                if live is not None and 2 * count < width:  # most dead: a bool gather, the ends of the hits
+                    hit = np.flatnonzero(live[token_nodes])
+                    found_tokens.append(tokens[hit])
+                    found_ends.append(every[token_nodes[hit]])
+                else:
+                    ends = every[token_nodes]
+                    hit = ends < dead
+                    found_tokens.append(tokens[hit])
+                    found_ends.append(ends[hit])
         if alive is not None and len(alive) <= PY_FRONTIER:  # few left: plain Python from here
             if lists is None:
                 lists = enc.lists
