@@ -26,6 +26,7 @@ are their own modules.
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 import regex
 
@@ -91,7 +92,8 @@ def parse(pattern: str) -> tuple[Node, bool]:
     if not isinstance(pattern, str):
         raise ConstraintError(f"a regex constraint must be a string, got {type(pattern).__name__}")
     try:
-        parsed = _Parser(pattern).run()
+        parser = _Parser(pattern)
+        parsed = _Checked(*parser.run(), parser.core)
     except Refusal as r:
         if r.kind != "budget" and cheap_to_compile(pattern):
             _check_valid(pattern)  # an invalid pattern is reported as such first
@@ -101,8 +103,17 @@ def parse(pattern: str) -> tuple[Node, bool]:
         if r.kind == "unsupported":
             raise ConstraintError(f"unsupported regex feature in {pattern!r}: {r.message}") from None
         raise ConstraintError(r.message) from None  # budget, anchor: complete messages
-    _check_valid(pattern)  # bounded: the expansion of every repetition fits MAX_NFA_STATES
+    if not parsed.core:  # bounded: the expansion of every repetition fits MAX_NFA_STATES
+        _check_valid(pattern)
     return parsed.root, parsed.boundaries
+
+
+class _Checked(NamedTuple):
+    """A parse and whether the parser's own checks were complete (:attr:`_Parser.core`)."""
+
+    root: Node
+    boundaries: bool
+    core: bool
 
 
 def _check_valid(pattern: str) -> None:
@@ -127,6 +138,13 @@ class _Parser(ItemReader, FuzzyReader):
         self.flags = 0  # regex's info.flags (scoped): I M S X and the encodings
         self.ascii = False  # a leading (?a): ASCII \w \d \s and case folding everywhere
         self.boundaries = False
+        # Whether every construct read so far is in the core syntax, where this parser raises on
+        # every text that regex rejects (tests/constraints/test_parse_core.py checks it against
+        # regex.compile): literals, escapes of punctuation, \d \w \s and their negations, \a \f
+        # \n \r \t \v \x \u \U \A \Z \z \b \B, classes of those and ranges, '.', '^', '$', groups
+        # (...) and (?:...), '|', quantifiers (greedy or lazy), inline and scoped (?i) (?s). A
+        # parse that leaves it is checked by regex.compile as well.
+        self.core = True
         self.sets: dict[CharSet, Node] = {}
         self.made: dict[tuple, CharSet] = {}  # a class's items and flags -> its CharSet (this parse)
         self.named = 0  # characters named by distinct classes
@@ -243,6 +261,7 @@ class _Parser(ItemReader, FuzzyReader):
                     cur.seq.append(None)
                 else:
                     self._fuzzy()  # refuses a fuzzy constraint; else '{' is a literal
+                    self.core = False
                     cur.seq.append(self._char(ord("{"), cur.fold))
             else:
                 # regex folds a plain literal by the flags its sequence started with (or the last
@@ -300,6 +319,8 @@ class _Parser(ItemReader, FuzzyReader):
         if ch == "?":
             saved_pos_2 = self.pos
             ch = self.get(True)
+            if ch in "<P#|" or not ch:
+                self.core = False
             if ch == "<":
                 saved_pos_3 = self.pos
                 ch = self.get()
@@ -363,6 +384,7 @@ class _Parser(ItemReader, FuzzyReader):
             self.pos = saved_pos_2
             return self._flags(leading, open_pos)
         if ch == "*":
+            self.core = False
             word = self.get_until(set(")>"))
             if word[:1].isalpha():
                 raise Refusal(
@@ -398,6 +420,8 @@ class _Parser(ItemReader, FuzzyReader):
         for flag, what in UNSUPPORTED_FLAGS.items():
             if (on | off) & flag:
                 raise Refusal("unsupported", what)
+        if (on | off) & ~(IGNORECASE | DOTALL):
+            self.core = False
         on &= ~VERSION0  # the default version
         scoped = self.match(":")
         if not scoped and not self.match(")"):
