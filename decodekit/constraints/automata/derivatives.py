@@ -699,6 +699,7 @@ class CharLevel:
         concatenation's is the sum of its parts', a union's the least, ``r{lo,hi}``'s ``lo``
         times r's; an intersection or a complement is searched from its own state, over its
         derivatives only (iterative over the nesting; memoised per node)."""
+
         def kids(x: Expr) -> tuple:
             if x.simple or x.op in (AND, NOT):
                 return ()
@@ -753,6 +754,7 @@ class CharLevel:
         (:meth:`min_bytes` bytes): a set's fewest-byte character, the shortest branch of a union,
         ``lo`` copies of the body of a repetition, an intersection's or complement's from the
         search of its own state (iterative over the nesting; memoised per node)."""
+
         def kids(x: Expr) -> tuple:
             op = x.op
             if op == CAT:
@@ -829,6 +831,7 @@ class CharLevel:
         set splits into itself and the rest; a concatenation refines its head's blocks by its
         tail's where the head can be empty; unions and intersections meet their parts';
         with boundaries, word and non-word classes apart (iterative; memoised per node)."""
+
         def kids(x: Expr) -> tuple:
             op = x.op
             if op == CAT:
@@ -934,12 +937,15 @@ def _post_order(root: Expr, memo: dict, kids: Callable, value: Callable) -> Any:
 
 
 def _collect_sets(root: Node, sets: dict) -> None:
-    stack = [root]
+    """The character sets of the AST ``root`` into ``sets`` (set -> its number, first seen first);
+    a subtree the parser shares is walked once."""
+    stack, seen = [root], set()
     while stack:
         n = stack.pop()
         if n.kind is Kind.SET:
             sets.setdefault(n.cset, len(sets))
-        else:
+        elif id(n) not in seen:
+            seen.add(id(n))
             stack.extend(n.items)
 
 
