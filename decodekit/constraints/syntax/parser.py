@@ -91,10 +91,10 @@ class _Frame:
 # A pattern at least this long has its groups and classes cached by their text: the JSON Schema
 # front end repeats the same few (a string's characters, an integer) thousands of times.
 _CACHE_FROM = 256
-# What a group's extent is read from: escapes and classes (their parentheses are literals) and
+# What a group's extent is read from: escapes, brackets (a class's parentheses are literals) and
 # parentheses. Only a guess where the parse may disagree (verbose comments, POSIX classes): a
 # cached group is reused only where the text from "(" is exactly the text parsed before.
-_GROUP_TOKENS = re.compile(r"\\.|\[\^?\]?(?:[^\]\\]|\\.)*\]|[()]", re.S)
+_GROUP_TOKENS = re.compile(r"\\.|[][()]", re.S)
 _SPECIAL = frozenset(["", *"|)\\(.[^$?*+{"])  # "": the end
 
 
@@ -560,14 +560,21 @@ class _Parser(ItemReader, FuzzyReader):
 
 
 def _group_ends(pattern: str) -> dict[int, int]:
-    """Where each ``(`` of ``pattern`` is closed, as far as :data:`_GROUP_TOKENS` reads it."""
+    """Where each ``(`` of ``pattern`` is closed, as far as its escapes, classes (``]`` first in
+    one is a literal) and parentheses say (one pass)."""
     ends, opened = {}, []
+    first = -1  # inside a class: where a "]" would be a literal; outside: -1
     for m in _GROUP_TOKENS.finditer(pattern):
-        t = m.group()
-        if t == "(":
-            opened.append(m.start())
+        t, at = m.group(), m.start()
+        if first >= 0:
+            if t == "]" and at != first:
+                first = -1
+        elif t == "[":
+            first = at + 1 + pattern.startswith("^", at + 1)
+        elif t == "(":
+            opened.append(at)
         elif t == ")" and opened:
-            ends[opened.pop()] = m.start()
+            ends[opened.pop()] = at
     return ends
 
 
