@@ -6,8 +6,8 @@ process (``PYTHONPATH`` set to the checkout), the checkouts alternating schema b
 time of ``json_schema`` + ``compile_regex(..., lazy="masked")`` to the first mask, cold (as
 ``bench_structured``'s ``DecodekitEngine.compile_schema``: decodekit's caches and regex's
 cleared, the vocabulary's trie kept), over the same 50k byte-level BPE; and of ``parse`` alone
-on the schema's regex text, cold. A worker past ``--timeout`` seconds (wall) is killed and
-restarted. Markdown table to stdout.
+on the schema's regex texts (one, or the regexes of a combined ``Pattern``), cold. A worker
+past ``--timeout`` seconds (wall) is killed and restarted. Markdown table to stdout.
 
     python benchmarks/bench_parse.py --bench PATH/jsonschemabench/data --trees MAIN_CHECKOUT NEW_CHECKOUT
         [--schemas Kubernetes/kb_84_Normalized.json ...] [--timeout 60] [--data ../shared/data]
@@ -53,12 +53,14 @@ def worker(args) -> None:
         schema = json.loads(Path(line.strip()).read_text())
         out: dict = {}
         try:
-            text = json_schema(schema)
-            out["chars"] = len(text)
+            made = json_schema(schema)  # a regex, or a Pattern of several (and, or, not)
+            texts = [made] if isinstance(made, str) else made.regexes()
+            out["chars"] = sum(map(len, texts))
             clear_cache(vocabularies=False)
             regex.purge()
             t0 = time.process_time()
-            parse(text)
+            for text in texts:
+                parse(text)
             out["parse"] = time.process_time() - t0
             t0 = time.process_time()
             engine.compile_schema(schema)
@@ -111,14 +113,14 @@ def main(argv=None) -> None:
     print("|---|---|" + "---|---|" * len(names))
     for rel in args.schemas:
         results = [w.ask(args.bench / rel) for w in workers]
-        chars = next((r["chars"] for r in results if "chars" in r), "")
+        chars = next((f"{r['chars']:,}" for r in results if "chars" in r), "")
         cells = []
         for r in results:
             if "compile" in r:
                 cells += [f"{r['parse']:.3f}", f"{r['compile']:.2f}"]
             else:
                 cells += [f"{r.get('parse', float('nan')):.3f}" if "parse" in r else "", r["error"][:60]]
-        print(f"| {rel} | {chars:,} | " + " | ".join(cells) + " |", flush=True)
+        print(f"| {rel} | {chars} | " + " | ".join(cells) + " |", flush=True)
     for w in workers:
         w.proc.kill()
 
