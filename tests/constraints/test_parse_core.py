@@ -63,13 +63,13 @@ def _agree(text: str) -> None:
         assert not accepts, f"the parser calls {text!r} invalid, regex accepts it"
 
 
-@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=1200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.sampled_from(FRAGMENTS), max_size=10).map("".join))
 def test_core_agrees_with_regex_compile(text):
     _agree(text)
 
 
-@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(alphabet="ab|()[]^-?*+{},0123\\dws.:", max_size=12))
 def test_core_agrees_on_single_characters(text):
     _agree(text)
