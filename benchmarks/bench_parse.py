@@ -6,8 +6,8 @@ process (``PYTHONPATH`` set to the checkout), the checkouts alternating schema b
 time of ``json_schema`` + ``compile_regex(..., lazy="masked")`` to the first mask, cold (as
 ``bench_structured``'s ``DecodekitEngine.compile_schema``: decodekit's caches and regex's
 cleared, the vocabulary's trie kept), over the same 50k byte-level BPE; and of ``parse`` alone
-on the schema's regex texts (one, or the regexes of a combined ``Pattern``), cold. A worker
-past ``--timeout`` seconds (wall) is killed and restarted. Markdown table to stdout.
+on the schema's regex texts (one, or the distinct regexes of a combined ``Pattern``), cold. A
+worker past ``--timeout`` seconds (wall) is killed and restarted. Markdown table to stdout.
 
     python benchmarks/bench_parse.py --bench PATH/jsonschemabench/data --trees MAIN_CHECKOUT NEW_CHECKOUT
         [--schemas Kubernetes/kb_84_Normalized.json ...] [--timeout 60] [--data ../shared/data]
@@ -54,7 +54,7 @@ def worker(args) -> None:
         out: dict = {}
         try:
             made = json_schema(schema)  # a regex, or a Pattern of several (and, or, not)
-            texts = [made] if isinstance(made, str) else made.regexes()
+            texts = [made] if isinstance(made, str) else list(dict.fromkeys(made.regexes()))  # distinct
             out["chars"] = sum(map(len, texts))
             clear_cache(vocabularies=False)
             regex.purge()
