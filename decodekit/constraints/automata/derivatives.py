@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from decodekit.constraints.automata.chardfa import _partition
-from decodekit.constraints.automata.graph import unique_rows
+from decodekit.constraints.automata.graph import _MIX, first_and_inverse, unique_rows
 from decodekit.constraints.automata.product import _refuse_anchors, _refuse_first_char_test, first_char_gate
 from decodekit.constraints.automata.utf8 import _layout, _node_of, code_point_classes
 from decodekit.constraints.syntax.nodes import Anchor, Kind, Node
@@ -526,10 +526,10 @@ def _utf8_tables(classes, available: np.ndarray | None):
     two, three, four, lead = _layout()
     rows, block = classes.rows, classes.block
     sig2 = np.concatenate([_node_of(block, three), _node_of(block, four.reshape(-1, 64))])
-    l2, l2_of = unique_rows(sig2)
+    l2, l2_of = _unique_rows(sig2)
     l2_three, l2_four = l2_of[:16], l2_of[16:].reshape(5, 64)
     l2_four = np.where((four >= 0).any(-1), l2_four, -1)
-    l3, l3_of = unique_rows(l2_four)
+    l3, l3_of = _unique_rows(l2_four)
     avail = np.ones(256, dtype=bool) if available is None else available
     cont = avail[0x80:0xC0]
     m1 = [_bits(r) for r in rows[:, cont]]
@@ -549,9 +549,22 @@ def _utf8_tables(classes, available: np.ndarray | None):
     }  # fmt: skip
 
 
+def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`~decodekit.constraints.automata.graph.unique_rows` (the same rows, order and
+    inverse) for the few distinct rows of the UTF-8 layout: rows grouped by a hash, the grouping
+    checked exactly (else the plain sort), then only the distinct rows sorted."""
+    keys = rows.astype(np.uint64) @ _MIX[: rows.shape[1]]  # [N], wrapping
+    first, inverse = first_and_inverse(keys)
+    distinct = rows[first]
+    if not (distinct[inverse] == rows).all():  # a hash collision
+        return unique_rows(rows)
+    ordered, rank = unique_rows(distinct)
+    return ordered, rank[inverse]
+
+
 def _bits(values) -> int:
     out = 0
-    for v in np.unique(values).tolist():
+    for v in set(values.tolist()):
         out |= 1 << v
     return out
 
@@ -699,6 +712,7 @@ class CharLevel:
         concatenation's is the sum of its parts', a union's the least, ``r{lo,hi}``'s ``lo``
         times r's; an intersection or a complement is searched from its own state, over its
         derivatives only (iterative over the nesting; memoised per node)."""
+
         def kids(x: Expr) -> tuple:
             if x.simple or x.op in (AND, NOT):
                 return ()
@@ -753,6 +767,7 @@ class CharLevel:
         (:meth:`min_bytes` bytes): a set's fewest-byte character, the shortest branch of a union,
         ``lo`` copies of the body of a repetition, an intersection's or complement's from the
         search of its own state (iterative over the nesting; memoised per node)."""
+
         def kids(x: Expr) -> tuple:
             op = x.op
             if op == CAT:
@@ -829,6 +844,7 @@ class CharLevel:
         set splits into itself and the rest; a concatenation refines its head's blocks by its
         tail's where the head can be empty; unions and intersections meet their parts';
         with boundaries, word and non-word classes apart (iterative; memoised per node)."""
+
         def kids(x: Expr) -> tuple:
             op = x.op
             if op == CAT:
@@ -934,12 +950,15 @@ def _post_order(root: Expr, memo: dict, kids: Callable, value: Callable) -> Any:
 
 
 def _collect_sets(root: Node, sets: dict) -> None:
-    stack = [root]
+    """The character sets of the AST ``root`` into ``sets`` (set -> its number, first seen first);
+    a subtree the parser shares is walked once."""
+    stack, seen = [root], set()
     while stack:
         n = stack.pop()
         if n.kind is Kind.SET:
             sets.setdefault(n.cset, len(sets))
-        else:
+        elif id(n) not in seen:
+            seen.add(id(n))
             stack.extend(n.items)
 
 

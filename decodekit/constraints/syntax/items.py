@@ -22,6 +22,9 @@ _HINTS = {
     "m": "start of a word: write \\b",
     "M": "end of a word: write \\b",
 }
+# escapes whose reading the parser does not prove equal to regex's: a parse with one of them is
+# checked by regex.compile too (_Parser.core)
+_OUTSIDE_CORE = frozenset("gGLNpPRXhKmM0123456789")
 BACKREF_HINT = "(a finite automaton cannot remember text: repeat the group's pattern instead)"
 
 
@@ -30,6 +33,7 @@ class ItemReader(Scanner):
 
     flags: int
     ascii: bool
+    core: bool
 
     def _escape(self, in_set: bool) -> Item:
         """regex's parse_escape: a :class:`Char`, :class:`Pred`, :class:`Scan` or (outside a class)
@@ -43,6 +47,8 @@ class ItemReader(Scanner):
             raise Refusal("syntax", "bad escape (end of pattern)", self.pos)
         if ch in _HEX_LENGTHS:
             return self._hex(ch, _HEX_LENGTHS[ch])
+        if ch in _OUTSIDE_CORE:
+            self.core = False
         if ch == "g" and not in_set:
             saved = self.pos
             try:
@@ -192,6 +198,7 @@ class ItemReader(Scanner):
             return self._escape(True)
         saved = self.pos
         if self.match("[:"):
+            self.core = False
             negate = self.match("^")
             prop, name = self._property_name()
             if self.match(":]"):

@@ -26,6 +26,7 @@ are their own modules.
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 import regex
 
@@ -75,13 +76,26 @@ class _Frame:
     """An open group while parsing: its finished branches, the current sequence (with regex's
     ``None`` markers: a quantifier may not follow one), the flags to restore at ``)``."""
 
-    __slots__ = ("branches", "seq", "saved_flags", "restore", "start", "fold")
+    __slots__ = ("branches", "seq", "saved_flags", "restore", "start", "fold", "core", "bounds", "deep")
 
     def __init__(self, saved_flags: int, restore: bool, start: int):
         self.branches: list[Node] = []
         self.seq: list = [None]
         self.saved_flags, self.restore, self.start = saved_flags, restore, start
         self.fold = False  # regex's case_flags for plain literals, set when a sequence starts
+        self.core = False  # the parse was in the core syntax when the group opened
+        self.bounds = 0  # \b \B read before the group opened
+        self.deep = 0  # groups nested inside it
+
+
+# A pattern at least this long has its groups and classes cached by their text: the JSON Schema
+# front end repeats the same few (a string's characters, an integer) thousands of times.
+_CACHE_FROM = 256
+# What a group's extent is read from: escapes, brackets (a class's parentheses are literals) and
+# parentheses. Only a guess where the parse may disagree (verbose comments, POSIX classes): a
+# cached group is reused only where the text from "(" is exactly the text parsed before.
+_GROUP_TOKENS = re.compile(r"\\.|[][()]", re.S)
+_SPECIAL = frozenset(["", *"|)\\(.[^$?*+{"])  # "": the end
 
 
 def parse(pattern: str) -> tuple[Node, bool]:
@@ -91,7 +105,8 @@ def parse(pattern: str) -> tuple[Node, bool]:
     if not isinstance(pattern, str):
         raise ConstraintError(f"a regex constraint must be a string, got {type(pattern).__name__}")
     try:
-        parsed = _Parser(pattern).run()
+        parser = _Parser(pattern)
+        parsed = _Checked(*parser.run(), parser.core)
     except Refusal as r:
         if r.kind != "budget" and cheap_to_compile(pattern):
             _check_valid(pattern)  # an invalid pattern is reported as such first
@@ -101,8 +116,17 @@ def parse(pattern: str) -> tuple[Node, bool]:
         if r.kind == "unsupported":
             raise ConstraintError(f"unsupported regex feature in {pattern!r}: {r.message}") from None
         raise ConstraintError(r.message) from None  # budget, anchor: complete messages
-    _check_valid(pattern)  # bounded: the expansion of every repetition fits MAX_NFA_STATES
+    if not parsed.core:  # bounded: the expansion of every repetition fits MAX_NFA_STATES
+        _check_valid(pattern)
     return parsed.root, parsed.boundaries
+
+
+class _Checked(NamedTuple):
+    """A parse and whether the parser's own checks were complete (:attr:`_Parser.core`)."""
+
+    root: Node
+    boundaries: bool
+    core: bool
 
 
 def _check_valid(pattern: str) -> None:
@@ -127,9 +151,24 @@ class _Parser(ItemReader, FuzzyReader):
         self.flags = 0  # regex's info.flags (scoped): I M S X and the encodings
         self.ascii = False  # a leading (?a): ASCII \w \d \s and case folding everywhere
         self.boundaries = False
+        # Whether every construct read so far is in the core syntax, where this parser raises on
+        # every text that regex rejects (tests/constraints/test_parse_core.py checks it against
+        # regex.compile): literals, escapes of punctuation, \d \w \s and their negations, \a \f
+        # \n \r \t \v \x \u \U \A \Z \z \b \B, classes of those and ranges, '.', '^', '$', groups
+        # (...) and (?:...), '|', quantifiers (greedy or lazy), inline and scoped (?i) (?s). A
+        # parse that leaves it is checked by regex.compile as well.
+        self.core = True
         self.sets: dict[CharSet, Node] = {}
         self.made: dict[tuple, CharSet] = {}  # a class's items and flags -> its CharSet (this parse)
         self.named = 0  # characters named by distinct classes
+        self.bounds = 0  # \b \B read
+        self.anchored = False  # ^ $ \A \Z \z \G read (then the AST's anchors are checked)
+        self.chars: dict[tuple, Node] = {}  # (code point, folded) -> its node
+        # long patterns: a class's text and flags -> its node; a group's -> (node, its nesting
+        # depth, whether it has \b \B)
+        self.class_cache: dict[tuple, Node] | None = {} if self.n >= _CACHE_FROM else None
+        self.group_cache: dict[tuple, tuple] = {}
+        self.group_end = _group_ends(pattern) if self.n >= _CACHE_FROM else {}
         # an inline (?i) anywhere: regex may apply it to properties that stand before it in the
         # same group ((?:\P{Ll}|(?i)a) rejects "I"), so those are checked as if under (?i)
         self.inline_fold = bool(re.search(r"\(\?[a-zA-Z^]*i", pattern))
@@ -144,10 +183,14 @@ class _Parser(ItemReader, FuzzyReader):
 
     def _char(self, cp: int, fold: bool | None = None) -> Node:
         """A literal; ``fold``: case-insensitive (default: the current flags)."""
-        c = chr(cp)
         fold = bool(self.flags & IGNORECASE) if fold is None else fold
-        chars = casefold.variants(c, self.ascii) if fold else frozenset((c,))
-        return self._set_node(CharSet(chars, (), False))
+        key = (cp, fold, self.ascii)
+        node = self.chars.get(key)
+        if node is None:
+            c = chr(cp)
+            chars = casefold.variants(c, self.ascii) if fold else frozenset((c,))
+            node = self.chars[key] = self._set_node(CharSet(chars, (), False))
+        return node
 
     def _seq(self, items: list) -> Node:
         items = [x for x in items if x is not None]
@@ -192,6 +235,12 @@ class _Parser(ItemReader, FuzzyReader):
         while True:
             saved_pos = self.pos
             ch = self.get()
+            if ch not in _SPECIAL:
+                # regex folds a plain literal by the flags its sequence started with (or the last
+                # inline flags): they differ from the current ones only after a (?|...) group,
+                # which does not restore the flags set inside it
+                cur.seq.append(self._char(ord(ch), cur.fold))
+                continue
             if ch == "":
                 if len(frames) > 1:
                     raise Refusal("syntax", "missing )", self.pos)
@@ -207,17 +256,24 @@ class _Parser(ItemReader, FuzzyReader):
                 if cur.restore:
                     self.flags = cur.saved_flags
                     self.ignore_space = bool(self.flags & VERBOSE)
+                if cur.core and self.core and cur.restore and self.group_end:
+                    key = (self.s[cur.start : self.pos], cur.saved_flags, self.ascii)
+                    self.group_cache[key] = (node, cur.deep, self.bounds > cur.bounds)
                 frames.pop()
+                frames[-1].deep = max(frames[-1].deep, cur.deep + 1)
                 cur = frames[-1]
                 cur.seq.append(node)
             elif ch == "\\":
                 cur.seq.append(self._node_of(self._escape(False)))
             elif ch == "(":
+                if self._cached_group(cur, len(frames), saved_pos):
+                    continue
                 frame = self._paren(cur is top and not cur.branches and not any(cur.seq), saved_pos)
                 if frame is None:  # inline flags (or a comment): plain literals follow them
                     cur.fold = bool(self.flags & IGNORECASE)
                 else:
                     frame.fold = bool(self.flags & IGNORECASE)
+                    frame.core, frame.bounds = self.core, self.bounds
                     frames.append(frame)
                     cur = frame
                     if len(frames) > MAX_DEPTH + 1:
@@ -231,8 +287,10 @@ class _Parser(ItemReader, FuzzyReader):
             elif ch == "[":
                 cur.seq.append(self._set())
             elif ch == "^":
+                self.anchored = True
                 cur.seq.append(Node.leaf(anchor=Anchor.START))
             elif ch == "$":
+                self.anchored = True
                 cur.seq.append(Node.leaf(anchor=Anchor.END))
             elif ch in "?*+{":
                 counts = {"?": (0, 1), "*": (0, None), "+": (1, None)}.get(ch)
@@ -243,18 +301,34 @@ class _Parser(ItemReader, FuzzyReader):
                     cur.seq.append(None)
                 else:
                     self._fuzzy()  # refuses a fuzzy constraint; else '{' is a literal
+                    self.core = False
                     cur.seq.append(self._char(ord("{"), cur.fold))
-            else:
-                # regex folds a plain literal by the flags its sequence started with (or the last
-                # inline flags): they differ from the current ones only after a (?|...) group,
-                # which does not restore the flags set inside it
-                cur.seq.append(self._char(ord(ch), cur.fold))
         root = self._alt([*top.branches, self._seq(top.seq)])
         if root.size > MAX_NFA_STATES:
             needed = size_message("needs an automaton of", root.size, MAX_NFA_STATES, self.s)
             raise Refusal("budget", needed + " NFA states")
-        _check_anchors(root, self.s)
+        if self.anchored:
+            _check_anchors(root, self.s)
         return Parsed(root, self.boundaries)
+
+    def _cached_group(self, cur: _Frame, depth: int, at: int) -> bool:
+        """At the ``(`` at ``at``: append the node of the same group text parsed before under the
+        same flags (parsing is deterministic: it would read the same text to the same node), if
+        any and it stays within the depth limit."""
+        end = self.group_end.get(at)
+        if end is None or not self.core:
+            return False
+        hit = self.group_cache.get((self.s[at : end + 1], self.flags, self.ascii))
+        if hit is None or depth + hit[1] > MAX_DEPTH:
+            return False
+        node, deep, bounds = hit
+        self.pos = end + 1
+        cur.seq.append(node)
+        cur.deep = max(cur.deep, deep + 1)
+        if bounds:
+            self.bounds += 1
+            self.boundaries = True
+        return True
 
     def _apply_quantifier(self, seq: list, counts, saved_pos: int) -> None:
         element = seq.pop()
@@ -300,6 +374,8 @@ class _Parser(ItemReader, FuzzyReader):
         if ch == "?":
             saved_pos_2 = self.pos
             ch = self.get(True)
+            if ch in "<P#|" or not ch:
+                self.core = False
             if ch == "<":
                 saved_pos_3 = self.pos
                 ch = self.get()
@@ -363,6 +439,7 @@ class _Parser(ItemReader, FuzzyReader):
             self.pos = saved_pos_2
             return self._flags(leading, open_pos)
         if ch == "*":
+            self.core = False
             word = self.get_until(set(")>"))
             if word[:1].isalpha():
                 raise Refusal(
@@ -398,6 +475,8 @@ class _Parser(ItemReader, FuzzyReader):
         for flag, what in UNSUPPORTED_FLAGS.items():
             if (on | off) & flag:
                 raise Refusal("unsupported", what)
+        if (on | off) & ~(IGNORECASE | DOTALL):
+            self.core = False
         on &= ~VERSION0  # the default version
         scoped = self.match(":")
         if not scoped and not self.match(")"):
@@ -430,12 +509,34 @@ class _Parser(ItemReader, FuzzyReader):
         if isinstance(item, Char):
             return self._char(item.cp)
         if isinstance(item, Assert):
-            self.boundaries |= item.anchor in BOUNDARIES
+            if item.anchor in BOUNDARIES:
+                self.boundaries = True
+                self.bounds += 1
+            else:
+                self.anchored = True
             return Node.leaf(anchor=item.anchor)
         return self._set_node(make_set([item], False, self))
 
     def _set(self) -> Node:
         start = self.pos - 1
+        cache = self.class_cache
+        if cache is not None:
+            # the text up to the first "]" that can close it; a hit: the same text read before
+            # as a whole class under the same flags (parsing it again would give the same node)
+            s, j = self.s, start + 1
+            j += s.startswith("^", j)
+            j += s.startswith("]", j)
+            end = s.find("]", j)
+            hit = cache.get((s[start : end + 1], self.flags, self.ascii)) if end >= 0 else None
+            if hit is not None:  # (a class outside the core left it for the whole parse when first read)
+                self.pos = end + 1
+                return hit
+        node = self._read_set(start)
+        if cache is not None:
+            cache[(self.s[start : self.pos], self.flags, self.ascii)] = node
+        return node
+
+    def _read_set(self, start: int) -> Node:
         saved_ignore = self.ignore_space
         self.ignore_space = False
         try:
@@ -456,6 +557,25 @@ class _Parser(ItemReader, FuzzyReader):
         if cset is None:
             cset = self.made[key] = make_set(items, negate, self)
         return self._set_node(cset)
+
+
+def _group_ends(pattern: str) -> dict[int, int]:
+    """Where each ``(`` of ``pattern`` is closed, as far as its escapes, classes (``]`` first in
+    one is a literal) and parentheses say (one pass)."""
+    ends, opened = {}, []
+    first = -1  # inside a class: where a "]" would be a literal; outside: -1
+    for m in _GROUP_TOKENS.finditer(pattern):
+        t, at = m.group(), m.start()
+        if first >= 0:
+            if t == "]" and at != first:
+                first = -1
+        elif t == "[":
+            first = at + 1 + pattern.startswith("^", at + 1)
+        elif t == "(":
+            opened.append(at)
+        elif t == ")" and opened:
+            ends[opened.pop()] = at
+    return ends
 
 
 def _count(digits: str) -> int:
