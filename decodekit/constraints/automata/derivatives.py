@@ -190,6 +190,22 @@ class Pattern:
             stack.extend((k, False) for k in reversed(_kids(p)) if id(k) not in seen)
         return order
 
+    @property
+    def children(self) -> tuple:
+        """The Patterns this one is made of (none for a regex leaf)."""
+        return _kids(self)
+
+    def text_length(self) -> int:
+        """The length of the text ``str()`` would write uncut (a shared part counted at each use),
+        computed once per node."""
+        memo: dict[Pattern, int] = {}
+        for p in self.nodes():
+            if p.op in ("re", "search"):
+                memo[p] = len(p.args) + (6 if p.op == "search" else 0)
+            else:
+                memo[p] = sum(len(x) if isinstance(x, str) else memo[x] for x in _label_parts(p))
+        return memo[self]
+
     def size(self) -> int:
         """The DAG's size: the characters of its distinct regex texts plus one per distinct node
         and operand (a part used many times counted once)."""

@@ -71,7 +71,7 @@ SEAL_STATES = 100_000
 # characters is its own leaf (equal texts: one leaf, parsed once).
 SHARE_LEAF = 2_000
 STR_STATES = 500_000  # a regex text of more NFA states than this is written sealed
-_SEALING: contextvars.ContextVar[bool] = contextvars.ContextVar("sealing", default=False)
+_SEALING: contextvars.ContextVar[_Dag | None] = contextvars.ContextVar("sealing", default=None)
 MAX_CLAUSES = 64  # alternatives of one subschema after distributing anyOf / oneOf over its siblings
 MAX_REF_UNROLL = 3  # how many times one $ref may enclose itself (recursion cut below: no value);
 # a schema whose regex would be too large is compiled again with its recursions unrolled fewer times
@@ -203,7 +203,7 @@ def _compile(schema, flexible: bool, any_order: bool = False):
     for unroll in range(MAX_REF_UNROLL, 0, -1):
         for share in (False, True):
             compiler = _Compiler(schema, flexible, unroll, share, any_order)
-            token = _SEALING.set(share)
+            token = _SEALING.set(_Dag() if share else None)
             try:
                 frag = compiler.value([(schema, _Ctx(schema, ()))], "")
             except RecursionError:  # an enum or const value nested hundreds of levels deep
@@ -1067,12 +1067,31 @@ def _frag(text: str, states: int | None = None):
 
 
 def _size(text) -> int:
-    return len(text) if isinstance(text, str) else len(str(text))
+    """The characters of a fragment's text (a Pattern: its text written out, shared parts at each use)."""
+    return len(text) if isinstance(text, str) else text.text_length()
 
 
-def _weight(p) -> int:
-    """A fragment's share of a Pattern's expanded text (a str: its length; a Pattern: its count)."""
-    return len(p[0]) if isinstance(p[0], str) else p[1]
+class _Dag:
+    """The Pattern nodes written while sealed, each counted once however often it is used: the
+    regex texts' characters plus one per node and operand (:meth:`Pattern.size` of them all).
+    A sealed fragment's Pattern weighs 1 in the fragment's count; its size is counted here, and
+    the schema is bounded by ``total`` (:data:`MAX_PATTERN_CHARS`), the DAG, not its expansion."""
+
+    def __init__(self):
+        self.seen: set[Pattern] = set()
+        self.total = 0
+
+    def add(self, p: Pattern) -> int:
+        stack = [p]
+        while stack:
+            x = stack.pop()
+            if x in self.seen:
+                continue
+            self.seen.add(x)
+            kids = x.children
+            self.total += len(x.args) + 1 if not kids and isinstance(x.args, str) else len(kids) + 1
+            stack.extend(k for k in kids if k not in self.seen)
+        return self.total
 
 
 def _opaque(text: str) -> Pattern:
@@ -1123,7 +1142,7 @@ def _cat(*parts):
         if states <= SEAL_STATES:
             return ("".join(p[0] for p in parts), states)
     items = _runs(list(parts))
-    return (concat(*items) if items else "", sum(_weight(p) for p in parts))
+    return (concat(*items), 1) if items else _frag("")
 
 
 def _alts(parts):
@@ -1153,7 +1172,7 @@ def _alts(parts):
     if run:
         leaves.append(Pattern(f"(?:{'|'.join(run)})"))
     one = leaves[0] if leaves[0].op != "re" else _opaque(leaves[0].args)
-    return (union(*leaves) if len(leaves) > 1 else one, sum(_weight(p) for p in parts) + 2)
+    return (union(*leaves) if len(leaves) > 1 else one, 1)
 
 
 def _rep(p, lo: int, hi: int | None):
@@ -1168,7 +1187,7 @@ def _rep(p, lo: int, hi: int | None):
         return (repeat(p[0], lo, hi), states)
     if isinstance(p[0], Pattern) or states > SEAL_STATES:
         inner = p[0] if isinstance(p[0], Pattern) and p[0].op != "re" else _opaque(str(p[0]))
-        return (repeat(inner, lo, hi), _weight(p) + 2)  # the engine keeps the count symbolic
+        return (repeat(inner, lo, hi), 1)  # the engine keeps the count symbolic
     q = (
         "*"
         if (lo, hi) == (0, None)
@@ -1187,9 +1206,10 @@ def _too_large(frag) -> bool:
     :data:`MAX_PATTERN_CHARS` (what the engine walks and prints)."""
     if frag is None:
         return False
-    if isinstance(frag[0], str) or not _SEALING.get():
+    dag = _SEALING.get()
+    if isinstance(frag[0], str) or dag is None:
         return frag[1] > MAX_STATES or _size(frag[0]) > MAX_PATTERN_CHARS
-    return frag[1] > MAX_PATTERN_CHARS
+    return dag.add(frag[0]) > MAX_PATTERN_CHARS
 
 
 def _escape(text: str) -> str:
@@ -1201,7 +1221,7 @@ class _Compiler:
         self, root, flexible: bool, unroll: int = MAX_REF_UNROLL, share: bool = False, any_order: bool = False
     ):
         self.norm, self.depth, self.any_order = _Normalizer(root, unroll), 0, any_order
-        self.share, self.memo, self.leaves = share, {}, {}
+        self.share, self.memo = share, {}
         self.empty = ""  # the first enum that no value of the rest of its schema satisfies
         self.colon, self.comma = (": ?", ", ?") if flexible else (":", ",")
         # writing an excluded text (under an odd number of complements): it must hold every
@@ -1210,10 +1230,16 @@ class _Compiler:
 
     def check(self, frag, ptr: str):
         if _too_large(frag):
-            what = "NFA states" if isinstance(frag[0], str) else "characters of regex text"
+            dag = _SEALING.get()
+            if isinstance(frag[0], str):
+                what = f"{frag[1]:,} NFA states"
+            elif dag is None:
+                what = f"{frag[1]:,} NFA states or {_size(frag[0]):,} characters of regex text"
+            else:
+                what = f"{dag.total:,} characters and nodes of regex texts, each written once"
             raise ConstraintError(
                 f"{_show(ptr)}: the JSON Schema's regex would exceed {MAX_PATTERN_CHARS:,} characters or "
-                f"{MAX_STATES:,} automaton states (at least {frag[1]:,} {what} here): simplify the schema"
+                f"{MAX_STATES:,} automaton states (at least {what} here): simplify the schema"
             )
         return frag
 
@@ -1242,8 +1268,7 @@ class _Compiler:
             self.depth -= 1
         if self.share:
             if out is not None and isinstance(out[0], str) and len(out[0]) > SHARE_LEAF:
-                leaf = self.leaves.setdefault(out[0], _opaque(out[0]))  # one object per text
-                out = (leaf, len(out[0]))
+                out = (_opaque(out[0]), 1)  # equal texts: one leaf (Patterns are hash-consed)
             self.memo[key] = out
         return out
 
@@ -1316,7 +1341,7 @@ class _Compiler:
         out = _alts(neg)
         if out is None:
             return pos
-        size = pos[1] + out[1] if not _SEALING.get() else _weight(pos) + _weight(out)
+        size = pos[1] + out[1] if not _SEALING.get() else 1
         return self.check((intersect(pos[0], complement(out[0])), size), c.ptr)
 
     def enum(self, c: Clause):
@@ -1428,7 +1453,7 @@ class _Compiler:
             return texts[0]
         if not _SEALING.get():
             return (intersect(*(Pattern(t) for t, _ in texts)), max(n for _, n in texts) * len(texts))
-        return (intersect(*(Pattern(t) for t, _ in texts)), sum(_size(t) for t, _ in texts))
+        return (intersect(*(Pattern(t) for t, _ in texts)), 1)
 
     # arrays -------------------------------------------------------------------------------------
     def array(self, c: Clause):
@@ -1613,7 +1638,7 @@ def _rep_string(lo: int, hi: int | None):
     q = f"{{{lo},{'' if hi is None else hi}}}"
     states = _CHAR_STATES * max(lo, hi or 1, 1) + 4
     if states > SEAL_STATES and _SEALING.get():  # the count kept symbolic: one node of the engine
-        return (concat('"', repeat(_opaque(CHAR), lo, hi), '"'), len(CHAR) + 12)
+        return (concat('"', repeat(_opaque(CHAR), lo, hi), '"'), 1)
     return (f'"{CHAR}{q}"', states)
 
 
