@@ -232,6 +232,7 @@ class Pattern:
 
 
 _INTERNED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # (op, args) -> the Pattern
+FLAT_CAT = 16  # concat() splices a concatenation of at most this many parts into its own
 LABEL_CHARS = 20_000  # str() of a Pattern stops here: a DAG's expanded text may be far longer
 
 
@@ -341,8 +342,8 @@ def concat(*parts) -> Pattern:
     if not parts:
         raise ConstraintError("concat needs at least one pattern")
     items: list[Pattern] = []
-    for p in map(_as_pattern, parts):
-        items.extend(p.args if p.op == "cat" else (p,))
+    for p in map(_as_pattern, parts):  # a long concatenation stays one node: shared, not copied
+        items.extend(p.args if p.op == "cat" and len(p.args) <= FLAT_CAT else (p,))
     if len(items) == 1:
         return items[0]
     if all(p.op == "re" for p in items) and all(_joinable(p.args) for p in items):
