@@ -12,6 +12,7 @@ import regex
 import decodekit
 from decodekit.constraints.automata.derivatives import LABEL_CHARS, Pattern, concat, union
 from decodekit.constraints.frontends.schema import MAX_PATTERN_CHARS, json_schema
+from decodekit.errors import ConstraintError
 from decodekit.vocab import Vocab
 from tests.constraints.test_json_schema import valid
 from tests.support.fakes import HistoryLM
@@ -201,3 +202,32 @@ def test_small_objects_through_the_dag_accept_exactly_the_valid_ones(n, required
     match = masked(pattern)
     for text in cases:
         assert match.fullmatch(text) == valid(schema, text), text
+
+
+# ------------------------------------------------------------------------------- multipleOf
+
+
+@pytest.mark.parametrize("m", [0.1, 0.01, 0.001, 1e-6])
+def test_a_decimal_multiple_of_writes_the_integers_validators_accept(m):
+    """``n / m`` in floating point is integral for every integer (jsonschema's test), so the
+    integers are a sound part; 0.07 is not a multiple of 0.01 for jsonschema (7.000000000000001)."""
+    schema = {"type": ["number", "null"], "multipleOf": m}
+    pattern = json_schema(schema)
+    for text in ["0", "-7", "null", "19", "123456789012345678", "-999999999999999999"]:
+        assert regex.fullmatch(pattern, text) and valid(schema, text), text
+    for text in ["0.07", "1.5", "1e2", '"1"']:
+        assert not regex.fullmatch(pattern, text), text
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "number", "multipleOf": 2, "not": {"type": "integer"}},  # wrote the integers before
+        {"type": "number", "multipleOf": 0.1, "not": {"type": "integer"}},
+        {"type": "number", "multipleOf": 0.3},
+        {"type": "number", "multipleOf": 0.01, "minimum": 1},
+    ],
+)
+def test_multiple_of_outside_the_subset_is_refused_with_the_reason(schema):
+    with pytest.raises(ConstraintError, match="multipleOf is not supported"):
+        json_schema(schema)

@@ -29,6 +29,7 @@ import json
 import math
 import re
 from decimal import Decimal
+from fractions import Fraction
 
 import regex
 
@@ -1402,15 +1403,21 @@ class _Compiler:
         ms = {m for m, _ in c.mult}
         m = ms.pop() if len(ms) == 1 else None
         ptr = c.mult[0][1]
+        if "integer" not in c.kinds:  # only integers are written: none of them may be
+            raise ConstraintError(f"{_show(ptr)}/multipleOf is not supported where integers are excluded")
+        if m is not None and not c.lo and not c.hi and not self.widen and _integers_pass(m):
+            return _frag(
+                INTEGER
+            )  # 10**-k: the integers, a part (their multiples of m with fractions are not written)
         if m is None or not (isinstance(m, int) or float(m).is_integer()) or c.lo or c.hi:
             raise ConstraintError(
-                f"{_show(ptr)}/multipleOf is not supported (only an integer dividing 1000, unbounded)"
+                f"{_show(ptr)}/multipleOf is not supported (only a divisor of 1000 or 10**-k, unbounded)"
             )
         m = int(m)
         k = next((k for k in range(4) if 10**k % m == 0), None)
         if k is None:
             raise ConstraintError(
-                f"{_show(ptr)}/multipleOf is not supported (only an integer dividing 1000, unbounded)"
+                f"{_show(ptr)}/multipleOf is not supported (only a divisor of 1000 or 10**-k, unbounded)"
             )
         if k == 0:
             return _frag(INTEGER)
@@ -1597,6 +1604,21 @@ class _Compiler:
             if value is not None:
                 alts.append(_cat(_frag(f'"{_not_words(names)}"{self.colon}'), value))
         return _alts(alts)
+
+
+def _integers_pass(m) -> bool:
+    """Whether ``m`` is a float ``10**-k`` (``0.1``, ``0.01``, ...) that every JSON integer ``n`` is a
+    multiple of as validators compute it: ``n / m`` in floating point is integral. The double
+    nearest ``10**-k`` is ``10**-k (1 + d)``; with ``|d| < 2**-54`` (under half an ulp of any
+    quotient), ``n / m`` rounds to ``n 10**k`` where that is below ``2**53``, and any quotient above
+    is an integral double."""
+    if isinstance(m, bool) or not isinstance(m, float) or not 0 < m < 1:
+        return False
+    k = round(-math.log10(m))
+    if not 1 <= k <= 15 or Decimal(repr(m)) != Decimal(1).scaleb(-k):
+        return False
+    exact = Fraction(1, 10**k)
+    return abs(exact / Fraction(m) - 1) < Fraction(1, 2**54)
 
 
 def _fit(p: str, ptr: str, lo: int, hi: int | None, t):
