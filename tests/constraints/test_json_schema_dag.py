@@ -231,3 +231,45 @@ def test_a_decimal_multiple_of_writes_the_integers_validators_accept(m):
 def test_multiple_of_outside_the_subset_is_refused_with_the_reason(schema):
     with pytest.raises(ConstraintError, match="multipleOf is not supported"):
         json_schema(schema)
+
+
+def test_a_large_intersection_is_written_sealed(monkeypatch):
+    """A Pattern (strings with a pattern, a format and a length) of more than PATTERN_STATES NFA
+    states is written sealed (the thresholds lowered: leaves of at most about SHARE_LEAF
+    characters, 2,056 unsealed), and stays sound."""
+    import decodekit.constraints.frontends.schema as schema_module
+
+    monkeypatch.setattr(schema_module, "PATTERN_STATES", 1_000)
+    monkeypatch.setattr(schema_module, "SHARE_LEAF", 200)
+    item = {
+        "type": "object",
+        "properties": {
+            "code": {"type": "string", "pattern": "^[a-z]+", "format": "email", "maxLength": 40},
+            **{f"f{i}": {"type": "string", "format": "date"} for i in range(8)},
+        },
+        "required": ["code"],
+    }
+    schema = {
+        "$defs": {"item": item},
+        "type": "object",
+        "properties": {f"k{i}": {"$ref": "#/$defs/item"} for i in range(30)},
+        "required": ["k0"],
+    }
+    pattern = json_schema(schema)
+    assert isinstance(pattern, Pattern) and pattern.combined
+    assert max(len(r) for r in pattern.regexes()) < 1_000
+    assert pattern.size() < pattern.text_length() // 5
+    match = masked(pattern)
+    good = ['{"k0":{"code":"a@b.cd"}}', '{"k0":{"code":"x@y.z","f3":"2024-02-29"},"k29":{"code":"q@r.s"}}']
+    bad = [
+        '{"k0":{"code":"a"}}',
+        '{"k0":{"code":"AB"}}',
+        '{"k1":{"code":"ab"}}',
+        '{"k0":{"code":"ab","f3":"2023-02-29"}}',
+    ]
+    for text in good:
+        assert valid(schema, text) and match.fullmatch(text), text
+    for text in bad:
+        assert not match.fullmatch(text), text
+    for text in decoded_texts(match.auto, steps=60):
+        assert valid(schema, text), text

@@ -72,6 +72,9 @@ SEAL_STATES = 100_000
 # characters is its own leaf (equal texts: one leaf, parsed once).
 SHARE_LEAF = 2_000
 STR_STATES = 500_000  # a regex text of more NFA states than this is written sealed
+# a Pattern (an intersection) of more NFA states than this is written sealed: its regex texts are
+# parsed one by one and its subschemas shared (Kubernetes kb_696: 0.29 s sealed, a timeout at 10 s not)
+PATTERN_STATES = 20_000
 _SEALING: contextvars.ContextVar[_Dag | None] = contextvars.ContextVar("sealing", default=None)
 MAX_CLAUSES = 64  # alternatives of one subschema after distributing anyOf / oneOf over its siblings
 MAX_REF_UNROLL = 3  # how many times one $ref may enclose itself (recursion cut below: no value);
@@ -193,12 +196,13 @@ def json_schema(
 
 def _compile(schema, flexible: bool, any_order: bool = False):
     """The schema's fragment: written as one regex text (a Pattern only for intersections)
-    where it has at most :data:`STR_STATES` NFA states; else written *sealed*: every regex text of
-    more than :data:`SEAL_STATES` NFA states split into Pattern leaves parsed one by one, counted
-    repetitions kept symbolic, each subschema's text of more than :data:`SHARE_LEAF` characters
-    one leaf (equal subschemas: one leaf, parsed once; a large schema compiles 5-40 times faster
-    from such leaves than from one regex text), the whole bounded by its expanded text
-    (:data:`MAX_PATTERN_CHARS`); too large still, with its recursions unrolled fewer times
+    where it has at most :data:`STR_STATES` NFA states (a Pattern: :data:`PATTERN_STATES`); else
+    written *sealed*: every regex text of more than :data:`SEAL_STATES` NFA states split into
+    Pattern leaves parsed one by one, counted repetitions kept symbolic, each subschema's text of
+    more than :data:`SHARE_LEAF` characters one leaf (equal subschemas: one leaf, parsed once; a
+    large schema compiles 5-40 times faster from such leaves than from one regex text), every
+    piece used twice one node of a DAG, the whole bounded by the DAG's size (:class:`_Dag`,
+    :data:`MAX_PATTERN_CHARS`); too large still, with its recursions unrolled fewer times
     (:data:`MAX_REF_UNROLL` down to 1)."""
     plain = None
     for unroll in range(MAX_REF_UNROLL, 0, -1):
@@ -217,7 +221,11 @@ def _compile(schema, flexible: bool, any_order: bool = False):
                 continue
             finally:
                 _SEALING.reset(token)
-            if share or frag is None or not isinstance(frag[0], str) or frag[1] <= STR_STATES:
+            if (
+                share
+                or frag is None
+                or frag[1] <= (STR_STATES if isinstance(frag[0], str) else PATTERN_STATES)
+            ):
                 return frag, compiler.empty
             plain = frag
     return frag, compiler.empty
