@@ -273,3 +273,20 @@ def test_a_large_intersection_is_written_sealed(monkeypatch):
         assert not match.fullmatch(text), text
     for text in decoded_texts(match.auto, steps=60):
         assert valid(schema, text), text
+
+
+def test_many_members_counted_up_to_a_large_max_properties_are_refused_at_once():
+    """600 optional members counted up to maxProperties 300: 135,000 (member, count) pieces, each
+    a DAG node; refused before any is built."""
+    schema = {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(600)}}
+    start = time.process_time()
+    with pytest.raises(ConstraintError, match="optional properties, counted up to 300") as e:
+        json_schema({**schema, "maxProperties": 300})
+    assert time.process_time() - start < 1.0 and str(e.value).startswith("/: ")
+    few = {
+        "type": "object",
+        "properties": {f"p{i}": {"type": "integer"} for i in range(60)},
+        "maxProperties": 2,
+    }
+    small = json_schema(few)  # counted up to 2: 180 pieces
+    assert regex.fullmatch(small, '{"p3":1,"p59":2}') and not regex.fullmatch(small, '{"p1":1,"p2":2,"p3":3}')

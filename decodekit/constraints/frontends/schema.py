@@ -76,6 +76,7 @@ STR_STATES = 500_000  # a regex text of more NFA states than this is written sea
 # parsed one by one and its subschemas shared (Kubernetes kb_696: 0.29 s sealed, a timeout at 10 s not)
 PATTERN_STATES = 20_000
 _SEALING: contextvars.ContextVar[_Dag | None] = contextvars.ContextVar("sealing", default=None)
+MAX_MEMBER_PIECES = 40_000  # (member, count so far) pieces of one object's members, each a DAG node
 MAX_CLAUSES = 64  # alternatives of one subschema after distributing anyOf / oneOf over its siblings
 MAX_REF_UNROLL = 3  # how many times one $ref may enclose itself (recursion cut below: no value);
 # a schema whose regex would be too large is compiled again with its recursions unrolled fewer times
@@ -1707,6 +1708,12 @@ def _members(
     cap = max(min_props, 1) if max_props is None else max_props
     memo: dict = {}
     n = len(members)
+    if sum(min(i, cap) + 1 for i in range(n + 1)) > MAX_MEMBER_PIECES:  # the (member, count) pieces
+        raise ConstraintError(
+            f"{_show(ptr)}: the JSON Schema's regex would exceed {MAX_PATTERN_CHARS:,} characters or "
+            f"{MAX_STATES:,} automaton states (an object's optional properties, counted up to {cap}): "
+            "simplify the schema"
+        )
 
     def tail(count: int):
         need = 1 if count == min_props - 1 and extra is not None else 0  # one extra member: distinct
