@@ -3,11 +3,16 @@ schemas whose regex text would repeat a subschema thousands of times (optional p
 nested objects, nested arrays) compile to a small DAG. Proved by exhaustive comparison with the
 expanded regex on tiny vocabularies, and against jsonschema on decoded and sampled outputs."""
 
+import contextlib
 import itertools
+import json
 import time
 
+import jsonschema
 import pytest
 import regex
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import decodekit
 from decodekit.constraints.automata.derivatives import LABEL_CHARS, Pattern, concat, union
@@ -15,6 +20,7 @@ from decodekit.constraints.frontends.schema import MAX_PATTERN_CHARS, json_schem
 from decodekit.errors import ConstraintError
 from decodekit.vocab import Vocab
 from tests.constraints.test_json_schema import valid
+from tests.constraints.test_json_schema_sound import JSON, SCHEMAS, fullmatcher
 from tests.support.fakes import HistoryLM
 
 # printable ASCII and one two-character token: every byte a token by itself, so the masked
@@ -290,3 +296,42 @@ def test_many_members_counted_up_to_a_large_max_properties_are_refused_at_once()
     }
     small = json_schema(few)  # counted up to 2: 180 pieces
     assert regex.fullmatch(small, '{"p3":1,"p59":2}') and not regex.fullmatch(small, '{"p1":1,"p2":2,"p3":3}')
+
+
+# ------------------------------------------------------------------------- generated schemas
+
+
+@contextlib.contextmanager
+def _sealed_everywhere():
+    """Every schema written sealed, in pieces of a few NFA states (each a DAG node)."""
+    import decodekit.constraints.frontends.schema as schema_module
+
+    names = {"STR_STATES": 0, "PATTERN_STATES": 0, "SEAL_STATES": 30, "SHARE_LEAF": 10}
+    saved = {k: getattr(schema_module, k) for k in names}
+    try:
+        for k, v in names.items():
+            setattr(schema_module, k, v)
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(schema_module, k, v)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(schema=SCHEMAS, values=st.lists(JSON, min_size=30, max_size=30))
+def test_generated_schemas_sealed_as_dags_match_as_written_whole(schema, values):
+    """The DAG (every piece its own node, shared where used twice) accepts exactly the texts the
+    schema's regex written whole accepts, and those validate."""
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+        whole = json_schema(schema)
+        with _sealed_everywhere():
+            dag = json_schema(schema)
+    except (jsonschema.SchemaError, ConstraintError):
+        return
+    texts = [json.dumps(v, separators=(",", ":"), ensure_ascii=False) for v in values]
+    a, b = fullmatcher(whole, texts), fullmatcher(dag, texts)
+    for text in texts:
+        assert a.fullmatch(text) == b.fullmatch(text), (schema, text)
+        if b.fullmatch(text):
+            assert valid(schema, text), (schema, text)
