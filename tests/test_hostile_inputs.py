@@ -83,9 +83,9 @@ def test_nested_arrays_cannot_double_the_regex_without_bound():
     for _ in range(30):  # each level of items doubles the regex: 2**30 copies before
         deep = {"items": deep}
     start = time.perf_counter()
-    with pytest.raises(ConstraintError, match="regex would exceed 16,000,000 characters"):
-        json_schema(deep)
+    pattern = json_schema(deep)  # a DAG: each level's items one node used twice (2**42 characters written)
     assert time.perf_counter() - start < 2.0
+    assert pattern.size() < 20_000 < pattern.text_length()
 
 
 def test_a_large_enum_compiles_in_linear_time():

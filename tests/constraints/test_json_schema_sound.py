@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import decodekit
+import decodekit.constraints.frontends.schema as schema_module
 from decodekit.constraints.automata.derivatives import Pattern
 from decodekit.constraints.frontends.schema import MAX_REF_UNROLL, json_schema
 from decodekit.errors import ConstraintError
@@ -357,7 +358,9 @@ def test_recursive_ref_is_unrolled_to_a_documented_depth():
     assert matches(tree, "[[],[[]]]")
 
 
-def test_size_is_refused_before_the_text_is_built():
+def test_size_is_bounded_by_the_dag_before_the_text_is_built(monkeypatch):
+    """12**8 paths to the innermost string: one node per definition (a DAG of about 12,000), so
+    it compiles; with the bound lowered under the DAG's size it is refused, fast."""
     layer = {"type": "object", "properties": {f"p{i}": {"$ref": "#/$defs/l1"} for i in range(12)}}
     defs = {
         f"l{d}": {"type": "object", "properties": {f"q{i}": {"$ref": f"#/$defs/l{d + 1}"} for i in range(12)}}
@@ -365,6 +368,11 @@ def test_size_is_refused_before_the_text_is_built():
     }
     defs["l8"] = {"type": "string"}
     schema = {"$defs": defs, **layer}
+    start = time.process_time()
+    pattern = json_schema(schema)
+    assert time.process_time() - start < 5.0
+    assert pattern.size() < 50_000 < 10**9 < pattern.text_length()
+    monkeypatch.setattr(schema_module, "MAX_PATTERN_CHARS", 5_000)
     start = time.process_time()
     refused(schema, "automaton states")
     assert time.process_time() - start < 2.0

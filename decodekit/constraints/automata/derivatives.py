@@ -38,6 +38,7 @@ from __future__ import annotations
 import functools
 import heapq
 import re
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -65,25 +66,47 @@ class Pattern:
     ``a | b``: either matches; ``~a``: the text does not fully match ``a``; ``a + b``: the text
     is ``u v`` with ``u`` matching ``a`` and ``v`` matching ``b`` (:func:`concat`). Operands may be
     :class:`Pattern` objects or regex strings (``Pattern("[a-z]+") & "...."`` is a 4-letter
-    word). Immutable and hashable; ``str()`` reads ``(A) & ~(B)``.
+    word). Immutable and hashable; ``str()`` reads ``(A) & ~(B)`` (cut after
+    :data:`LABEL_CHARS` characters).
+
+    Patterns are hash-consed: equal ones are one object, so an expression is a DAG (a part used
+    twice is one node, compiled once) and its size is :meth:`size`, not its expanded text.
 
     Attributes:
         op: ``"re"`` (``args``: the regex text), ``"and"``, ``"or"``, ``"cat"`` (``args``: a tuple of
-            Patterns), ``"not"`` (``args``: a 1-tuple), ``"search"`` (``args``: a regex matched
-            anywhere in the text, ``(?s:.*)(?:R)(?s:.*)`` with R's flags kept inside R).
+            Patterns), ``"not"`` (``args``: a 1-tuple), ``"rep"`` (``args``: ``(part, lo, hi)``),
+            ``"search"`` (``args``: a regex matched anywhere in the text, ``(?s:.*)(?:R)(?s:.*)``
+            with R's flags kept inside R).
     """
 
-    __slots__ = ("op", "args", "_hash")
+    __slots__ = ("op", "args", "_hash", "_combined", "_bounds", "__weakref__")
 
-    def __init__(self, regex: str | Pattern, _op: str = "re", _args: tuple = ()):
+    def __new__(cls, regex: str | Pattern = "", _op: str = "re", _args: tuple = ()):
         if isinstance(regex, Pattern):
-            _op, _args = regex.op, regex.args
-        elif _op == "re":
+            return regex
+        if _op == "re":
             if not isinstance(regex, str):
                 raise ConstraintError(f"Pattern takes a regex string, got {type(regex).__name__} {regex!r}")
             _args = regex
-        self.op, self.args = _op, _args
-        self._hash = hash((_op, _args))
+        key = (_op, _args)
+        got = _INTERNED.get(key)
+        if got is not None:
+            return got
+        self = object.__new__(cls)
+        self.op, self.args, self._hash, self._bounds = _op, _args, hash(key), None
+        kids = _args[:1] if _op == "rep" else _args if isinstance(_args, tuple) else ()
+        self._combined = _op in ("and", "not") or any(a._combined for a in kids)
+        _INTERNED[key] = self
+        return self
+
+    def __reduce__(self):
+        return (Pattern, ("", self.op, self.args) if self.op != "re" else (self.args,))
+
+    def __copy__(self) -> Pattern:
+        return self
+
+    def __deepcopy__(self, memo) -> Pattern:
+        return self
 
     def __and__(self, other) -> Pattern:
         return intersect(self, other)
@@ -116,52 +139,122 @@ class Pattern:
         return concat(*parts)
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, Pattern) and self.op == other.op and self.args == other.args
+        if self is other:
+            return True
+        return (
+            isinstance(other, Pattern)
+            and self._hash == other._hash
+            and self.op == other.op
+            and self.args == other.args
+        )
 
     def __hash__(self) -> int:
         return self._hash
 
     def __str__(self) -> str:
-        if self.op == "re":
-            return self.args
-        if self.op == "not":
-            return f"~({self.args[0]})"
-        if self.op == "search":
-            return f"...{self.args}..."
-        if self.op == "cat":
-            return " + ".join(f"({a})" for a in self.args)
-        if self.op == "rep":
-            a, lo, hi = self.args
-            return f"({a}){{{lo},{'' if hi is None else hi}}}"
-        return f" {'&' if self.op == 'and' else '|'} ".join(f"({a})" for a in self.args)
+        """The expression's text, each shared part written where it is used, cut after
+        :data:`LABEL_CHARS` characters (``...`` at the end): a label, not a regex."""
+        out, length, stack = [], 0, [self]
+        while stack:
+            p = stack.pop()
+            if isinstance(p, str):
+                piece = p
+            elif p.op == "re":
+                piece = p.args
+            elif p.op == "search":
+                piece = f"...{p.args}..."
+            else:
+                stack.extend(reversed(_label_parts(p)))
+                continue
+            out.append(piece)
+            length += len(piece)
+            if length > LABEL_CHARS:
+                return "".join(out)[:LABEL_CHARS] + "..."
+        return "".join(out)
 
     def __repr__(self) -> str:
         return f"Pattern({str(self)!r})"
 
-    def regexes(self) -> list[str]:
-        """Every regex text in the expression, in order."""
-        out, stack = [], [self]
+    def nodes(self) -> list[Pattern]:
+        """Every distinct node of the DAG, each once, children before parents."""
+        order, seen, stack = [], set(), [(self, False)]
         while stack:
-            p = stack.pop()
+            p, done = stack.pop()
+            if done:
+                order.append(p)
+                continue
+            if id(p) in seen:
+                continue
+            seen.add(id(p))
+            stack.append((p, True))
+            stack.extend((k, False) for k in reversed(_kids(p)) if id(k) not in seen)
+        return order
+
+    @property
+    def children(self) -> tuple:
+        """The Patterns this one is made of (none for a regex leaf)."""
+        return _kids(self)
+
+    def text_length(self) -> int:
+        """The length of the text ``str()`` would write uncut (a shared part counted at each use),
+        computed once per node."""
+        memo: dict[Pattern, int] = {}
+        for p in self.nodes():
+            if p.op in ("re", "search"):
+                memo[p] = len(p.args) + (6 if p.op == "search" else 0)
+            else:
+                memo[p] = sum(len(x) if isinstance(x, str) else memo[x] for x in _label_parts(p))
+        return memo[self]
+
+    def size(self) -> int:
+        """The DAG's size: the characters of its distinct regex texts plus one per distinct node
+        and operand (a part used many times counted once)."""
+        return sum(len(p.args) + 1 if p.op in ("re", "search") else len(_kids(p)) + 1 for p in self.nodes())
+
+    def regexes(self) -> list[str]:
+        """Every regex text in the expression, each once, in order of first use."""
+        out: dict[str, None] = {}
+        for p in self.nodes():
             if p.op == "re":
-                out.append(p.args)
+                out[p.args] = None
                 gate = first_char_gate(p.args)
                 if gate is not None:
-                    out.append(gate)
+                    out[gate] = None
             elif p.op == "search":
-                out += [p.args, ANY_TEXT]
-            elif p.op == "rep":
-                stack.append(p.args[0])
-            else:
-                stack.extend(reversed(p.args))
-        return out
+                out[p.args] = None
+                out[ANY_TEXT] = None
+        return list(out)
 
     @property
     def combined(self) -> bool:
         """Whether it holds an intersection or a complement (not just regexes and unions)."""
-        if self.op == "rep":
-            return self.args[0].combined
-        return self.op in ("and", "not") or (self.op in ("or", "cat") and any(a.combined for a in self.args))
+        return self._combined
+
+
+_INTERNED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # (op, args) -> the Pattern
+FLAT_CAT = 16  # concat() splices a concatenation of at most this many parts into its own
+LABEL_CHARS = 20_000  # str() of a Pattern stops here: a DAG's expanded text may be far longer
+
+
+def _kids(p: Pattern) -> tuple:
+    """The Patterns ``p`` is made of (none for a regex leaf)."""
+    if p.op in ("re", "search"):
+        return ()
+    return p.args[:1] if p.op == "rep" else p.args
+
+
+def _label_parts(p: Pattern) -> list:
+    """``p``'s text as strings and child Patterns, for :meth:`Pattern.__str__`."""
+    if p.op == "not":
+        return ["~(", p.args[0], ")"]
+    if p.op == "rep":
+        a, lo, hi = p.args
+        return ["(", a, f"){{{lo},{'' if hi is None else hi}}}"]
+    sep = {"cat": " + ", "and": " & ", "or": " | "}[p.op]
+    parts: list = []
+    for i, a in enumerate(p.args):
+        parts += [sep + "(" if i else "(", a, ")"]
+    return parts
 
 
 def _as_pattern(x) -> Pattern:
@@ -220,14 +313,25 @@ def _regex_boundaries(r: str) -> bool:
     return _MAYBE_BOUNDARY.search(r) is not None and parse(r)[1]
 
 
-@functools.lru_cache(maxsize=4096)
 def _boundaries(p: Pattern) -> bool:
-    """Whether ``p`` holds ``\\b`` or ``\\B`` (each sub-expression and regex parsed once)."""
-    if p.op in ("re", "search"):
-        return _regex_boundaries(p.args)
-    if p.op == "rep":
-        return _boundaries(p.args[0])
-    return any(_boundaries(a) for a in p.args)
+    """Whether ``p`` holds ``\\b`` or ``\\B`` (each node and regex read once: the answer is kept
+    on the node; iterative, as DAGs nest thousands deep)."""
+    stack = [p]
+    while stack:
+        x = stack[-1]
+        if x._bounds is not None:
+            stack.pop()
+        elif x.op in ("re", "search"):
+            x._bounds = bool(_regex_boundaries(x.args))
+            stack.pop()
+        else:
+            missing = [k for k in _kids(x) if k._bounds is None]
+            if missing:
+                stack.extend(missing)
+            else:
+                x._bounds = any(k._bounds for k in _kids(x))
+                stack.pop()
+    return p._bounds
 
 
 def concat(*parts) -> Pattern:
@@ -238,8 +342,8 @@ def concat(*parts) -> Pattern:
     if not parts:
         raise ConstraintError("concat needs at least one pattern")
     items: list[Pattern] = []
-    for p in map(_as_pattern, parts):
-        items.extend(p.args if p.op == "cat" else (p,))
+    for p in map(_as_pattern, parts):  # a long concatenation stays one node: shared, not copied
+        items.extend(p.args if p.op == "cat" and len(p.args) <= FLAT_CAT else (p,))
     if len(items) == 1:
         return items[0]
     if all(p.op == "re" for p in items) and all(_joinable(p.args) for p in items):
@@ -997,24 +1101,28 @@ def _convert(root: Node, alg: Algebra, set_of: dict, set_mask: list[int]) -> Exp
 def _combine(p: Pattern, alg: Algebra, converted: dict[str, Expr]) -> Expr:
     """The expression of ``p``: a regex leaf gated by ``regex``'s first-character test
     (:func:`~decodekit.constraints.automata.product.first_char_gate`) as a single pattern's
-    compile does; an exclude's search leaf ``.*R.*``."""
-    if p.op == "re":
-        gate = first_char_gate(p.args)
-        e = converted[p.args]
-        return e if gate is None else alg.intersection((e, converted[gate]))
-    if p.op == "search":
-        anything = converted[ANY_TEXT]
-        return alg.cat(anything, alg.cat(converted[p.args], anything))
-    if p.op == "rep":
-        return alg.rep(_combine(p.args[0], alg, converted), p.args[1], p.args[2])
-    parts = [_combine(x, alg, converted) for x in p.args]
-    if p.op == "and":
-        return alg.intersection(parts)
-    if p.op == "or":
-        return alg.union(parts)
-    if p.op == "cat":
-        out = alg.eps
-        for x in reversed(parts):
-            out = alg.cat(x, out)
-        return out
-    return alg.complement(parts[0])
+    compile does; an exclude's search leaf ``.*R.*``. Each node of the DAG is converted once,
+    without recursion (a shared part is one expression)."""
+
+    def value(x: Pattern, parts: list[Expr]) -> Expr:
+        if x.op == "re":
+            gate = first_char_gate(x.args)
+            e = converted[x.args]
+            return e if gate is None else alg.intersection((e, converted[gate]))
+        if x.op == "search":
+            anything = converted[ANY_TEXT]
+            return alg.cat(anything, alg.cat(converted[x.args], anything))
+        if x.op == "rep":
+            return alg.rep(parts[0], x.args[1], x.args[2])
+        if x.op == "and":
+            return alg.intersection(parts)
+        if x.op == "or":
+            return alg.union(parts)
+        if x.op == "cat":
+            out = alg.eps
+            for e in reversed(parts):
+                out = alg.cat(e, out)
+            return out
+        return alg.complement(parts[0])
+
+    return _post_order(p, {}, _kids, value)

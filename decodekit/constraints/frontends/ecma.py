@@ -419,6 +419,27 @@ def _anchors_inside(node) -> bool:
     return False
 
 
+def _opened(tree) -> list[list]:
+    """The top-level alternatives as item lists with the groups at their edges opened (the same
+    strings): a group at a branch's start or end is spliced into it (``(^a)b`` is ``^ab``) and a
+    branch that is one group of alternatives is those alternatives, so that an anchor inside
+    such a group, at the text's edge, is read where it stands (``^$|(^a+$)``)."""
+    out, todo = [], [tree]
+    while todo:
+        b = todo.pop(0)
+        if b[0] == "alt":
+            todo[0:0] = list(b[1])
+            continue
+        items = list(b[1]) if b[0] == "seq" else [b]
+        while items and (items[0][0] == "seq" or items[-1][0] == "seq"):
+            items = list(items[0][1]) + items[1:] if items[0][0] == "seq" else items[:-1] + list(items[-1][1])
+        if len(items) == 1 and items[0][0] == "alt":
+            todo[0:0] = list(items[0][1])
+        else:
+            out.append(items)
+    return out
+
+
 ANY_CHAR = (((0, BMP - 1),), ((0, BMP - 1),))
 
 
@@ -455,10 +476,11 @@ def translate(pattern: str, ptr: str = "", cap: int | None = None, need: int = 0
     tree = reader.alternation()
     if reader.i != len(pattern):
         reader.fail("an unmatched ')'")
-    branches = tree[1] if tree[0] == "alt" else [tree]
+    branches = [list(b[1]) if b[0] == "seq" else [b] for b in (tree[1] if tree[0] == "alt" else [tree])]
+    if any(_anchors_inside(x) for items in branches for x in items):
+        branches = _opened(tree)
     dec, enc, states, shortest, longest = [], [], 0, [], []
-    for b in branches:
-        items = list(b[1]) if b[0] == "seq" else [b]
+    for items in branches:
         start = bool(items) and items[0][0] == "start"
         items = items[1:] if start else items
         end = bool(items) and items[-1][0] == "end"

@@ -29,6 +29,7 @@ import json
 import math
 import re
 from decimal import Decimal
+from fractions import Fraction
 
 import regex
 
@@ -71,7 +72,11 @@ SEAL_STATES = 100_000
 # characters is its own leaf (equal texts: one leaf, parsed once).
 SHARE_LEAF = 2_000
 STR_STATES = 500_000  # a regex text of more NFA states than this is written sealed
-_SEALING: contextvars.ContextVar[bool] = contextvars.ContextVar("sealing", default=False)
+# a Pattern (an intersection) of more NFA states than this is written sealed: its regex texts are
+# parsed one by one and its subschemas shared (Kubernetes kb_696: 0.29 s sealed, a timeout at 10 s not)
+PATTERN_STATES = 20_000
+_SEALING: contextvars.ContextVar[_Dag | None] = contextvars.ContextVar("sealing", default=None)
+MAX_MEMBER_PIECES = 40_000  # (member, count so far) pieces of one object's members, each a DAG node
 MAX_CLAUSES = 64  # alternatives of one subschema after distributing anyOf / oneOf over its siblings
 MAX_REF_UNROLL = 3  # how many times one $ref may enclose itself (recursion cut below: no value);
 # a schema whose regex would be too large is compiled again with its recursions unrolled fewer times
@@ -192,18 +197,19 @@ def json_schema(
 
 def _compile(schema, flexible: bool, any_order: bool = False):
     """The schema's fragment: written as one regex text (a Pattern only for intersections)
-    where it has at most :data:`STR_STATES` NFA states; else written *sealed*: every regex text of
-    more than :data:`SEAL_STATES` NFA states split into Pattern leaves parsed one by one, counted
-    repetitions kept symbolic, each subschema's text of more than :data:`SHARE_LEAF` characters
-    one leaf (equal subschemas: one leaf, parsed once; a large schema compiles 5-40 times faster
-    from such leaves than from one regex text), the whole bounded by its expanded text
-    (:data:`MAX_PATTERN_CHARS`); too large still, with its recursions unrolled fewer times
+    where it has at most :data:`STR_STATES` NFA states (a Pattern: :data:`PATTERN_STATES`); else
+    written *sealed*: every regex text of more than :data:`SEAL_STATES` NFA states split into
+    Pattern leaves parsed one by one, counted repetitions kept symbolic, each subschema's text of
+    more than :data:`SHARE_LEAF` characters one leaf (equal subschemas: one leaf, parsed once; a
+    large schema compiles 5-40 times faster from such leaves than from one regex text), every
+    piece used twice one node of a DAG, the whole bounded by the DAG's size (:class:`_Dag`,
+    :data:`MAX_PATTERN_CHARS`); too large still, with its recursions unrolled fewer times
     (:data:`MAX_REF_UNROLL` down to 1)."""
     plain = None
     for unroll in range(MAX_REF_UNROLL, 0, -1):
         for share in (False, True):
             compiler = _Compiler(schema, flexible, unroll, share, any_order)
-            token = _SEALING.set(share)
+            token = _SEALING.set(_Dag() if share else None)
             try:
                 frag = compiler.value([(schema, _Ctx(schema, ()))], "")
             except RecursionError:  # an enum or const value nested hundreds of levels deep
@@ -216,7 +222,11 @@ def _compile(schema, flexible: bool, any_order: bool = False):
                 continue
             finally:
                 _SEALING.reset(token)
-            if share or frag is None or not isinstance(frag[0], str) or frag[1] <= STR_STATES:
+            if (
+                share
+                or frag is None
+                or frag[1] <= (STR_STATES if isinstance(frag[0], str) else PATTERN_STATES)
+            ):
                 return frag, compiler.empty
             plain = frag
     return frag, compiler.empty
@@ -1067,12 +1077,31 @@ def _frag(text: str, states: int | None = None):
 
 
 def _size(text) -> int:
-    return len(text) if isinstance(text, str) else len(str(text))
+    """The characters of a fragment's text (a Pattern: its text written out, shared parts at each use)."""
+    return len(text) if isinstance(text, str) else text.text_length()
 
 
-def _weight(p) -> int:
-    """A fragment's share of a Pattern's expanded text (a str: its length; a Pattern: its count)."""
-    return len(p[0]) if isinstance(p[0], str) else p[1]
+class _Dag:
+    """The Pattern nodes written while sealed, each counted once however often it is used: the
+    regex texts' characters plus one per node and operand (:meth:`Pattern.size` of them all).
+    A sealed fragment's Pattern weighs 1 in the fragment's count; its size is counted here, and
+    the schema is bounded by ``total`` (:data:`MAX_PATTERN_CHARS`), the DAG, not its expansion."""
+
+    def __init__(self):
+        self.seen: set[Pattern] = set()
+        self.total = 0
+
+    def add(self, p: Pattern) -> int:
+        stack = [p]
+        while stack:
+            x = stack.pop()
+            if x in self.seen:
+                continue
+            self.seen.add(x)
+            kids = x.children
+            self.total += len(x.args) + 1 if not kids and isinstance(x.args, str) else len(kids) + 1
+            stack.extend(k for k in kids if k not in self.seen)
+        return self.total
 
 
 def _opaque(text: str) -> Pattern:
@@ -1123,7 +1152,7 @@ def _cat(*parts):
         if states <= SEAL_STATES:
             return ("".join(p[0] for p in parts), states)
     items = _runs(list(parts))
-    return (concat(*items) if items else "", sum(_weight(p) for p in parts))
+    return (concat(*items), 1) if items else _frag("")
 
 
 def _alts(parts):
@@ -1153,7 +1182,7 @@ def _alts(parts):
     if run:
         leaves.append(Pattern(f"(?:{'|'.join(run)})"))
     one = leaves[0] if leaves[0].op != "re" else _opaque(leaves[0].args)
-    return (union(*leaves) if len(leaves) > 1 else one, sum(_weight(p) for p in parts) + 2)
+    return (union(*leaves) if len(leaves) > 1 else one, 1)
 
 
 def _rep(p, lo: int, hi: int | None):
@@ -1168,7 +1197,7 @@ def _rep(p, lo: int, hi: int | None):
         return (repeat(p[0], lo, hi), states)
     if isinstance(p[0], Pattern) or states > SEAL_STATES:
         inner = p[0] if isinstance(p[0], Pattern) and p[0].op != "re" else _opaque(str(p[0]))
-        return (repeat(inner, lo, hi), _weight(p) + 2)  # the engine keeps the count symbolic
+        return (repeat(inner, lo, hi), 1)  # the engine keeps the count symbolic
     q = (
         "*"
         if (lo, hi) == (0, None)
@@ -1187,9 +1216,10 @@ def _too_large(frag) -> bool:
     :data:`MAX_PATTERN_CHARS` (what the engine walks and prints)."""
     if frag is None:
         return False
-    if isinstance(frag[0], str) or not _SEALING.get():
+    dag = _SEALING.get()
+    if isinstance(frag[0], str) or dag is None:
         return frag[1] > MAX_STATES or _size(frag[0]) > MAX_PATTERN_CHARS
-    return frag[1] > MAX_PATTERN_CHARS
+    return dag.add(frag[0]) > MAX_PATTERN_CHARS
 
 
 def _escape(text: str) -> str:
@@ -1201,7 +1231,7 @@ class _Compiler:
         self, root, flexible: bool, unroll: int = MAX_REF_UNROLL, share: bool = False, any_order: bool = False
     ):
         self.norm, self.depth, self.any_order = _Normalizer(root, unroll), 0, any_order
-        self.share, self.memo, self.leaves = share, {}, {}
+        self.share, self.memo = share, {}
         self.empty = ""  # the first enum that no value of the rest of its schema satisfies
         self.colon, self.comma = (": ?", ", ?") if flexible else (":", ",")
         # writing an excluded text (under an odd number of complements): it must hold every
@@ -1210,10 +1240,16 @@ class _Compiler:
 
     def check(self, frag, ptr: str):
         if _too_large(frag):
-            what = "NFA states" if isinstance(frag[0], str) else "characters of regex text"
+            dag = _SEALING.get()
+            if isinstance(frag[0], str):
+                what = f"{frag[1]:,} NFA states"
+            elif dag is None:
+                what = f"{frag[1]:,} NFA states or {_size(frag[0]):,} characters of regex text"
+            else:
+                what = f"{dag.total:,} characters and nodes of regex texts, each written once"
             raise ConstraintError(
                 f"{_show(ptr)}: the JSON Schema's regex would exceed {MAX_PATTERN_CHARS:,} characters or "
-                f"{MAX_STATES:,} automaton states (at least {frag[1]:,} {what} here): simplify the schema"
+                f"{MAX_STATES:,} automaton states (at least {what} here): simplify the schema"
             )
         return frag
 
@@ -1242,8 +1278,7 @@ class _Compiler:
             self.depth -= 1
         if self.share:
             if out is not None and isinstance(out[0], str) and len(out[0]) > SHARE_LEAF:
-                leaf = self.leaves.setdefault(out[0], _opaque(out[0]))  # one object per text
-                out = (leaf, len(out[0]))
+                out = (_opaque(out[0]), 1)  # equal texts: one leaf (Patterns are hash-consed)
             self.memo[key] = out
         return out
 
@@ -1316,7 +1351,7 @@ class _Compiler:
         out = _alts(neg)
         if out is None:
             return pos
-        size = pos[1] + out[1] if not _SEALING.get() else _weight(pos) + _weight(out)
+        size = pos[1] + out[1] if not _SEALING.get() else 1
         return self.check((intersect(pos[0], complement(out[0])), size), c.ptr)
 
     def enum(self, c: Clause):
@@ -1377,15 +1412,21 @@ class _Compiler:
         ms = {m for m, _ in c.mult}
         m = ms.pop() if len(ms) == 1 else None
         ptr = c.mult[0][1]
+        if "integer" not in c.kinds:  # only integers are written: none of them may be
+            raise ConstraintError(f"{_show(ptr)}/multipleOf is not supported where integers are excluded")
+        if m is not None and not c.lo and not c.hi and not self.widen and _integers_pass(m):
+            return _frag(
+                INTEGER
+            )  # 10**-k: the integers, a part (their multiples of m with fractions are not written)
         if m is None or not (isinstance(m, int) or float(m).is_integer()) or c.lo or c.hi:
             raise ConstraintError(
-                f"{_show(ptr)}/multipleOf is not supported (only an integer dividing 1000, unbounded)"
+                f"{_show(ptr)}/multipleOf is not supported (only a divisor of 1000 or 10**-k, unbounded)"
             )
         m = int(m)
         k = next((k for k in range(4) if 10**k % m == 0), None)
         if k is None:
             raise ConstraintError(
-                f"{_show(ptr)}/multipleOf is not supported (only an integer dividing 1000, unbounded)"
+                f"{_show(ptr)}/multipleOf is not supported (only a divisor of 1000 or 10**-k, unbounded)"
             )
         if k == 0:
             return _frag(INTEGER)
@@ -1428,7 +1469,7 @@ class _Compiler:
             return texts[0]
         if not _SEALING.get():
             return (intersect(*(Pattern(t) for t, _ in texts)), max(n for _, n in texts) * len(texts))
-        return (intersect(*(Pattern(t) for t, _ in texts)), sum(_size(t) for t, _ in texts))
+        return (intersect(*(Pattern(t) for t, _ in texts)), 1)
 
     # arrays -------------------------------------------------------------------------------------
     def array(self, c: Clause):
@@ -1574,6 +1615,21 @@ class _Compiler:
         return _alts(alts)
 
 
+def _integers_pass(m) -> bool:
+    """Whether ``m`` is a float ``10**-k`` (``0.1``, ``0.01``, ...) that every JSON integer ``n`` is a
+    multiple of as validators compute it: ``n / m`` in floating point is integral. The double
+    nearest ``10**-k`` is ``10**-k (1 + d)``; with ``|d| < 2**-54`` (under half an ulp of any
+    quotient), ``n / m`` rounds to ``n 10**k`` where that is below ``2**53``, and any quotient above
+    is an integral double."""
+    if isinstance(m, bool) or not isinstance(m, float) or not 0 < m < 1:
+        return False
+    k = round(-math.log10(m))
+    if not 1 <= k <= 15 or Decimal(repr(m)) != Decimal(1).scaleb(-k):
+        return False
+    exact = Fraction(1, 10**k)
+    return abs(exact / Fraction(m) - 1) < Fraction(1, 2**54)
+
+
 def _fit(p: str, ptr: str, lo: int, hi: int | None, t):
     """The pattern's translation cut to strings of lo..hi characters (its repetitions capped,
     repeated classes repeated more), or None when that does not fit."""
@@ -1613,7 +1669,7 @@ def _rep_string(lo: int, hi: int | None):
     q = f"{{{lo},{'' if hi is None else hi}}}"
     states = _CHAR_STATES * max(lo, hi or 1, 1) + 4
     if states > SEAL_STATES and _SEALING.get():  # the count kept symbolic: one node of the engine
-        return (concat('"', repeat(_opaque(CHAR), lo, hi), '"'), len(CHAR) + 12)
+        return (concat('"', repeat(_opaque(CHAR), lo, hi), '"'), 1)
     return (f'"{CHAR}{q}"', states)
 
 
@@ -1652,6 +1708,12 @@ def _members(
     cap = max(min_props, 1) if max_props is None else max_props
     memo: dict = {}
     n = len(members)
+    if sum(min(i, cap) + 1 for i in range(n + 1)) > MAX_MEMBER_PIECES:  # the (member, count) pieces
+        raise ConstraintError(
+            f"{_show(ptr)}: the JSON Schema's regex would exceed {MAX_PATTERN_CHARS:,} characters or "
+            f"{MAX_STATES:,} automaton states (an object's optional properties, counted up to {cap}): "
+            "simplify the schema"
+        )
 
     def tail(count: int):
         need = 1 if count == min_props - 1 and extra is not None else 0  # one extra member: distinct
