@@ -37,7 +37,6 @@ def read(path):
     return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
 
 
-
 def good(i, **extra):
     return json.dumps({"id": i, "prompt": WORDS[i % 8] + " " + WORDS[(i + 3) % 8], **extra})
 

@@ -46,7 +46,6 @@ def ckpt(model, tmp_path):
     return save_checkpoint(model, tmp_path / "m")
 
 
-
 # -- item 7: hangs and deep inputs -------------------------------------------------------------
 
 
