@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from decodekit.constraints.automata.chardfa import CharDFA, build_char_dfa, minimized
-from decodekit.constraints.automata.derivatives import CharLevel, Pattern, intersect
+from decodekit.constraints.automata.derivatives import CharLevel, Pattern, intersect, short_label
 from decodekit.constraints.automata.graph import distances_to_accept
 from decodekit.constraints.automata.lazybytes import LazyBytes
 from decodekit.constraints.automata.product import components, describe, first_char_gate, listed, product
@@ -168,11 +168,13 @@ def _build_expression(
     label = str(expr)
     if _derivable(entry, eos_id, separator, lazy, (Laziness.AUTO, Laziness.MASKED)):
         return _derived(expr, entry, eos_id, label, {})
+    shown = short_label(label)
     enc, sep = entry.trie(), separator.encode("utf-8")
     available = enc.available(sep)
-    dfa = LazyBytes(CharLevel(expr, available)).whole(available, max_states, label)
     head = f"no token sequence of this vocabulary ({enc.size} tokens, separator {separator!r})"
-    head += f" matches {label}"
+    head += f" matches {shown}"
+    char = CharLevel(expr, available)
+    dfa = None if char.initial < 0 else LazyBytes(char).whole(available, max_states, shown)
     if dfa is None:
         raise ConstraintError(f"{head}: no text of the bytes its tokens contain matches")
     stats = {"byte_states": int(dfa.table.shape[0])}

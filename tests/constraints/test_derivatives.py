@@ -495,3 +495,23 @@ def test_concatenation_of_plain_regexes_is_one_regex():
     for seq in sequences(len(tokens), 3):
         text = "".join(tokens[t] for t in seq)
         assert auto.accepts(seq) == bool(regex.fullmatch("[aA]b", text)), text
+
+
+def test_an_expressions_error_message_shows_a_short_label():
+    long = "c" * 500
+    with pytest.raises(ConstraintError) as e:
+        compile_regex(Pattern(long) & "c+", ["a", "b", "<eos>"], 2, " ")  # a word vocabulary: built whole
+    message = str(e.value)
+    assert "no token sequence" in message and "\n" not in message
+    assert long[: derivatives.MESSAGE_CHARS - 10] in message and long not in message
+
+
+@pytest.mark.parametrize("expr", [Pattern("c") & "c+", Pattern("a") & "b", ~Pattern("(?s:.*)")])
+@pytest.mark.parametrize("lazy", [None, "masked"])
+def test_an_expression_no_text_of_the_vocabulary_matches_is_refused_clearly(expr, lazy):
+    with pytest.raises(ConstraintError, match="no token sequence of this vocabulary"):
+        compile_regex(expr, ["a", "b", "<eos>"], 2, " ", lazy=lazy)  # word vocabulary: built whole
+    if str(expr) != "(c) & (c+)":  # "c" is a byte-level token
+        byte_level = [bytes([b]) for b in range(256)] + [b"<eos>"]
+        with pytest.raises(ConstraintError, match="no token sequence of this vocabulary"):
+            compile_regex(expr, byte_level, 256, lazy=lazy)  # byte-level: from its derivatives

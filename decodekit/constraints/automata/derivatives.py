@@ -234,6 +234,12 @@ class Pattern:
 _INTERNED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # (op, args) -> the Pattern
 FLAT_CAT = 16  # concat() splices a concatenation of at most this many parts into its own
 LABEL_CHARS = 20_000  # str() of a Pattern stops here: a DAG's expanded text may be far longer
+MESSAGE_CHARS = 200  # of a label, what an error message shows
+
+
+def short_label(label: str) -> str:
+    """``label`` for a one-line error message: cut after :data:`MESSAGE_CHARS` characters."""
+    return label if len(label) <= MESSAGE_CHARS else label[:MESSAGE_CHARS] + "..."
 
 
 def _kids(p: Pattern) -> tuple:

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from decodekit.constraints.automata.derivatives import CAT, OR, REP, SET, CharLevel, Expr
+from decodekit.constraints.automata.derivatives import CAT, OR, REP, SET, CharLevel, Expr, short_label
 from decodekit.constraints.automata.graph import spans
 from decodekit.constraints.automata.lazybytes import UNKNOWN, LazyBytes
 from decodekit.constraints.tokens.lazy import LazyTokenAutomaton
@@ -68,6 +68,11 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
         self.eos_id, self.pattern, self.separator, self.initial = eos_id, pattern, "", 0
         self.device = torch.device(device)
         self._enc, self._tokens, self._char = enc, tokens, char
+        if char.initial < 0:  # the expression is ∅ over the vocabulary's characters
+            raise ConstraintError(
+                f"no token sequence of this vocabulary ({enc.size} tokens) matches {short_label(pattern)!r}: "
+                "no text of the bytes its tokens contain matches"
+            )
         self.bytes = LazyBytes(char)
         usable = enc.valid.copy()
         if eos_id is not None:
@@ -88,7 +93,7 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
         self._stats = dict(stats or {})
         if self.bytes.distance(0) < 0:
             raise ConstraintError(
-                f"no token sequence of this vocabulary ({enc.size} tokens) matches {pattern!r}: "
+                f"no token sequence of this vocabulary ({enc.size} tokens) matches {short_label(pattern)!r}: "
                 "no text of the bytes its tokens contain matches"
             )
 
