@@ -335,3 +335,37 @@ def test_generated_schemas_sealed_as_dags_match_as_written_whole(schema, values)
         assert a.fullmatch(text) == b.fullmatch(text), (schema, text)
         if b.fullmatch(text):
             assert valid(schema, text), (schema, text)
+
+
+def _recursive_tree(width: int) -> dict:
+    """A node with ``width`` optional children, each a node again, and an anyOf over which one
+    is required: small to state, its writing takes steps that grow with every unrolling."""
+    names = [f"c{i}" for i in range(width)]
+    node = {
+        "type": "object",
+        "properties": {n: {"$ref": "#/$defs/node"} for n in names},
+        "anyOf": [{"required": [n]} for n in names] + [{"maxProperties": 0}],
+    }
+    return {"$defs": {"node": node}, "$ref": "#/$defs/node"}
+
+
+def test_the_front_ends_work_is_bounded(monkeypatch):
+    import decodekit.constraints.frontends.schema as schema_module
+
+    schema = _recursive_tree(4)
+    counted = []
+    spend = schema_module._spend
+
+    def counting(ptr):
+        spend(ptr)
+        counted.append(ptr)
+
+    monkeypatch.setattr(schema_module, "_spend", counting)
+    json_schema(schema)  # within the default bound
+    steps = len(counted)
+    assert steps > 50
+    monkeypatch.setattr(schema_module, "MAX_WORK", steps // 2)
+    start = time.process_time()
+    with pytest.raises(ConstraintError, match=r"would exceed [\d,]+ steps to write") as e:
+        json_schema(schema)
+    assert "\n" not in str(e.value) and time.process_time() - start < 5

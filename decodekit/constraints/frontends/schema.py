@@ -71,11 +71,32 @@ SEAL_STATES = 100_000
 # Sealed (a schema too large for one regex text): every subschema's text of more than SHARE_LEAF
 # characters is its own leaf (equal texts: one leaf, parsed once).
 SHARE_LEAF = 2_000
+# steps one writing may take (a subschema written, a clause copied, an object's (member, count)
+# piece): a bound on the front end's work, which sharing makes far larger than what it writes
+# (recursions x optional properties x combinations); past it the writing is refused as too large
+# and retried with recursions cut sooner
+MAX_WORK = 75_000
 STR_STATES = 500_000  # a regex text of more NFA states than this is written sealed
 # a Pattern (an intersection) of more NFA states than this is written sealed: its regex texts are
 # parsed one by one and its subschemas shared (Kubernetes kb_696: 0.29 s sealed, a timeout at 10 s not)
 PATTERN_STATES = 20_000
 _SEALING: contextvars.ContextVar[_Dag | None] = contextvars.ContextVar("sealing", default=None)
+_WORK: contextvars.ContextVar[list | None] = contextvars.ContextVar("work", default=None)  # [steps taken]
+
+
+def _spend(ptr: str) -> None:
+    """One step of the writing under way; past :data:`MAX_WORK`, refused as too large."""
+    work = _WORK.get()
+    if work is None:
+        return
+    work[0] += 1
+    if work[0] > MAX_WORK:
+        raise ConstraintError(
+            f"{_show(ptr)}: the JSON Schema's regex would exceed {MAX_WORK:,} steps to write (its "
+            "recursions, combinations and optional properties): simplify the schema"
+        )
+
+
 MAX_MEMBER_PIECES = 40_000  # (member, count so far) pieces of one object's members, each a DAG node
 MAX_CLAUSES = 64  # alternatives of one subschema after distributing anyOf / oneOf over its siblings
 MAX_REF_UNROLL = 3  # how many times one $ref may enclose itself (recursion cut below: no value);
@@ -205,6 +226,14 @@ def _compile(schema, flexible: bool, any_order: bool = False):
     piece used twice one node of a DAG, the whole bounded by the DAG's size (:class:`_Dag`,
     :data:`MAX_PATTERN_CHARS`); too large still, with its recursions unrolled fewer times
     (:data:`MAX_REF_UNROLL` down to 1)."""
+    work = _WORK.set([0])  # steps taken by all the attempts together
+    try:
+        return _attempts(schema, flexible, any_order)
+    finally:
+        _WORK.reset(work)
+
+
+def _attempts(schema, flexible: bool, any_order: bool):
     plain = None
     for unroll in range(MAX_REF_UNROLL, 0, -1):
         for share in (False, True):
@@ -284,6 +313,7 @@ class Clause:
         self.exact, self.ptr = True, ptr
 
     def copy(self) -> Clause:
+        _spend(self.ptr)
         c = Clause(self.ptr)
         for k in Clause.__slots__:
             v = getattr(self, k)
@@ -1265,6 +1295,7 @@ class _Compiler:
         )
         if key in self.memo:
             return self.memo[key]
+        _spend(ptr)
         self.depth += 1
         try:
             if all(s is True or s == {} for s, _ in subs):
@@ -1731,6 +1762,7 @@ def _members(
         key = (i, min(count, cap))
         if key in memo:
             return memo[key]
+        _spend(ptr)
         if i == n:
             out = tail(count)
         else:
