@@ -283,9 +283,11 @@ def _why(schema, value) -> str:
 # (b) JSONSchemaBench
 
 
-def bench_sample(root: Path, n: int, seed: int) -> dict[str, list[Path]]:
+def bench_sample(root: Path, n: int, seed: int, subsets=SUBSETS) -> dict[str, list[Path]]:
+    """``n`` schemas of each subset, drawn with a seed of their own (a subset's sample is the same
+    whichever others are drawn)."""
     out = {}
-    for subset in SUBSETS:
+    for subset in subsets:
         files = sorted(p for p in (root / subset).glob("*.json") if p.is_file())
         rng = random.Random(f"{seed}|{subset}")
         out[subset] = sorted(rng.sample(files, min(n, len(files)))) if files else []
@@ -296,7 +298,7 @@ def run_bench(args, workers: dict) -> dict:
     from decodekit.constraints import json_schema
     from decodekit.errors import ConstraintError
 
-    sample = bench_sample(args.bench, args.sample, args.seed)
+    sample = bench_sample(args.bench, args.sample, args.seed, args.subsets)
     results: dict = {}
     for subset, paths in sample.items():
         per = results[subset] = {
@@ -425,6 +427,7 @@ def parse_args(argv=None):
     ap.add_argument("--bench", type=Path, help="JSONSchemaBench's data directory (its 10 subsets)")
     ap.add_argument("--sample", type=int, default=150)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--subsets", nargs="+", choices=SUBSETS, default=SUBSETS, help="default: all ten")
     ap.add_argument("--timeout", type=float, default=20.0, help="seconds per schema and engine")
     ap.add_argument(
         "--engines",
