@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from decodekit.constraints.automata.graph import distances_to_accept, minimize
+from decodekit.constraints.automata.graph import distances_to_accept, levels_back, minimize
 from decodekit.constraints.syntax.nodes import Anchor, Kind, Node
 from decodekit.constraints.syntax.unicode import OCCURRING_BITS, PREDICATE_BITS, predicate_bits
 from decodekit.errors import ConstraintError
@@ -325,19 +325,7 @@ def _distances(rows: list[list[int]], accepting: list[bool]) -> np.ndarray:
         for r in row:
             if r >= 0:
                 preds[r].add(q)
-    dist = [0 if a else -1 for a in accepting]
-    frontier = [q for q, a in enumerate(accepting) if a]
-    level = 0
-    while frontier:
-        level += 1
-        found = []
-        for r in frontier:
-            for q in preds[r]:
-                if dist[q] < 0:
-                    dist[q] = level
-                    found.append(q)
-        frontier = found
-    return np.array(dist, dtype=np.int64)
+    return levels_back(preds, [q for q, a in enumerate(accepting) if a])
 
 
 def minimized(dfa: CharDFA) -> CharDFA:

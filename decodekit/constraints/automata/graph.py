@@ -102,9 +102,16 @@ def _reverse_distances_small(src, dst, targets, num_states: int) -> np.ndarray:
     preds: list[list[int]] = [[] for _ in range(num_states)]
     for a, b in zip(src.tolist(), dst.tolist()):
         preds[b].append(a)
-    dist = np.where(targets, 0, -1).tolist()
-    frontier = np.flatnonzero(targets).tolist()
-    level = 0
+    return levels_back(preds, np.flatnonzero(targets).tolist())
+
+
+def levels_back(preds: list, targets: list[int]) -> np.ndarray:
+    """[S] int64: the fewest edges from each state to one of ``targets``, -1 if none, breadth-first
+    in plain Python over ``preds[s]`` (the states with an edge into s)."""
+    dist = [-1] * len(preds)
+    for q in targets:
+        dist[q] = 0
+    frontier, level = list(targets), 0
     while frontier:
         level += 1
         nxt = []
