@@ -73,8 +73,8 @@ SEAL_STATES = 100_000
 SHARE_LEAF = 2_000
 # steps one writing may take (a subschema written, a clause copied, an object's (member, count)
 # piece): a bound on the front end's work, which sharing makes far larger than what it writes
-# (recursions x optional properties x combinations); past it the writing is refused as too large
-# and retried with recursions cut sooner
+# (recursions x optional properties x combinations); counted over all of a schema's attempts
+# (recursions cut sooner included), so that past it the schema is refused at once as too large
 MAX_WORK = 75_000
 STR_STATES = 500_000  # a regex text of more NFA states than this is written sealed
 # a Pattern (an intersection) of more NFA states than this is written sealed: its regex texts are
