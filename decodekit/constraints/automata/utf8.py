@@ -179,11 +179,7 @@ def byte_dfa(
     if ascii_only or (available is not None and not available[0x80:].any()):
         # one column per character class of an ASCII byte, and a dead one for the others: no
         # [q, 256] table (65,536 states x 256 bytes would be 134 MB, copied several times)
-        uniq, inverse = small_unique(classes.ascii, table.shape[1])
-        small = np.full((q, len(uniq) + 1), -1, dtype=np.int64)
-        small[:, :-1] = table[:, uniq]
-        byte_of = np.full(256, len(uniq), dtype=np.int64)
-        byte_of[:0x80] = inverse.reshape(-1)
+        small, byte_of, _ = _ascii_columns(table, classes, np.int64)
         return _trim(small, accepting, q, available, byte_of, minimal)
     two, three, four, lead = _layout()
     block_node = classes.block  # level 1: after all but the last byte, a row of 64 classes
@@ -243,16 +239,24 @@ def ascii_byte_dfa(
     so none of :func:`byte_dfa`'s whole-table passes is made."""
     if distances is None or len(classes.beyond_ascii) and (table[:, classes.beyond_ascii] >= 0).any():
         return None
-    uniq, inverse = small_unique(classes.ascii, table.shape[1])
-    read = (table[:, uniq] >= 0).any(axis=0)  # [U] the classes of ASCII bytes some state reads
-    if not available[:0x80][read[inverse]].all():
+    small, byte_class, read = _ascii_columns(table, classes, np.int32)
+    if not available[:0x80][read].all():
         return None
-    small = np.full((table.shape[0], len(uniq) + 1), -1, dtype=np.int32)
-    small[:, :-1] = table[:, uniq]
-    byte_class = np.full(256, len(uniq), dtype=np.int64)
-    byte_class[:0x80] = inverse
     boundary = np.ones(table.shape[0], dtype=bool)
     return ByteDFA(small, np.asarray(accepting, dtype=bool), 0, byte_class, boundary, distances)
+
+
+def _ascii_columns(table: np.ndarray, classes: CodePointClasses, dtype):
+    """The character DFA ``table`` [Q, C] over ASCII bytes: ([Q, U + 1] one column per class of
+    an ASCII byte and a dead last one, [256] each byte's column (bytes past 0x7F: the dead one),
+    [128] bool whether some state reads the byte)."""
+    uniq, inverse = small_unique(classes.ascii, table.shape[1])
+    small = np.full((table.shape[0], len(uniq) + 1), -1, dtype=dtype)
+    small[:, :-1] = table[:, uniq]
+    byte_of = np.full(256, len(uniq), dtype=np.int64)
+    byte_of[:0x80] = inverse.reshape(-1)
+    read = (small[:, :-1] >= 0).any(axis=0)[byte_of[:0x80]]
+    return small, byte_of, read
 
 
 def _states(behaviour: np.ndarray, count: list[int], made: list[np.ndarray]) -> np.ndarray:

@@ -74,10 +74,7 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
                 "no text of the bytes its tokens contain matches"
             )
         self.bytes = LazyBytes(char)
-        usable = enc.valid.copy()
-        if eos_id is not None:
-            usable[eos_id] = False
-        self._usable = usable
+        self._usable = enc.usable(eos_id)
         self._longest = max(1, int(enc.lengths.max(initial=1)))
         self._rows: OrderedDict = OrderedDict()
         self._walks: OrderedDict = OrderedDict()

@@ -605,22 +605,19 @@ class _Row:
 
 
 def _singles(enc: EncodedVocab, eos_id: int | None) -> tuple[np.ndarray, np.ndarray, bool]:
-    """Per vocabulary and EOS, kept with the trie (``enc.memo``): ``usable`` [V] bool (valid, not
-    EOS; read only), the bytes that are usable tokens by themselves, and whether every byte the
-    trie's nodes hold is one of them."""
+    """Per vocabulary and EOS, kept with the trie (``enc.memo``): ``usable`` [V] bool
+    (:meth:`~.trie.EncodedVocab.usable`), the bytes that are usable tokens by themselves, and
+    whether every byte the trie's nodes hold is one of them."""
     key = ("singles", eos_id)
     got = enc.memo.get(key)
     if got is None:
-        usable = enc.valid.copy()
-        if eos_id is not None:
-            usable[eos_id] = False
+        usable = enc.usable(eos_id)
         if len(enc.by_depth) > 1:
             ids, nodes = enc.by_depth[1]
             single = enc.byte[0][nodes[usable[ids]]]
         else:
             single = np.zeros(0, dtype=np.int64)
         seen = np.flatnonzero(enc.present)  # the bytes of the trie's nodes (a unique over them: 2 ms)
-        usable.flags.writeable = False
         got = enc.memo[key] = (usable, single, bool(np.isin(seen, single).all()))
     return got
 

@@ -83,6 +83,18 @@ class EncodedVocab:
         with the trie so that each pattern's compile finds it made."""
         return {}
 
+    def usable(self, eos_id: int | None) -> np.ndarray:
+        """[V] bool, read only: the valid tokens other than ``eos_id`` (kept in :attr:`memo`)."""
+        key = ("usable", eos_id)
+        got = self.memo.get(key)
+        if got is None:
+            got = self.valid.copy()
+            if eos_id is not None:
+                got[eos_id] = False
+            got.flags.writeable = False
+            self.memo[key] = got
+        return got
+
     @functools.cached_property
     def lists(self) -> TrieLists:
         """:class:`TrieLists` of this trie, made on first use (about 10 ms for 50,000 tokens) and
