@@ -26,7 +26,6 @@ are their own modules.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
 import regex
 
@@ -106,7 +105,7 @@ def parse(pattern: str) -> tuple[Node, bool]:
         raise ConstraintError(f"a regex constraint must be a string, got {type(pattern).__name__}")
     try:
         parser = _Parser(pattern)
-        parsed = _Checked(*parser.run(), parser.core)
+        parsed = parser.run()
     except Refusal as r:
         if r.kind != "budget" and cheap_to_compile(pattern):
             _check_valid(pattern)  # an invalid pattern is reported as such first
@@ -116,17 +115,9 @@ def parse(pattern: str) -> tuple[Node, bool]:
         if r.kind == "unsupported":
             raise ConstraintError(f"unsupported regex feature in {pattern!r}: {r.message}") from None
         raise ConstraintError(r.message) from None  # budget, anchor: complete messages
-    if not parsed.core:  # bounded: the expansion of every repetition fits MAX_NFA_STATES
-        _check_valid(pattern)
+    if not parser.core:  # the parser's own checks were incomplete (bounded: the expansion of every
+        _check_valid(pattern)  # repetition fits MAX_NFA_STATES)
     return parsed.root, parsed.boundaries
-
-
-class _Checked(NamedTuple):
-    """A parse and whether the parser's own checks were complete (:attr:`_Parser.core`)."""
-
-    root: Node
-    boundaries: bool
-    core: bool
 
 
 def _check_valid(pattern: str) -> None:
