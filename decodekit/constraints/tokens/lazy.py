@@ -151,6 +151,7 @@ class LazyTokenAutomaton:
     _bitmask_view: tuple | None = None  # (the last bitmask filled, its data_ptr, rows, byte view)
     _hot: dict | None = None  # state -> static _Row (set in __init__; a subclass with its own rows: None)
     _warm: dict | None = None  # such a subclass's: state -> (budget threshold or None, packed row bytes)
+    _stepped: tuple | None = None  # (the [N] states step() returned last, their numpy array, data_ptr)
 
     def __init__(
         self,
@@ -252,19 +253,31 @@ class LazyTokenAutomaton:
         target = self._bitmask_view
         if target is None or target[0] is not bitmask or target[1] != bitmask.data_ptr():
             target = self._target(bitmask)
-        hot = self._hot  # one row of a warm state, the budget out of reach: a lookup and a memcpy
-        if (
-            hot is not None
-            and target[2] == 1
-            and target[3] is not None
-            and (remaining is None or (type(remaining) is int and remaining - 1 >= self._shared.most))
-        ):
-            c = states.tolist()
-            if type(c) is list and len(c) == 1 and (r := hot.get(c[0])) is not None and r.raw is not None:
-                target[3][:] = r.raw
-                return bitmask
-        if hot is None and target[2] == 1 and target[3] is not None and type(remaining) in (int, type(None)):
-            return self._fill_one(bitmask, target[3], states, remaining)
+        raw = target[3]
+        if raw is not None and target[2] == 1 and (remaining is None or type(remaining) is int):
+            # one row on the CPU, the common case: a warm state is a lookup and a memcpy
+            made = self._stepped
+            if made is not None and made[0] is states and made[2] == states.data_ptr():
+                c = made[1].tolist()  # the states step() made, read off their array: no tensor op
+            else:
+                c = (states if states.dim() == 1 else states.reshape(-1)).tolist()
+            if len(c) == 1:
+                c = c[0]
+                hot = self._hot
+                if hot is None:  # a subclass with its own rows: its warm rows by state
+                    got = self._warm.get(c) if self._warm is not None else None
+                    if got is None or not (remaining is None or (got[0] is not None and remaining > got[0])):
+                        return self._fill_one(target, c, remaining)
+                    r = got[1]
+                elif remaining is None or remaining > self._shared.most:
+                    r = hot.get(c)
+                    if r is None or r.raw is None:
+                        r = None
+                else:
+                    r = None
+                if r is not None:
+                    raw[:] = r.raw
+                    return bitmask
         if remaining is None or type(remaining) is int:  # _rows_of, inlined: the call costs 10 %
             rows = [
                 self._row(c, remaining)
@@ -290,33 +303,26 @@ class LazyTokenAutomaton:
                 raw[i * size : (i + 1) * size] = r.raw if r.raw is not None else self._pack(r)
         return bitmask
 
-    def _fill_one(
-        self, bitmask: torch.Tensor, raw: memoryview, states: torch.Tensor, remaining
-    ) -> torch.Tensor:
-        """:meth:`fill_bitmask` of one row for a subclass with its own rows (``_row``; the
-        derivative engine): its packed static rows kept per state (``_warm``: the row's budget
-        threshold ``_reach_of(c)``, None when only known for no budget, and its bytes), so that
-        a warm state is a lookup and a memcpy as here."""
-        c = (states if states.dim() == 1 else states.reshape(-1)).tolist()
-        if len(c) != 1:
-            check_bitmask(bitmask, len(c), self.vocab_size)  # raises
-        c = c[0]
+    def _fill_one(self, target: tuple, c: int, remaining) -> torch.Tensor:
+        """:meth:`fill_bitmask` of the one state ``c`` for a subclass with its own rows (``_row``;
+        the derivative engine): its packed static rows kept per state (``_warm``: the row's
+        budget threshold ``_reach_of(c)``, None when only known for no budget, and its
+        :class:`_Row`), so that a warm state is a lookup and a copy as here; ``target`` as
+        :meth:`_target` gives it, the bitmask returned."""
         warm = self._warm
         if warm is None:
             warm = self._warm = {}
-        got = warm.get(c)
-        if got is not None and (remaining is None or (got[0] is not None and remaining - 1 >= got[0])):
-            raw[:] = got[1]
-            return bitmask
         r = self._row(c, remaining)
-        raw[:] = r.raw if r.raw is not None else self._pack(r)
+        if r.raw is None:
+            self._pack(r)
+        target[3][:] = r.raw
         if c >= 0:  # the row is its static one when the budget cannot bite (as the subclass's _row)
             reach = None if remaining is None else self._reach_of(c)
             if reach is None or remaining - 1 >= reach:
                 if len(warm) >= STATIC_ROWS:
                     warm.clear()
-                warm[c] = (reach, r.raw)
-        return bitmask
+                warm[c] = (reach, r)
+        return target[0]
 
     def mask(
         self,
@@ -383,8 +389,21 @@ class LazyTokenAutomaton:
     def step(self, states: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         """[N] states, [N] tokens -> [N] next states (-1 if dead; -1 stays -1; EOS -> -1): the
         token's bytes read through the byte DFA (no pruning: :meth:`accepts` is the regex's)."""
-        out = [self._next(c, t) for c, t in zip(states.tolist(), tokens.tolist())]
-        return torch.tensor(out, dtype=torch.long, device=self.device)
+        made = self._stepped
+        if made is not None and made[0] is states and made[2] == states.data_ptr():
+            listed = made[1].tolist()  # the states the last step made, read off their array
+        else:
+            listed = states.tolist()
+        out = [self._next(c, t) for c, t in zip(listed, tokens.tolist())]
+        if self.device.type != "cpu":
+            return torch.tensor(out, dtype=torch.long, device=self.device)
+        # on the CPU through numpy (a third of torch.tensor's time), the array kept: the next
+        # fill_bitmask or step of this tensor reads its states off it without a tensor op (the
+        # same memory, so an in-place change of the tensor is seen; another memory is not it)
+        array = np.array(out, dtype=np.int64)
+        made = torch.from_numpy(array)
+        self._stepped = (made, array, made.data_ptr())
+        return made
 
     def walk(self, tokens: Iterable[int], state: int | None = None) -> int:
         """The state after reading ``tokens`` from ``state`` (default: initial), or -1 if dead."""
