@@ -48,12 +48,13 @@ import torch
 from decodekit.constraints.automata.graph import distances_to_accept, reverse_distances, unique_rows
 from decodekit.constraints.automata.utf8 import ByteDFA
 from decodekit.constraints.tokens import interface
-from decodekit.constraints.tokens.lift import Lifted, byte_table, walk_one
+from decodekit.constraints.tokens.lift import Lifted, byte_table, loop_bytes, walk_one
 from decodekit.constraints.tokens.masks import SPARSE, apply_row, check_bitmask, pack_bits, sparse_ids
 from decodekit.constraints.tokens.trie import EncodedVocab, as_bytes
 from decodekit.errors import ConstraintError
 
 NEG_INF = float("-inf")
+_UNSET = object()  # a cached value not computed yet (None is a value)
 STATIC_ROWS = 256  # static rows kept (bool + float32 [V] each: 250 KB at V = 50k)
 EXACT_ROWS = 64  # exact rows kept (allowed token ids and their bounds), and rows per (state, budget)
 MAX_ROUNDS = 64  # Moore rounds for sharing rows; a longer longest token: one row per byte state
@@ -120,8 +121,15 @@ class _Shared:
         self.group: np.ndarray | None = None
         self.canon: np.ndarray | None = None  # [1 + Q] each candidate's class representative
         self.walks = 0
+        self._loops: np.ndarray | None | object = _UNSET
         self.codes: dict[int, list[int]] = {}
         self.copies: dict[torch.device, LazyTokenAutomaton] = {}
+
+    def loops(self) -> np.ndarray | None:
+        """:func:`~.lift.loop_bytes` of the byte states (made on first walk, kept)."""
+        if self._loops is _UNSET:
+            self._loops = loop_bytes(self.succ, self.lut)
+        return self._loops
 
     def exact_need(self) -> np.ndarray | None:
         """[1 + Q] the fewest tokens to acceptance from each candidate (-1: none), from the whole
@@ -478,7 +486,7 @@ class LazyTokenAutomaton:
         s = int(sh.start[c])
         if s == sh.dead:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        tok, ends = walk_one(s, sh.enc, sh.lut, sh.flat, sh.dead)  # ends: alive only
+        tok, ends = walk_one(s, sh.enc, sh.lut, sh.flat, sh.dead, sh.loops())  # ends: alive only
         nxt = ends // sh.width
         nxt += 1
         keep = sh.bound[nxt] >= 0

@@ -30,6 +30,10 @@ SPARSE_WALK = 8  # walk_one follows the alive nodes' children once fewer than 1/
 # ... and in plain Python once at most PY_FRONTIER are alive with at most PY_CHILDREN children
 # (measured over the structured patterns: neutral on the dense walks, 2.6x faster on sentence's)
 PY_FRONTIER, PY_CHILDREN = 64, 256
+# a dense depth with at least CLOSE_AT and at most CLOSE_SHARE of its nodes alive takes whole the
+# subtrees a state keeps (when nearly all are alive, stepping the whole depth is as cheap as it gets,
+# and the few left after taking would be followed sparsely through every depth below: .*\bmarket\b.*)
+CLOSE_AT, CLOSE_SHARE = 512, 0.75
 
 
 @dataclass(frozen=True)
@@ -127,14 +131,17 @@ def _walk(starts: np.ndarray, enc: EncodedVocab, lut: np.ndarray, flat, dead: in
                 yield Reads(tokens[hit], np.take(state, p[hit], axis=1))
 
 
-def walk_one(start: int, enc: EncodedVocab, lut: np.ndarray, flat: np.ndarray, dead: int):
+def walk_one(start: int, enc: EncodedVocab, lut: np.ndarray, flat: np.ndarray, dead: int, loops=None):
     """:func:`_walk` from one start state (premultiplied), as (tokens [n], end states [n]): the
-    tokens alive from it, by length (within a length in no fixed order). Each depth is stepped
+    tokens alive from it, in no fixed order. Each depth is stepped
     whole (the dead sink steps to itself: no compaction) unless the alive nodes' children are
     fewer than 1/SPARSE_WALK of it; then only those (``first_child`` ranges), and once at most
     :data:`PY_FRONTIER` nodes are alive with at most :data:`PY_CHILDREN` children, in plain
     Python over :attr:`EncodedVocab.lists` (past the few wide depths, a trie of 50,000 tokens has
-    some 40 depths of a few nodes each: numpy's per-call cost would be most of the walk)."""
+    some 40 depths of a few nodes each: numpy's per-call cost would be most of the walk).
+    ``loops`` (:func:`loop_bytes`, or None): a dense depth of at least :data:`CLOSE_AT` alive
+    nodes takes whole the subtrees whose state every byte below keeps (:func:`_take_subtrees`).
+    """
     found_tokens, found_ends = [], []
     py_tokens: list[int] = []  # what the plain-Python depths found
     py_ends: list[int] = []
@@ -188,6 +195,9 @@ def walk_one(start: int, enc: EncodedVocab, lut: np.ndarray, flat: np.ndarray, d
             every = flat[every[enc.parent[d - 1]] + lut[enc.byte[d - 1]]]
             live = every < dead
             count = int(np.count_nonzero(live))
+            if loops is not None and CLOSE_AT <= count <= CLOSE_SHARE * width:
+                width_ = len(flat) - dead  # the byte classes: flat is [(Q + 1) * B], the sink Q * B
+                count -= _take_subtrees(d, every, live, enc, dead, width_, loops, found_tokens, found_ends)
             if not count:
                 break
             if count * SPARSE_WALK < width:
@@ -229,6 +239,37 @@ def walk_one(start: int, enc: EncodedVocab, lut: np.ndarray, flat: np.ndarray, d
     if not found_tokens:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=flat.dtype)
     return np.concatenate(found_tokens), np.concatenate(found_ends)
+
+
+def loop_bytes(succ: np.ndarray, lut: np.ndarray) -> np.ndarray | None:
+    """[Q + 1, 4] little-endian uint64: bit ``b % 64`` of word ``b // 64`` of row q is set iff
+    byte b steps state q to itself (``succ`` [Q + 1, B] by class, the sink last and left out;
+    ``lut`` [256] each byte's class); None when no state but the sink steps to itself."""
+    own = succ == np.arange(len(succ))[:, None]
+    own[-1] = False
+    if not own.any():
+        return None
+    return np.ascontiguousarray(np.packbits(own[:, lut], axis=1, bitorder="little")).view("<u8")
+
+
+def _take_subtrees(d: int, every, live, enc: EncodedVocab, dead: int, width: int, loops, tokens, ends) -> int:
+    """Take whole the subtrees of the alive nodes of depth d whose state steps to itself on every
+    byte below them (``loops``, :func:`loop_bytes`; :attr:`EncodedVocab.subtrees`): each token
+    there ends in that state. Their tokens are appended to ``tokens`` / ``ends``, the nodes
+    marked dead in ``every`` / ``live`` (in place) and their number returned."""
+    nodes = np.flatnonzero(live)
+    states = every[nodes]
+    sub = enc.subtrees
+    whole = ~(sub.below[d - 1][nodes] & ~loops[states // width]).any(axis=1)
+    taken = nodes[whole]
+    if not len(taken):
+        return 0
+    lo, count = sub.lo[d - 1][taken], sub.count[d - 1][taken]
+    tokens.append(sub.order[spans(lo, count, int(count.sum()))])
+    ends.append(np.repeat(states[whole], count))
+    every[taken] = dead
+    live[taken] = False
+    return len(taken)
 
 
 def _python_depth(d: int, nodes, states, lists: TrieLists, step_of, lut_list, dead: int, tokens, ends):
