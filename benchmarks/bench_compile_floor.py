@@ -12,7 +12,9 @@ Per small pattern of ``bench_structured`` (its 50,000-token byte-level BPE, its 
 * decodekit's compile to the first mask, and xgrammar's (``bench_structured``'s adapters);
 
 and, once, the Python-level and C-level calls of decodekit's compile (``sys.setprofile``), with the
-first mask's allowed tokens. The contenders alternate within every repeat.
+first mask's allowed tokens. The contenders alternate within every repeat. Last, the first row's
+walk of the trie alone (``lift.walk_one`` from the start state) with whole subtrees taken (the
+default) and without (``CLOSE_AT`` out of reach), alternated, min.
 
     python benchmarks/bench_compile_floor.py [--repeats 30] [--patterns date number ...]
         [--data ../shared/data] [--cache runs/byte-bpe] [--json FILE]
@@ -34,6 +36,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_structured as structured  # noqa: E402
 
+import decodekit.constraints.tokens.lift as lift  # noqa: E402
+from decodekit.constraints import LazyTokenAutomaton, compile_regex  # noqa: E402
 from decodekit.constraints.syntax.parser import parse  # noqa: E402
 
 SMALL = ["email", "date", "number", "json-object", "ipv4", "uuid", "lower40", "sentence", "market"]
@@ -90,6 +94,25 @@ def measure(engines: dict, name: str, repeats: int) -> dict:
     return row
 
 
+def walk_times(tokens, eos: int, name: str, repeats: int) -> dict | None:
+    """The first row's walk alone, ms CPU (min): with whole subtrees taken and without."""
+    a = compile_regex(structured.STRUCTURED[name], tokens, eos, "", lazy="masked")
+    if not isinstance(a, LazyTokenAutomaton):
+        return None
+    sh = a._shared
+    args = (int(sh.start[0]), sh.enc, sh.lut, sh.flat, sh.dead, sh.loops())
+    _ = sh.enc.subtrees  # made once per vocabulary, not timed
+    default, times = lift.CLOSE_AT, {"with": [], "without": []}
+    try:
+        for r in range(repeats):
+            for kind in ("with", "without") if r % 2 else ("without", "with"):
+                lift.CLOSE_AT = default if kind == "with" else 1 << 62
+                times[kind].append(_cpu(lambda: lift.walk_one(*args)))
+    finally:
+        lift.CLOSE_AT = default
+    return {k: 1e3 * min(v) for k, v in times.items()}
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=Path("../shared/data"))
@@ -120,6 +143,13 @@ def main(argv=None) -> None:
         cells.append(f"{row['calls'][0]:,} / {row['calls'][1]:,}")
         cells.append(f"{row['allowed']:,}")
         print(f"| {row['name']} | " + " | ".join(cells) + " |")
+    print("\n### The first row's walk, ms CPU (min): whole subtrees taken / not\n")
+    print("| pattern | with | without | with / without |\n|---|---|---|---|")
+    for row in rows:
+        walk = row["walk"] = walk_times(tokens, eos, row["name"], args.repeats)
+        if walk:
+            ratio = walk["with"] / walk["without"]
+            print(f"| {row['name']} | {walk['with']:.3f} | {walk['without']:.3f} | {ratio:.2f} |")
     print(f"\nload average at the end: {structured.load()}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
