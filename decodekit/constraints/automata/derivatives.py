@@ -462,6 +462,9 @@ class Algebra:
     def chars(self, mask: int) -> Expr:
         if not mask:
             return self.empty
+        got = self._table.get((SET, mask))
+        if got is not None:
+            return got
         m, best = mask, 1 << 30
         while m:  # the fewest bytes over the classes in the set
             low = m & -m
@@ -877,6 +880,8 @@ class CharLevel:
         (:meth:`min_bytes` bytes): a set's fewest-byte character, the shortest branch of a union,
         ``lo`` copies of the body of a repetition, an intersection's or complement's from the
         search of its own state (iterative over the nesting; memoised per node)."""
+        if e.simple:
+            return self._simple_text(e)
 
         def kids(x: Expr) -> tuple:
             op = x.op
@@ -892,15 +897,7 @@ class CharLevel:
             if op in (AND, NOT):
                 return self.witness(self.state(x, False))
             if op == SET:
-                cost = self.alg.class_bytes
-                m, k = x.mask, -1
-                while m:
-                    low = m & -m
-                    c = low.bit_length() - 1
-                    if k < 0 or cost[c] < cost[k]:
-                        k = c
-                    m ^= low
-                return self.spelling(k)
+                return self._cheapest(x.mask)
             if op == CAT:
                 return parts[0] + parts[1]
             if op == OR:
@@ -910,6 +907,59 @@ class CharLevel:
             return b""  # ε, an empty repetition
 
         return _post_order(e, self._short, kids, value)
+
+    def _simple_text(self, e: Expr) -> bytes:
+        """:meth:`shortest_text` of a ``simple`` expression, whose fewest bytes are ``minb`` (the
+        same text: a union's branch of least ``(minb, id)``); a concatenation's chain is read as
+        one node, memoised at its head and at the parts it is made of."""
+        memo, stack = self._short, [e]
+        while stack:
+            x = stack[-1]
+            if x in memo:
+                stack.pop()
+                continue
+            op = x.op
+            if op == CAT:
+                chain, y = [], x
+                while y.op == CAT and y not in memo:
+                    chain.append(y.a)
+                    y = y.b
+                chain.append(y)
+                missing = [z for z in chain if z not in memo]
+                if missing:
+                    stack.extend(missing)
+                    continue
+                got = b"".join([memo[z] for z in chain])
+            elif op == OR:
+                y = min(x.a, key=_by_size)
+                if y not in memo:
+                    stack.append(y)
+                    continue
+                got = memo[y]
+            elif op == REP and x.lo:
+                if x.a not in memo:
+                    stack.append(x.a)
+                    continue
+                got = memo[x.a] * x.lo
+            elif op == SET:
+                got = self._cheapest(x.mask)
+            else:  # ε, an empty repetition
+                got = b""
+            stack.pop()
+            memo[x] = got
+        return memo[e]
+
+    def _cheapest(self, mask: int) -> bytes:
+        """The spelling of the fewest-byte class in ``mask`` (the lowest such class)."""
+        cost = self.alg.class_bytes
+        m, k = mask, -1
+        while m:
+            low = m & -m
+            c = low.bit_length() - 1
+            if k < 0 or cost[c] < cost[k]:
+                k = c
+            m ^= low
+        return self.spelling(k)
 
     def spelling(self, k: int) -> bytes:
         """The UTF-8 bytes of a character of class k with the fewest bytes, over the available
@@ -1037,6 +1087,10 @@ class CharLevel:
         for x in done:  # every state reachable from q0 was seen: none accepts
             self._dist[x] = -1
         return -1
+
+
+def _by_size(x: Expr) -> tuple[int, int]:
+    return x.minb, x.id
 
 
 def _post_order(root: Expr, memo: dict, kids: Callable, value: Callable) -> Any:

@@ -23,6 +23,7 @@ from decodekit.constraints.automata.utf8 import ByteDFA
 from decodekit.errors import ConstraintError
 
 UNKNOWN = -2
+FILL_BY_CLASS = 16  # bytes asked of one state between characters from which fill steps by class
 
 
 class LazyBytes:
@@ -43,6 +44,8 @@ class LazyBytes:
             u["l3"],
         )
         self._masks = u["masks"]
+        self._ascii_np = np.array(self._ascii, dtype=np.int64)
+        self._lead_np = np.array([lv << 32 | nd if lv >= 0 else -1 for lv, nd in self._lead], dtype=np.int64)
         self._dist: dict[int, int] = {}
         if self.state(char.initial, 0, 0) != 0:
             raise RuntimeError("the initial byte state is not 0")
@@ -103,10 +106,38 @@ class LazyBytes:
         return out
 
     def fill(self, states: np.ndarray, codes: np.ndarray) -> None:
-        """Compute the unknown entries ``table[states[i], codes[i]]`` (each distinct pair once)."""
+        """Compute the unknown entries ``table[states[i], codes[i]]`` (each distinct pair once): a
+        state between characters asked for many bytes is stepped once per distinct class or lead
+        node among them (:meth:`_fill_between`), the rest byte by byte."""
         pairs = np.unique(states.astype(np.int64) * 256 + codes)
-        for key in pairs.tolist():
-            self.step(key >> 8, key & 255)
+        src = pairs >> 8
+        cuts = np.flatnonzero(src[1:] != src[:-1]) + 1
+        for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(pairs)]):
+            s = int(src[lo])
+            if hi - lo >= FILL_BY_CLASS and self.keys[s][1] == 0:
+                self._fill_between(s, (pairs[lo:hi] & 255).astype(np.int64))
+                continue
+            for key in pairs[lo:hi].tolist():
+                self.step(key >> 8, key & 255)
+
+    def _fill_between(self, s: int, codes: np.ndarray) -> None:
+        """``table[s, codes]`` for a state between characters and ascending unknown ``codes``:
+        what :meth:`step` gives byte by byte, with one step per distinct ASCII class and one
+        state per distinct lead node, each taken at its first byte (so that states are numbered
+        as byte-by-byte stepping numbers them)."""
+        q = self.keys[s][0]
+        for part, of in ((codes[codes < 0x80], self._ascii_np), (codes[codes >= 0x80], self._lead_np)):
+            if not len(part):
+                continue
+            uniq, first, inverse = np.unique(of[part], return_index=True, return_inverse=True)
+            out = np.empty(len(uniq), dtype=np.int32)
+            for i in np.argsort(first, kind="stable").tolist():
+                v = int(uniq[i])
+                if of is self._ascii_np:
+                    out[i] = self.state(self.char.step(q, v), 0, 0)
+                else:  # a lead byte: (level, node) packed, -1 never valid first
+                    out[i] = -1 if v < 0 else self.state(q, v >> 32, v & 0xFFFFFFFF)
+            self.table[s, part] = out[inverse.reshape(-1)]  # after state(), which may grow the table
 
     def accepting(self, s: int) -> bool:
         q, level, _ = self.keys[s]
