@@ -55,6 +55,7 @@ from decodekit.errors import ConstraintError
 ANY_TEXT = r"(?s:.*)"
 SEARCH_BUDGET = 200_000  # derivatives a liveness / distance search may take from one state
 MAX_STATES = 2_000_000  # character states one compiled expression may number
+BLOCK_STEPS = 4  # classes to step from one state past which CharLevel.steps steps by derivative class
 
 
 # ----------------------------------------------------------------------------- the user API
@@ -495,13 +496,16 @@ class Algebra:
 
     def _cat2(self, a: Expr, b: Expr) -> Expr:
         """The node ``a b`` for ``a`` not a concatenation, neither ∅ nor ε, and ``b`` not ∅."""
-        got = self._table.get((CAT, a, b))
-        if got is not None:
-            return got
-        return self._make(
-            (CAT, a, b), CAT, a, b, null=a.null & b.null, ctx=a.ctx or b.ctx,
-            simple=a.simple and b.simple, minb=a.minb + b.minb, reach=max(a.reach + b.minb, b.reach),
-        )  # fmt: skip
+        key = (CAT, a, b)
+        e = self._table.get(key)
+        if e is None:  # _make's work, inline: the commonest node
+            e = Expr()
+            e.op, e.a, e.b, e.lo, e.hi, e.mask = CAT, a, b, 0, None, 0
+            e.null, e.ctx, e.simple = a.null & b.null, a.ctx or b.ctx, a.simple and b.simple
+            e.minb, e.reach = a.minb + b.minb, max(a.reach + b.minb, b.reach)
+            e.id = len(self._table)
+            self._table[key] = e
+        return e
 
     def _flat(self, op: int, items: Iterable[Expr]) -> tuple[set, int]:
         out, mask = set(), 0
@@ -799,6 +803,23 @@ class CharLevel:
             e, p = self.states[q]
             got = row[k] = self.state(self.alg.derivative(e, k, p), self.word[k])
         return got
+
+    def steps(self, q: int, ks: list[int]) -> list[int]:
+        """:meth:`step` from q for each class of ``ks`` (in that order, so that new states are
+        numbered as one by one): one derivative per derivative class (:meth:`blocks`) among
+        the classes not stepped yet, when there are more than :data:`BLOCK_STEPS` of them."""
+        row = self.trans[q]
+        todo = [k for k in ks if k not in row]
+        if len(todo) > BLOCK_STEPS:
+            blocks, made = self.blocks(self.states[q][0]), {}
+            for k in todo:
+                block = next(b for b in blocks if b >> k & 1)
+                got = made.get(block)
+                if got is None:
+                    got = made[block] = self.step(q, k)
+                row[k] = got
+        step = self.step
+        return [step(q, k) for k in ks]
 
     def accepting(self, q: int) -> bool:
         e, p = self.states[q]
@@ -1127,34 +1148,44 @@ def _collect_sets(root: Node, sets: dict) -> None:
 
 
 def _convert(root: Node, alg: Algebra, set_of: dict, set_mask: list[int]) -> Expr:
-    """The parsed AST as an :class:`Expr` (iterative over the nesting)."""
+    """The parsed AST as an :class:`Expr` (iterative over the nesting; a node the parser shares
+    is converted once)."""
     done: dict[int, Expr] = {}
-    stack = [(root, False)]
+    stack = [root]
+    set_kind, assert_kind, seq_kind, alt_kind = Kind.SET, Kind.ASSERT, Kind.SEQ, Kind.ALT
     while stack:
-        node, ready = stack.pop()
-        if node.kind is Kind.SET:
-            done[id(node)] = alg.chars(set_mask[set_of[node.cset]])
+        node = stack[-1]
+        key = id(node)
+        if key in done:
+            stack.pop()
             continue
-        if node.kind is Kind.ASSERT:
+        kind = node.kind
+        if kind is set_kind:
+            stack.pop()
+            done[key] = alg.chars(set_mask[set_of[node.cset]])
+            continue
+        if kind is assert_kind:
+            stack.pop()
             a = node.anchor
-            done[id(node)] = (
+            done[key] = (
                 alg.wb if a is Anchor.WORD_BOUNDARY else alg.nwb if a is Anchor.NOT_WORD_BOUNDARY else alg.eps
             )
             continue
-        if not ready:
-            stack.append((node, True))
-            stack.extend((c, False) for c in node.items if id(c) not in done)
+        items = node.items
+        missing = [c for c in items if id(c) not in done]
+        if missing:
+            stack.extend(missing)
             continue
-        parts = [done[id(c)] for c in node.items]
-        if node.kind is Kind.SEQ:
+        stack.pop()
+        if kind is seq_kind:
             out = alg.eps
-            for x in reversed(parts):
-                out = alg.cat(x, out)
-        elif node.kind is Kind.ALT:
-            out = alg.union(parts)
+            for c in reversed(items):
+                out = alg.cat(done[id(c)], out)
+        elif kind is alt_kind:
+            out = alg.union([done[id(c)] for c in items])
         else:
-            out = alg.rep(parts[0], node.lo, node.hi)
-        done[id(node)] = out
+            out = alg.rep(done[id(items[0])], node.lo, node.hi)
+        done[key] = out
     return done[id(root)]
 
 

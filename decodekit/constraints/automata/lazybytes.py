@@ -131,12 +131,16 @@ class LazyBytes:
                 continue
             uniq, first, inverse = np.unique(of[part], return_index=True, return_inverse=True)
             out = np.empty(len(uniq), dtype=np.int32)
-            for i in np.argsort(first, kind="stable").tolist():
+            order = np.argsort(first, kind="stable").tolist()
+            if of is self._ascii_np:
+                ks = uniq[order].tolist()
+                for i, r in zip(order, self.char.steps(q, ks)):
+                    out[i] = self.state(r, 0, 0)
+                self.table[s, part] = out[inverse.reshape(-1)]
+                continue
+            for i in order:  # a lead byte: (level, node) packed, -1 never valid first
                 v = int(uniq[i])
-                if of is self._ascii_np:
-                    out[i] = self.state(self.char.step(q, v), 0, 0)
-                else:  # a lead byte: (level, node) packed, -1 never valid first
-                    out[i] = -1 if v < 0 else self.state(q, v >> 32, v & 0xFFFFFFFF)
+                out[i] = -1 if v < 0 else self.state(q, v >> 32, v & 0xFFFFFFFF)
             self.table[s, part] = out[inverse.reshape(-1)]  # after state(), which may grow the table
 
     def accepting(self, s: int) -> bool:
