@@ -441,6 +441,7 @@ class Algebra:
     def __init__(self, class_bytes: list[int], word: list[bool]):
         self._table: dict[tuple, Expr] = {}
         self.class_bytes, self.word = class_bytes, word
+        self.one_byte = _or(1 << k for k, n in enumerate(class_bytes) if n == 1)  # the classes of 1 byte
         self.empty = self._make((EMPTY,), EMPTY, null=0, simple=True, minb=0)
         self.eps = self._make((EPS,), EPS, null=_ALL_CONTEXTS, simple=True, minb=0)
         self.wb = self._make((WB,), WB, null=0b0110, ctx=True, minb=0)
@@ -466,7 +467,7 @@ class Algebra:
         got = self._table.get((SET, mask))
         if got is not None:
             return got
-        m, best = mask, 1 << 30
+        m, best = (0, 1) if mask & self.one_byte else (mask, 1 << 30)
         while m:  # the fewest bytes over the classes in the set
             low = m & -m
             best = min(best, self.class_bytes[low.bit_length() - 1])
@@ -652,13 +653,11 @@ def _utf8_tables(classes, available: np.ndarray | None):
     m1 = [_bits(r) for r in rows[:, cont]]
     m2 = [_or(m1[c] for c, ok in zip(r, cont) if ok and c >= 0) for r in l2.tolist()]
     m3 = [_or(m2[c] for c, ok in zip(r, cont) if ok and c >= 0) for r in l3.tolist()]
-    leads = [(-1, -1)] * 256
-    for b in range(0xC2, 0xE0):
-        leads[b] = (1, int(block[two[b]]))
-    for b in range(0xE0, 0xF0):
-        leads[b] = (2, int(l2_three[b - 0xE0]))
-    for b in range(0xF0, 0xF5):
-        leads[b] = (3, int(l3_of[b - 0xF0])) if (four[b - 0xF0] >= 0).any() else (-1, -1)
+    leads = [(-1, -1)] * 0xC2 + [(1, n) for n in block[two[0xC2:0xE0]].tolist()]
+    leads += [(2, n) for n in l2_three.tolist()]
+    valid4 = (four >= 0).reshape(5, -1).any(axis=1).tolist()
+    leads += [(3, n) if ok else (-1, -1) for n, ok in zip(l3_of.tolist(), valid4)]
+    leads += [(-1, -1)] * (256 - len(leads))
     ascii_ = rows[block[:2]].reshape(-1).tolist()
     return {
         "ascii": ascii_, "lead": leads, "rows": rows.tolist(), "l2": l2.tolist(), "l3": l3.tolist(),
@@ -667,16 +666,16 @@ def _utf8_tables(classes, available: np.ndarray | None):
 
 
 def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`~decodekit.constraints.automata.graph.unique_rows` (the same rows, order and
-    inverse) for the few distinct rows of the UTF-8 layout: rows grouped by a hash, the grouping
-    checked exactly (else the plain sort), then only the distinct rows sorted."""
+    """The distinct rows and the inverse [N] -> row index (as
+    :func:`~decodekit.constraints.automata.graph.unique_rows`, in another fixed order: only the
+    grouping matters to the DAG) for the few distinct rows of the UTF-8 layout: rows grouped by
+    a hash, in the order of their keys, the grouping checked exactly (else the plain sort)."""
     keys = rows.astype(np.uint64) @ _MIX[: rows.shape[1]]  # [N], wrapping
     first, inverse = first_and_inverse(keys)
     distinct = rows[first]
     if not (distinct[inverse] == rows).all():  # a hash collision
         return unique_rows(rows)
-    ordered, rank = unique_rows(distinct)
-    return ordered, rank[inverse]
+    return distinct, inverse
 
 
 def _bits(values) -> int:
@@ -972,7 +971,9 @@ class CharLevel:
 
     def _cheapest(self, mask: int) -> bytes:
         """The spelling of the fewest-byte class in ``mask`` (the lowest such class)."""
-        cost = self.alg.class_bytes
+        cost, one = self.alg.class_bytes, mask & self.alg.one_byte
+        if one:  # no class has fewer bytes than one
+            return self.spelling((one & -one).bit_length() - 1)
         m, k = mask, -1
         while m:
             low = m & -m
