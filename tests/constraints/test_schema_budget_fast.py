@@ -1,7 +1,9 @@
 """The shortcuts of the derivative engine's first rows (tokens/derived.py, automata/lazybytes.py,
 automata/derivatives.py) against the plain paths they replace: ``LazyBytes.fill`` stepping a
 state between characters once per class (``CharLevel.steps``: once per derivative class) gives
-the table, the numbering and the character states of byte-by-byte stepping; the shortest text of
+the table, the numbering and the character states of byte-by-byte stepping; the UTF-8 class DAG
+of a pattern naming only ASCII characters, read off the shared DAG of its predicate classes, is
+the one built over all of Unicode (the same class after every byte sequence); the shortest text of
 a ``simple`` expression read in one pass is the post-order's (a reference walk below) and a
 shortest match (``regex.fullmatch``); and the masks of JSON Schemas and random regexes at every
 budget 1..80 are the whole automaton's (``compile_regex(..., lazy=False)``)."""
@@ -15,9 +17,12 @@ import regex
 import torch
 
 from decodekit.constraints import Pattern, compile_regex
-from decodekit.constraints.automata.derivatives import CAT, OR, REP, SET, CharLevel
+from decodekit.constraints.automata.chardfa import _partition
+from decodekit.constraints.automata.derivatives import CAT, OR, REP, SET, CharLevel, _collect_sets, _utf8_tables
 from decodekit.constraints.automata.lazybytes import LazyBytes
+from decodekit.constraints.automata.utf8 import code_point_classes
 from decodekit.constraints.frontends.schema import json_schema
+from decodekit.constraints.syntax.parser import parse
 from tests.constraints.test_derived_bounds import derived
 
 SCHEMAS = [
@@ -181,3 +186,54 @@ def test_schema_masks_at_every_budget_are_the_whole_automatons(i):
 @pytest.mark.parametrize("r", RANDOM[:5])
 def test_random_regex_masks_at_every_budget_are_the_whole_automatons(r):
     _same_masks_every_budget(r, seed=7, budgets=30)
+
+
+def _shapes(u: dict) -> list:
+    """Each lead byte's (level, structure of everything below it: the class after each
+    continuation sequence), the structures numbered canonically (equal numbers: equal
+    structures), and its mask; then the ASCII classes."""
+    ids: dict = {}
+
+    def canon(level: int, node: int) -> int:
+        if node < 0:
+            return -1
+        if level == 1:
+            key = (1, tuple(u["rows"][node]))
+        else:
+            kids = (u["l2"] if level == 2 else u["l3"])[node]
+            key = (level, tuple(canon(level - 1, c) for c in kids))
+        return ids.setdefault(key, len(ids))
+
+    out = [(lv, canon(lv, nd), u["masks"][lv][nd] if lv > 0 and nd >= 0 else 0) for lv, nd in u["lead"]]
+    return [*out, u["ascii"]]
+
+
+@pytest.mark.parametrize(
+    "r",
+    [
+        json_schema(SCHEMAS[1]),
+        r"[^a\d]\w+\s?",
+        r"(?i)[a-f]\W.",
+        r"(?s).[^\n]\S\D",
+        r"\bab\b[^ ]*",
+        "[ab]*",
+    ],
+)
+@pytest.mark.parametrize("cut", [False, True])
+def test_shared_utf8_dag_is_the_whole_unicode_one(r, cut):
+    """With every named character ASCII, the tables from the shared DAG describe the same
+    classes after every byte sequence (and the same masks, also over a vocabulary missing some
+    continuation bytes) as those built from all of Unicode."""
+    ast, boundaries = parse(r)
+    sets: dict = {}
+    _collect_sets(ast, sets)
+    explicit, other, _, _, _ = _partition(list(sets), boundaries)
+    assert all(ord(c) < 0x80 for c in explicit)
+    available = None
+    if cut:
+        available = torch.ones(256, dtype=torch.bool).numpy()
+        available[[0x80, 0x85, 0xA0, 0xBF, 0xC3]] = False
+    classes = code_point_classes(other, explicit)
+    shared = _utf8_tables(classes, available, other, explicit)
+    whole = _utf8_tables(code_point_classes(other, explicit), available)
+    assert _shapes(shared) == _shapes(whole)

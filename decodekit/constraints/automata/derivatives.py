@@ -47,9 +47,10 @@ import numpy as np
 from decodekit.constraints.automata.chardfa import _partition
 from decodekit.constraints.automata.graph import _MIX, first_and_inverse, unique_rows
 from decodekit.constraints.automata.product import _refuse_anchors, _refuse_first_char_test, first_char_gate
-from decodekit.constraints.automata.utf8 import _layout, _node_of, code_point_classes
+from decodekit.constraints.automata.utf8 import _bits_blocks, _layout, _node_of, code_point_classes
 from decodekit.constraints.syntax.nodes import Anchor, Kind, Node
 from decodekit.constraints.syntax.parser import parse
+from decodekit.constraints.syntax.unicode import OCCURRING_BITS
 from decodekit.errors import ConstraintError
 
 ANY_TEXT = r"(?s:.*)"
@@ -633,34 +634,72 @@ class Algebra:
 # ----------------------------------------------------------------------------- compiling
 
 
-def _utf8_tables(classes, available: np.ndarray | None):
+@functools.lru_cache(maxsize=16)
+def _shared_dag(groups: tuple[int, ...]) -> tuple:
+    """The UTF-8 DAG of a pattern whose named characters are all ASCII, given only which of the
+    occurring predicate-bit combinations (``OCCURRING_BITS``) share a class: ``groups`` numbers
+    them by first occurrence (at most 15 such partitions, each made once per process; the classes
+    themselves are applied by :func:`_utf8_tables`). Returns (rows [R, 64] group of each
+    continuation, then :func:`_upper_levels`)."""
+    bit_rows, block = _bits_blocks()
+    two, three, four, _ = _layout()
+    of = np.zeros(8, dtype=np.int64)
+    of[list(OCCURRING_BITS)] = groups
+    rows, row_of = _unique_rows(of[bit_rows])
+    block = row_of[block]
+    sig2 = np.concatenate([_node_of(block, three), _node_of(block, four.reshape(-1, 64))])
+    l2, l2_of = _unique_rows(sig2)
+    return rows, *_upper_levels(l2, l2_of, block[two[0xC2:0xE0]])
+
+
+def _upper_levels(l2: np.ndarray, l2_of: np.ndarray, lead1: np.ndarray) -> tuple:
+    """(l2 as lists, l3 [n3, 64] as lists, leads [256] (level, node)) from the level-2 nodes
+    [n2, 64], the level-2 node after each 3-byte lead and after each 4-byte lead and
+    continuation (``l2_of`` [16 + 320]), and the level-1 node after each 2-byte lead (``lead1``
+    [30])."""
+    four = _layout()[2]
+    l2_three, l2_four = l2_of[:16], l2_of[16:].reshape(5, 64)
+    l2_four = np.where((four >= 0).any(-1), l2_four, -1)
+    l3, l3_of = _unique_rows(l2_four)
+    leads = [(-1, -1)] * 0xC2 + [(1, n) for n in lead1.tolist()]
+    leads += [(2, n) for n in l2_three.tolist()]
+    valid4 = (four >= 0).reshape(5, -1).any(axis=1).tolist()
+    leads += [(3, n) if ok else (-1, -1) for n, ok in zip(l3_of.tolist(), valid4)]
+    leads += [(-1, -1)] * (256 - len(leads))
+    return l2.tolist(), l3.tolist(), leads
+
+
+def _utf8_tables(classes, available: np.ndarray | None, other=None, explicit=None):
     """The code-point class DAG of :mod:`~decodekit.constraints.automata.utf8` as lookups.
 
     Returns a dict: ``ascii`` [128] class of each ASCII byte; ``lead`` [256] (level, node) of
     each lead byte (level 1: ``rows[node]`` is the classes of its 64 continuation bytes; level 2:
     ``l2[node]`` its level-1 children; level 3: ``l3[node]`` its level-2 children; -1 invalid);
     ``masks[level][node]``: the classes below a node reachable through ``available`` bytes (a bit
-    mask), and ``left[level]`` how many bytes each of them still needs."""
-    two, three, four, lead = _layout()
-    rows, block = classes.rows, classes.block
-    sig2 = np.concatenate([_node_of(block, three), _node_of(block, four.reshape(-1, 64))])
-    l2, l2_of = _unique_rows(sig2)
-    l2_three, l2_four = l2_of[:16], l2_of[16:].reshape(5, 64)
-    l2_four = np.where((four >= 0).any(-1), l2_four, -1)
-    l3, l3_of = _unique_rows(l2_four)
+    mask). Given ``other`` and ``explicit`` (``chardfa._partition``) with every named character
+    ASCII, no block past ASCII is rewritten and the DAG's shape is :func:`_shared_dag`'s (its
+    lists shared, read only); else it is built from ``classes`` over all of Unicode."""
+    if other is not None and all(c < "\x80" for c in explicit):
+        first: dict[int, int] = {}  # class -> its group, by first occurrence
+        groups = tuple(first.setdefault(k, len(first)) for k in other[list(OCCURRING_BITS)].tolist())
+        rows, l2, l3, leads = _shared_dag(groups)
+        rows = np.array(list(first), dtype=np.int64)[rows]
+        ascii_ = classes.ascii.tolist()
+    else:
+        two, three, four, _ = _layout()
+        rows, block = classes.rows, classes.block
+        sig2 = np.concatenate([_node_of(block, three), _node_of(block, four.reshape(-1, 64))])
+        l2, l2_of = _unique_rows(sig2)
+        l2, l3, leads = _upper_levels(l2, l2_of, block[two[0xC2:0xE0]])
+        ascii_ = rows[block[:2]].reshape(-1).tolist()
     avail = np.ones(256, dtype=bool) if available is None else available
     cont = avail[0x80:0xC0]
+    ok = cont.tolist()
     m1 = [_bits(r) for r in rows[:, cont]]
-    m2 = [_or(m1[c] for c, ok in zip(r, cont) if ok and c >= 0) for r in l2.tolist()]
-    m3 = [_or(m2[c] for c, ok in zip(r, cont) if ok and c >= 0) for r in l3.tolist()]
-    leads = [(-1, -1)] * 0xC2 + [(1, n) for n in block[two[0xC2:0xE0]].tolist()]
-    leads += [(2, n) for n in l2_three.tolist()]
-    valid4 = (four >= 0).reshape(5, -1).any(axis=1).tolist()
-    leads += [(3, n) if ok else (-1, -1) for n, ok in zip(l3_of.tolist(), valid4)]
-    leads += [(-1, -1)] * (256 - len(leads))
-    ascii_ = rows[block[:2]].reshape(-1).tolist()
+    m2 = [_or(m1[c] for c, y in zip(r, ok) if y and c >= 0) for r in l2]
+    m3 = [_or(m2[c] for c, y in zip(r, ok) if y and c >= 0) for r in l3]
     return {
-        "ascii": ascii_, "lead": leads, "rows": rows.tolist(), "l2": l2.tolist(), "l3": l3.tolist(),
+        "ascii": ascii_, "lead": leads, "rows": rows.tolist(), "l2": l2, "l3": l3,
         "masks": (None, m1, m2, m3), "avail": avail.tolist(),
     }  # fmt: skip
 
@@ -733,7 +772,7 @@ class CharLevel:
         self.num_classes = member.shape[1]
         self.word = word.tolist()
         classes = code_point_classes(other, explicit)
-        self.utf8 = _utf8_tables(classes, available)
+        self.utf8 = _utf8_tables(classes, available, other, explicit)
         avail_classes = self._available_classes()
         class_bytes = [1 << 20] * self.num_classes
         for k, n in avail_classes.items():

@@ -95,6 +95,7 @@ _CACHE_FROM = 256
 # cached group is reused only where the text from "(" is exactly the text parsed before.
 _GROUP_TOKENS = re.compile(r"\\.|[][()]", re.S)
 _SPECIAL = frozenset(["", *"|)\\(.[^$?*+{"])  # "": the end
+_LITERALS = re.compile(r"[^|)\\(.\[^$?*+{]+")  # a run of characters outside _SPECIAL (no verbose space)
 
 
 def parse(pattern: str) -> tuple[Node, bool]:
@@ -230,7 +231,14 @@ class _Parser(ItemReader, FuzzyReader):
                 # regex folds a plain literal by the flags its sequence started with (or the last
                 # inline flags): they differ from the current ones only after a (?|...) group,
                 # which does not restore the flags set inside it
-                cur.seq.append(self._char(ord(ch), cur.fold))
+                if self.ignore_space:
+                    cur.seq.append(self._char(ord(ch), cur.fold))
+                    continue
+                end = _LITERALS.match(self.s, saved_pos).end()  # the whole run of plain literals
+                seq, char, fold = cur.seq, self._char, cur.fold
+                for c in self.s[saved_pos:end]:
+                    seq.append(char(ord(c), fold))
+                self.pos = end
                 continue
             if ch == "":
                 if len(frames) > 1:
