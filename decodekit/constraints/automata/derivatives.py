@@ -653,7 +653,8 @@ def _shared_dag(groups: tuple[int, ...]) -> tuple:
 
 
 def _upper_levels(l2: np.ndarray, l2_of: np.ndarray, lead1: np.ndarray) -> tuple:
-    """(l2 as lists, l3 [n3, 64] as lists, leads [256] (level, node)) from the level-2 nodes
+    """(l2 as lists, l3 [n3, 64] as lists, (leads [256] (level, node), the same [256] packed
+    ``level << 32 | node``, -1 invalid)) from the level-2 nodes
     [n2, 64], the level-2 node after each 3-byte lead and after each 4-byte lead and
     continuation (``l2_of`` [16 + 320]), and the level-1 node after each 2-byte lead (``lead1``
     [30])."""
@@ -666,7 +667,11 @@ def _upper_levels(l2: np.ndarray, l2_of: np.ndarray, lead1: np.ndarray) -> tuple
     valid4 = (four >= 0).reshape(5, -1).any(axis=1).tolist()
     leads += [(3, n) if ok else (-1, -1) for n, ok in zip(l3_of.tolist(), valid4)]
     leads += [(-1, -1)] * (256 - len(leads))
-    return l2.tolist(), l3.tolist(), leads
+    packed = np.full(256, -1, dtype=np.int64)  # level << 32 | node, -1 invalid
+    packed[0xC2:0xE0] = 1 << 32 | lead1
+    packed[0xE0:0xF0] = 2 << 32 | l2_three
+    packed[0xF0:0xF5] = np.where(valid4, 3 << 32 | l3_of, -1)
+    return l2.tolist(), l3.tolist(), (leads, packed)
 
 
 def _utf8_tables(classes, available: np.ndarray | None, other=None, explicit=None):
@@ -674,7 +679,8 @@ def _utf8_tables(classes, available: np.ndarray | None, other=None, explicit=Non
 
     Returns a dict: ``ascii`` [128] class of each ASCII byte; ``lead`` [256] (level, node) of
     each lead byte (level 1: ``rows[node]`` is the classes of its 64 continuation bytes; level 2:
-    ``l2[node]`` its level-1 children; level 3: ``l3[node]`` its level-2 children; -1 invalid);
+    ``l2[node]`` its level-1 children; level 3: ``l3[node]`` its level-2 children; -1 invalid)
+    and ``lead_packed`` the same as [256] int64 ``level << 32 | node`` (-1 invalid);
     ``masks[level][node]``: the classes below a node reachable through ``available`` bytes (a bit
     mask). Given ``other`` and ``explicit`` (``chardfa._partition``) with every named character
     ASCII, no block past ASCII is rewritten and the DAG's shape is :func:`_shared_dag`'s (its
@@ -699,7 +705,7 @@ def _utf8_tables(classes, available: np.ndarray | None, other=None, explicit=Non
     m2 = [_or(m1[c] for c, y in zip(r, ok) if y and c >= 0) for r in l2]
     m3 = [_or(m2[c] for c, y in zip(r, ok) if y and c >= 0) for r in l3]
     return {
-        "ascii": ascii_, "lead": leads, "rows": rows.tolist(), "l2": l2, "l3": l3,
+        "ascii": ascii_, "lead": leads[0], "lead_packed": leads[1], "rows": rows.tolist(), "l2": l2, "l3": l3,
         "masks": (None, m1, m2, m3), "avail": avail.tolist(),
     }  # fmt: skip
 

@@ -45,7 +45,7 @@ class LazyBytes:
         )
         self._masks = u["masks"]
         self._ascii_np = np.array(self._ascii, dtype=np.int64)
-        self._lead_np = np.array([lv << 32 | nd if lv >= 0 else -1 for lv, nd in self._lead], dtype=np.int64)
+        self._lead_np = u["lead_packed"]
         self._dist: dict[int, int] = {}
         if self.state(char.initial, 0, 0) != 0:
             raise RuntimeError("the initial byte state is not 0")
