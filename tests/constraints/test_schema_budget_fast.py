@@ -5,12 +5,14 @@ the table, the numbering and the character states of byte-by-byte stepping; the 
 of a pattern naming only ASCII characters, read off the shared DAG of its predicate classes, is
 the one built over all of Unicode (the same class after every byte sequence); the shortest text of
 a ``simple`` expression read in one pass is the post-order's (a reference walk below) and a
-shortest match (``regex.fullmatch``); and the masks of JSON Schemas and random regexes at every
+shortest match (``regex.fullmatch``); the parser's one-step reading of plain classes is the
+general reader's; and the masks of JSON Schemas and random regexes at every
 budget 1..80 are the whole automaton's (``compile_regex(..., lazy=False)``)."""
 
 from __future__ import annotations
 
 import random
+import re as regex_module
 
 import pytest
 import regex
@@ -18,11 +20,21 @@ import torch
 
 from decodekit.constraints import Pattern, compile_regex
 from decodekit.constraints.automata.chardfa import _partition
-from decodekit.constraints.automata.derivatives import CAT, OR, REP, SET, CharLevel, _collect_sets, _utf8_tables
+from decodekit.constraints.automata.derivatives import (
+    CAT,
+    OR,
+    REP,
+    SET,
+    CharLevel,
+    _collect_sets,
+    _utf8_tables,
+)
 from decodekit.constraints.automata.lazybytes import LazyBytes
 from decodekit.constraints.automata.utf8 import code_point_classes
 from decodekit.constraints.frontends.schema import json_schema
+from decodekit.constraints.syntax import parser as parser_module
 from decodekit.constraints.syntax.parser import parse
+from decodekit.errors import ConstraintError
 from tests.constraints.test_derived_bounds import derived
 
 SCHEMAS = [
@@ -237,3 +249,42 @@ def test_shared_utf8_dag_is_the_whole_unicode_one(r, cut):
     shared = _utf8_tables(classes, available, other, explicit)
     whole = _utf8_tables(code_point_classes(other, explicit), available)
     assert _shapes(shared) == _shapes(whole)
+
+
+def _parsed_or_error(pattern: str):
+    try:
+        ast, boundaries = parse(pattern)
+    except ConstraintError as e:
+        return "error", str(e)
+    return ast.kind, ast.cset, [(x.kind, x.cset, x.lo, x.hi) for x in ast.items], boundaries
+
+
+def test_plain_classes_read_at_once_as_the_general_reader_reads_them(monkeypatch):
+    """Classes of plain characters and ranges (the parser's one-step reader) parse to the same
+    character sets, or the same error, as through the general class reader."""
+    rng = random.Random(5)
+    alphabet = "az09AZ-^!+é中 ]["
+    patterns = [
+        "[0-9]",
+        "[^a-z]",
+        "[+-]",
+        "[-a]",
+        "[a-]",
+        "[a-c-e]",
+        "[z-a]",
+        "[a--b]",
+        "[a&&b]",
+        "[^^]",
+        "[^]",
+        "[^-]",
+        "[]a]",
+        "[a-é]",
+    ]
+    for _ in range(300):
+        patterns.append("[" + "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 6))) + "]")
+    patterns = [f"{flags}{p}{tail}" for p in patterns for flags, tail in (("", ""), ("(?i)", "x?"))]
+    fast = [_parsed_or_error(p) for p in patterns]
+    monkeypatch.setattr(parser_module, "_PLAIN_CLASS", regex_module.compile(r"(?!)"))
+    general = [_parsed_or_error(p) for p in patterns]
+    assert fast == general
+    assert sum(f[0] != "error" for f in fast) > 300
