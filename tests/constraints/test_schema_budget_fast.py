@@ -288,3 +288,23 @@ def test_plain_classes_read_at_once_as_the_general_reader_reads_them(monkeypatch
     general = [_parsed_or_error(p) for p in patterns]
     assert fast == general
     assert sum(f[0] != "error" for f in fast) > 300
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        r"(?:a|b)+(?:c)",
+        r"(?a)(?:\w)(?i:[a-z])(?:\d|\s)",
+        r"(?s)(?:.)(?:x(?:y(?:z)))",
+        r"(?i)(?:k)(?:[^K])",
+        r"(?a)(?:[\w-])(?:\W.)",
+        r"(?:a)\b(?:\B.)",
+        json_schema(SCHEMAS[0]),
+    ],
+)
+def test_plain_groups_read_at_once_as_flag_groups_without_flags(body):
+    """``(?:`` read in one step gives the AST that the inline-flags reader gives for ``(?V0:``,
+    the same group with a flag that changes nothing (so both paths are taken)."""
+    general = body.replace("(?:", "(?V0:")
+    assert general != body
+    assert repr(parse(body)) == repr(parse(general))

@@ -372,6 +372,12 @@ class _Parser(ItemReader, FuzzyReader):
 
     def _paren(self, leading: bool, open_pos: int) -> _Frame | None:
         """After ``(``: a new group frame to push, or None (inline flags, a comment)."""
+        if not self.ignore_space and self.s.startswith("?:", self.pos):  # what _flags does with no flags
+            self.pos += 2
+            frame = _Frame(self.flags, True, open_pos)
+            if self.flags & ENCODINGS:
+                self.flags &= ~ENCODINGS
+            return frame
         saved_pos = self.pos
         ch = self.get(True)
         if ch == "?":
