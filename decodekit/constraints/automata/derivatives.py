@@ -812,14 +812,15 @@ class CharLevel:
         for b in range(128):
             if u["avail"][b]:
                 out[u["ascii"][b]] = 1
+        below = [0, 0, 0, 0]  # per level: the classes under the available lead bytes of that level
         for b, (level, node) in enumerate(u["lead"]):
-            if level < 0 or not u["avail"][b]:
-                continue
-            m = u["masks"][level][node]
+            if level > 0 and u["avail"][b]:
+                below[level] |= u["masks"][level][node]
+        for level in (1, 2, 3):  # the fewest bytes first
+            m = below[level]
             while m:
                 low = m & -m
-                k = low.bit_length() - 1
-                out[k] = min(out.get(k, 9), level + 1)
+                out.setdefault(low.bit_length() - 1, level + 1)
                 m ^= low
         return out
 
