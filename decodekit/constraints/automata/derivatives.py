@@ -671,6 +671,7 @@ def _upper_levels(l2: np.ndarray, l2_of: np.ndarray, lead1: np.ndarray) -> tuple
     packed[0xC2:0xE0] = 1 << 32 | lead1
     packed[0xE0:0xF0] = 2 << 32 | l2_three
     packed[0xF0:0xF5] = np.where(valid4, 3 << 32 | l3_of, -1)
+    packed.flags.writeable = False  # shared by every pattern of the same partition (_shared_dag)
     return l2.tolist(), l3.tolist(), (leads, packed)
 
 
