@@ -122,26 +122,19 @@ class LazyBytes:
 
     def _fill_between(self, s: int, codes: np.ndarray) -> None:
         """``table[s, codes]`` for a state between characters and ascending unknown ``codes``:
-        what :meth:`step` gives byte by byte, with one step per distinct ASCII class and one
-        state per distinct lead node, each taken at its first byte (so that states are numbered
-        as byte-by-byte stepping numbers them)."""
+        what :meth:`step` gives byte by byte, with one character step per distinct ASCII class
+        (:meth:`CharLevel.steps`) and one state per distinct lead node, each taken at its first
+        byte (so that states are numbered as byte-by-byte stepping numbers them)."""
         q = self.keys[s][0]
-        for part, of in ((codes[codes < 0x80], self._ascii_np), (codes[codes >= 0x80], self._lead_np)):
-            if not len(part):
-                continue
-            uniq, first, inverse = np.unique(of[part], return_index=True, return_inverse=True)
-            out = np.empty(len(uniq), dtype=np.int32)
-            order = np.argsort(first, kind="stable").tolist()
-            if of is self._ascii_np:
-                ks = uniq[order].tolist()
-                for i, r in zip(order, self.char.steps(q, ks)):
-                    out[i] = self.state(r, 0, 0)
-                self.table[s, part] = out[inverse.reshape(-1)]
-                continue
-            for i in order:  # a lead byte: (level, node) packed, -1 never valid first
-                v = int(uniq[i])
-                out[i] = -1 if v < 0 else self.state(q, v >> 32, v & 0xFFFFFFFF)
-            self.table[s, part] = out[inverse.reshape(-1)]  # after state(), which may grow the table
+        low, high = codes[codes < 0x80], codes[codes >= 0x80]
+        if len(low):
+            ks, inverse = _by_first(self._ascii_np[low])
+            out = [self.state(r, 0, 0) for r in self.char.steps(q, ks)]
+            self.table[s, low] = np.array(out, dtype=np.int32)[inverse]
+        if len(high):  # a lead byte: level << 32 | node, -1 never valid first
+            packed, inverse = _by_first(self._lead_np[high])
+            out = [-1 if v < 0 else self.state(q, v >> 32, v & 0xFFFFFFFF) for v in packed]
+            self.table[s, high] = np.array(out, dtype=np.int32)[inverse]  # after state() grew it
 
     def accepting(self, s: int) -> bool:
         q, level, _ = self.keys[s]
@@ -222,3 +215,13 @@ class LazyBytes:
         boundary = np.array([k[1] == 0 for k in self.keys], dtype=bool)[np.flatnonzero(live)[out.reps]]
         columns, which = distinct_columns(out.table)
         return ByteDFA(columns.astype(np.int32), out.accepting, 0, which.astype(np.int64), boundary)
+
+
+def _by_first(values: np.ndarray) -> tuple[list[int], np.ndarray]:
+    """The distinct ``values`` in the order of their first occurrence, and the index of each
+    value among them [N]."""
+    uniq, first, inverse = np.unique(values, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return uniq[order].tolist(), rank[inverse.reshape(-1)]
