@@ -47,14 +47,16 @@ import numpy as np
 from decodekit.constraints.automata.chardfa import _partition
 from decodekit.constraints.automata.graph import _MIX, first_and_inverse, unique_rows
 from decodekit.constraints.automata.product import _refuse_anchors, _refuse_first_char_test, first_char_gate
-from decodekit.constraints.automata.utf8 import _layout, _node_of, code_point_classes
+from decodekit.constraints.automata.utf8 import _bits_blocks, _layout, _node_of, code_point_classes
 from decodekit.constraints.syntax.nodes import Anchor, Kind, Node
 from decodekit.constraints.syntax.parser import parse
+from decodekit.constraints.syntax.unicode import OCCURRING_BITS
 from decodekit.errors import ConstraintError
 
 ANY_TEXT = r"(?s:.*)"
 SEARCH_BUDGET = 200_000  # derivatives a liveness / distance search may take from one state
 MAX_STATES = 2_000_000  # character states one compiled expression may number
+BLOCK_STEPS = 4  # classes to step from one state past which CharLevel.steps steps by derivative class
 
 
 # ----------------------------------------------------------------------------- the user API
@@ -440,6 +442,7 @@ class Algebra:
     def __init__(self, class_bytes: list[int], word: list[bool]):
         self._table: dict[tuple, Expr] = {}
         self.class_bytes, self.word = class_bytes, word
+        self.one_byte = _or(1 << k for k, n in enumerate(class_bytes) if n == 1)  # the classes of 1 byte
         self.empty = self._make((EMPTY,), EMPTY, null=0, simple=True, minb=0)
         self.eps = self._make((EPS,), EPS, null=_ALL_CONTEXTS, simple=True, minb=0)
         self.wb = self._make((WB,), WB, null=0b0110, ctx=True, minb=0)
@@ -462,7 +465,10 @@ class Algebra:
     def chars(self, mask: int) -> Expr:
         if not mask:
             return self.empty
-        m, best = mask, 1 << 30
+        got = self._table.get((SET, mask))
+        if got is not None:
+            return got
+        m, best = (0, 1) if mask & self.one_byte else (mask, 1 << 30)
         while m:  # the fewest bytes over the classes in the set
             low = m & -m
             best = min(best, self.class_bytes[low.bit_length() - 1])
@@ -492,13 +498,16 @@ class Algebra:
 
     def _cat2(self, a: Expr, b: Expr) -> Expr:
         """The node ``a b`` for ``a`` not a concatenation, neither ∅ nor ε, and ``b`` not ∅."""
-        got = self._table.get((CAT, a, b))
-        if got is not None:
-            return got
-        return self._make(
-            (CAT, a, b), CAT, a, b, null=a.null & b.null, ctx=a.ctx or b.ctx,
-            simple=a.simple and b.simple, minb=a.minb + b.minb, reach=max(a.reach + b.minb, b.reach),
-        )  # fmt: skip
+        key = (CAT, a, b)
+        e = self._table.get(key)
+        if e is None:  # _make's work, inline: the commonest node
+            e = Expr()
+            e.op, e.a, e.b, e.lo, e.hi, e.mask = CAT, a, b, 0, None, 0
+            e.null, e.ctx, e.simple = a.null & b.null, a.ctx or b.ctx, a.simple and b.simple
+            e.minb, e.reach = a.minb + b.minb, max(a.reach + b.minb, b.reach)
+            e.id = len(self._table)
+            self._table[key] = e
+        return e
 
     def _flat(self, op: int, items: Iterable[Expr]) -> tuple[set, int]:
         out, mask = set(), 0
@@ -625,51 +634,94 @@ class Algebra:
 # ----------------------------------------------------------------------------- compiling
 
 
-def _utf8_tables(classes, available: np.ndarray | None):
+@functools.lru_cache(maxsize=16)
+def _shared_dag(groups: tuple[int, ...]) -> tuple:
+    """The UTF-8 DAG of a pattern whose named characters are all ASCII, given only which of the
+    occurring predicate-bit combinations (``OCCURRING_BITS``) share a class: ``groups`` numbers
+    them by first occurrence (at most 15 such partitions, each made once per process; the classes
+    themselves are applied by :func:`_utf8_tables`). Returns (rows [R, 64] group of each
+    continuation, then :func:`_upper_levels`)."""
+    bit_rows, block = _bits_blocks()
+    two, three, four, _ = _layout()
+    of = np.zeros(8, dtype=np.int64)
+    of[list(OCCURRING_BITS)] = groups
+    rows, row_of = _unique_rows(of[bit_rows])
+    block = row_of[block]
+    sig2 = np.concatenate([_node_of(block, three), _node_of(block, four.reshape(-1, 64))])
+    l2, l2_of = _unique_rows(sig2)
+    return rows, *_upper_levels(l2, l2_of, block[two[0xC2:0xE0]])
+
+
+def _upper_levels(l2: np.ndarray, l2_of: np.ndarray, lead1: np.ndarray) -> tuple:
+    """(l2 as lists, l3 [n3, 64] as lists, (leads [256] (level, node), the same [256] packed
+    ``level << 32 | node``, -1 invalid)) from the level-2 nodes
+    [n2, 64], the level-2 node after each 3-byte lead and after each 4-byte lead and
+    continuation (``l2_of`` [16 + 320]), and the level-1 node after each 2-byte lead (``lead1``
+    [30])."""
+    four = _layout()[2]
+    l2_three, l2_four = l2_of[:16], l2_of[16:].reshape(5, 64)
+    l2_four = np.where((four >= 0).any(-1), l2_four, -1)
+    l3, l3_of = _unique_rows(l2_four)
+    leads = [(-1, -1)] * 0xC2 + [(1, n) for n in lead1.tolist()]
+    leads += [(2, n) for n in l2_three.tolist()]
+    valid4 = (four >= 0).reshape(5, -1).any(axis=1).tolist()
+    leads += [(3, n) if ok else (-1, -1) for n, ok in zip(l3_of.tolist(), valid4)]
+    leads += [(-1, -1)] * (256 - len(leads))
+    packed = np.full(256, -1, dtype=np.int64)  # level << 32 | node, -1 invalid
+    packed[0xC2:0xE0] = 1 << 32 | lead1
+    packed[0xE0:0xF0] = 2 << 32 | l2_three
+    packed[0xF0:0xF5] = np.where(valid4, 3 << 32 | l3_of, -1)
+    packed.flags.writeable = False  # shared by every pattern of the same partition (_shared_dag)
+    return l2.tolist(), l3.tolist(), (leads, packed)
+
+
+def _utf8_tables(classes, available: np.ndarray | None, other=None, explicit=None):
     """The code-point class DAG of :mod:`~decodekit.constraints.automata.utf8` as lookups.
 
     Returns a dict: ``ascii`` [128] class of each ASCII byte; ``lead`` [256] (level, node) of
     each lead byte (level 1: ``rows[node]`` is the classes of its 64 continuation bytes; level 2:
-    ``l2[node]`` its level-1 children; level 3: ``l3[node]`` its level-2 children; -1 invalid);
+    ``l2[node]`` its level-1 children; level 3: ``l3[node]`` its level-2 children; -1 invalid)
+    and ``lead_packed`` the same as [256] int64 ``level << 32 | node`` (-1 invalid);
     ``masks[level][node]``: the classes below a node reachable through ``available`` bytes (a bit
-    mask), and ``left[level]`` how many bytes each of them still needs."""
-    two, three, four, lead = _layout()
-    rows, block = classes.rows, classes.block
-    sig2 = np.concatenate([_node_of(block, three), _node_of(block, four.reshape(-1, 64))])
-    l2, l2_of = _unique_rows(sig2)
-    l2_three, l2_four = l2_of[:16], l2_of[16:].reshape(5, 64)
-    l2_four = np.where((four >= 0).any(-1), l2_four, -1)
-    l3, l3_of = _unique_rows(l2_four)
+    mask). Given ``other`` and ``explicit`` (``chardfa._partition``) with every named character
+    ASCII, no block past ASCII is rewritten and the DAG's shape is :func:`_shared_dag`'s (its
+    lists shared, read only); else it is built from ``classes`` over all of Unicode."""
+    if other is not None and all(c < "\x80" for c in explicit):
+        first: dict[int, int] = {}  # class -> its group, by first occurrence
+        groups = tuple(first.setdefault(k, len(first)) for k in other[list(OCCURRING_BITS)].tolist())
+        rows, l2, l3, leads = _shared_dag(groups)
+        rows = np.array(list(first), dtype=np.int64)[rows]
+        ascii_ = classes.ascii.tolist()
+    else:
+        two, three, four, _ = _layout()
+        rows, block = classes.rows, classes.block
+        sig2 = np.concatenate([_node_of(block, three), _node_of(block, four.reshape(-1, 64))])
+        l2, l2_of = _unique_rows(sig2)
+        l2, l3, leads = _upper_levels(l2, l2_of, block[two[0xC2:0xE0]])
+        ascii_ = rows[block[:2]].reshape(-1).tolist()
     avail = np.ones(256, dtype=bool) if available is None else available
     cont = avail[0x80:0xC0]
+    ok = cont.tolist()
     m1 = [_bits(r) for r in rows[:, cont]]
-    m2 = [_or(m1[c] for c, ok in zip(r, cont) if ok and c >= 0) for r in l2.tolist()]
-    m3 = [_or(m2[c] for c, ok in zip(r, cont) if ok and c >= 0) for r in l3.tolist()]
-    leads = [(-1, -1)] * 256
-    for b in range(0xC2, 0xE0):
-        leads[b] = (1, int(block[two[b]]))
-    for b in range(0xE0, 0xF0):
-        leads[b] = (2, int(l2_three[b - 0xE0]))
-    for b in range(0xF0, 0xF5):
-        leads[b] = (3, int(l3_of[b - 0xF0])) if (four[b - 0xF0] >= 0).any() else (-1, -1)
-    ascii_ = rows[block[:2]].reshape(-1).tolist()
+    m2 = [_or(m1[c] for c, y in zip(r, ok) if y and c >= 0) for r in l2]
+    m3 = [_or(m2[c] for c, y in zip(r, ok) if y and c >= 0) for r in l3]
     return {
-        "ascii": ascii_, "lead": leads, "rows": rows.tolist(), "l2": l2.tolist(), "l3": l3.tolist(),
+        "ascii": ascii_, "lead": leads[0], "lead_packed": leads[1], "rows": rows.tolist(), "l2": l2, "l3": l3,
         "masks": (None, m1, m2, m3), "avail": avail.tolist(),
     }  # fmt: skip
 
 
 def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`~decodekit.constraints.automata.graph.unique_rows` (the same rows, order and
-    inverse) for the few distinct rows of the UTF-8 layout: rows grouped by a hash, the grouping
-    checked exactly (else the plain sort), then only the distinct rows sorted."""
+    """The distinct rows and the inverse [N] -> row index (as
+    :func:`~decodekit.constraints.automata.graph.unique_rows`, in another fixed order: only the
+    grouping matters to the DAG) for the few distinct rows of the UTF-8 layout: rows grouped by
+    a hash, in the order of their keys, the grouping checked exactly (else the plain sort)."""
     keys = rows.astype(np.uint64) @ _MIX[: rows.shape[1]]  # [N], wrapping
     first, inverse = first_and_inverse(keys)
     distinct = rows[first]
     if not (distinct[inverse] == rows).all():  # a hash collision
         return unique_rows(rows)
-    ordered, rank = unique_rows(distinct)
-    return ordered, rank[inverse]
+    return distinct, inverse
 
 
 def _bits(values) -> int:
@@ -727,7 +779,7 @@ class CharLevel:
         self.num_classes = member.shape[1]
         self.word = word.tolist()
         classes = code_point_classes(other, explicit)
-        self.utf8 = _utf8_tables(classes, available)
+        self.utf8 = _utf8_tables(classes, available, other, explicit)
         avail_classes = self._available_classes()
         class_bytes = [1 << 20] * self.num_classes
         for k, n in avail_classes.items():
@@ -761,14 +813,15 @@ class CharLevel:
         for b in range(128):
             if u["avail"][b]:
                 out[u["ascii"][b]] = 1
+        below = [0, 0, 0, 0]  # per level: the classes under the available lead bytes of that level
         for b, (level, node) in enumerate(u["lead"]):
-            if level < 0 or not u["avail"][b]:
-                continue
-            m = u["masks"][level][node]
+            if level > 0 and u["avail"][b]:
+                below[level] |= u["masks"][level][node]
+        for level in (1, 2, 3):  # the fewest bytes first
+            m = below[level]
             while m:
                 low = m & -m
-                k = low.bit_length() - 1
-                out[k] = min(out.get(k, 9), level + 1)
+                out.setdefault(low.bit_length() - 1, level + 1)
                 m ^= low
         return out
 
@@ -796,6 +849,23 @@ class CharLevel:
             e, p = self.states[q]
             got = row[k] = self.state(self.alg.derivative(e, k, p), self.word[k])
         return got
+
+    def steps(self, q: int, ks: list[int]) -> list[int]:
+        """:meth:`step` from q for each class of ``ks`` (in that order, so that new states are
+        numbered as one by one): one derivative per derivative class (:meth:`blocks`) among
+        the classes not stepped yet, when there are more than :data:`BLOCK_STEPS` of them."""
+        row = self.trans[q]
+        todo = [k for k in ks if k not in row]
+        if len(todo) > BLOCK_STEPS:
+            blocks, made = self.blocks(self.states[q][0]), {}
+            for k in todo:
+                block = next(b for b in blocks if b >> k & 1)
+                got = made.get(block)
+                if got is None:
+                    got = made[block] = self.step(q, k)
+                row[k] = got
+        step = self.step
+        return [step(q, k) for k in ks]
 
     def accepting(self, q: int) -> bool:
         e, p = self.states[q]
@@ -877,6 +947,8 @@ class CharLevel:
         (:meth:`min_bytes` bytes): a set's fewest-byte character, the shortest branch of a union,
         ``lo`` copies of the body of a repetition, an intersection's or complement's from the
         search of its own state (iterative over the nesting; memoised per node)."""
+        if e.simple:
+            return self._simple_text(e)
 
         def kids(x: Expr) -> tuple:
             op = x.op
@@ -892,15 +964,7 @@ class CharLevel:
             if op in (AND, NOT):
                 return self.witness(self.state(x, False))
             if op == SET:
-                cost = self.alg.class_bytes
-                m, k = x.mask, -1
-                while m:
-                    low = m & -m
-                    c = low.bit_length() - 1
-                    if k < 0 or cost[c] < cost[k]:
-                        k = c
-                    m ^= low
-                return self.spelling(k)
+                return self._cheapest(x.mask)
             if op == CAT:
                 return parts[0] + parts[1]
             if op == OR:
@@ -910,6 +974,61 @@ class CharLevel:
             return b""  # ε, an empty repetition
 
         return _post_order(e, self._short, kids, value)
+
+    def _simple_text(self, e: Expr) -> bytes:
+        """:meth:`shortest_text` of a ``simple`` expression, whose fewest bytes are ``minb`` (the
+        same text: a union's branch of least ``(minb, id)``); a concatenation's chain is read as
+        one node, memoised at its head and at the parts it is made of."""
+        memo, stack = self._short, [e]
+        while stack:
+            x = stack[-1]
+            if x in memo:
+                stack.pop()
+                continue
+            op = x.op
+            if op == CAT:
+                chain, y = [], x
+                while y.op == CAT and y not in memo:
+                    chain.append(y.a)
+                    y = y.b
+                chain.append(y)
+                missing = [z for z in chain if z not in memo]
+                if missing:
+                    stack.extend(missing)
+                    continue
+                got = b"".join([memo[z] for z in chain])
+            elif op == OR:
+                y = min(x.a, key=_by_size)
+                if y not in memo:
+                    stack.append(y)
+                    continue
+                got = memo[y]
+            elif op == REP and x.lo:
+                if x.a not in memo:
+                    stack.append(x.a)
+                    continue
+                got = memo[x.a] * x.lo
+            elif op == SET:
+                got = self._cheapest(x.mask)
+            else:  # ε, an empty repetition
+                got = b""
+            stack.pop()
+            memo[x] = got
+        return memo[e]
+
+    def _cheapest(self, mask: int) -> bytes:
+        """The spelling of the fewest-byte class in ``mask`` (the lowest such class)."""
+        cost, one = self.alg.class_bytes, mask & self.alg.one_byte
+        if one:  # no class has fewer bytes than one
+            return self.spelling((one & -one).bit_length() - 1)
+        m, k = mask, -1
+        while m:
+            low = m & -m
+            c = low.bit_length() - 1
+            if k < 0 or cost[c] < cost[k]:
+                k = c
+            m ^= low
+        return self.spelling(k)
 
     def spelling(self, k: int) -> bytes:
         """The UTF-8 bytes of a character of class k with the fewest bytes, over the available
@@ -1039,6 +1158,10 @@ class CharLevel:
         return -1
 
 
+def _by_size(x: Expr) -> tuple[int, int]:
+    return x.minb, x.id
+
+
 def _post_order(root: Expr, memo: dict, kids: Callable, value: Callable) -> Any:
     """``memo[root]``, computed bottom-up without recursion (expressions nest thousands deep):
     ``kids(x)`` names the nodes whose values ``x``'s value reads, ``value(x, [their values])``
@@ -1073,34 +1196,44 @@ def _collect_sets(root: Node, sets: dict) -> None:
 
 
 def _convert(root: Node, alg: Algebra, set_of: dict, set_mask: list[int]) -> Expr:
-    """The parsed AST as an :class:`Expr` (iterative over the nesting)."""
+    """The parsed AST as an :class:`Expr` (iterative over the nesting; a node the parser shares
+    is converted once)."""
     done: dict[int, Expr] = {}
-    stack = [(root, False)]
+    stack = [root]
+    set_kind, assert_kind, seq_kind, alt_kind = Kind.SET, Kind.ASSERT, Kind.SEQ, Kind.ALT
     while stack:
-        node, ready = stack.pop()
-        if node.kind is Kind.SET:
-            done[id(node)] = alg.chars(set_mask[set_of[node.cset]])
+        node = stack[-1]
+        key = id(node)
+        if key in done:
+            stack.pop()
             continue
-        if node.kind is Kind.ASSERT:
+        kind = node.kind
+        if kind is set_kind:
+            stack.pop()
+            done[key] = alg.chars(set_mask[set_of[node.cset]])
+            continue
+        if kind is assert_kind:
+            stack.pop()
             a = node.anchor
-            done[id(node)] = (
+            done[key] = (
                 alg.wb if a is Anchor.WORD_BOUNDARY else alg.nwb if a is Anchor.NOT_WORD_BOUNDARY else alg.eps
             )
             continue
-        if not ready:
-            stack.append((node, True))
-            stack.extend((c, False) for c in node.items if id(c) not in done)
+        items = node.items
+        missing = [c for c in items if id(c) not in done]
+        if missing:
+            stack.extend(missing)
             continue
-        parts = [done[id(c)] for c in node.items]
-        if node.kind is Kind.SEQ:
+        stack.pop()
+        if kind is seq_kind:
             out = alg.eps
-            for x in reversed(parts):
-                out = alg.cat(x, out)
-        elif node.kind is Kind.ALT:
-            out = alg.union(parts)
+            for c in reversed(items):
+                out = alg.cat(done[id(c)], out)
+        elif kind is alt_kind:
+            out = alg.union([done[id(c)] for c in items])
         else:
-            out = alg.rep(parts[0], node.lo, node.hi)
-        done[id(node)] = out
+            out = alg.rep(done[id(items[0])], node.lo, node.hi)
+        done[key] = out
     return done[id(root)]
 
 

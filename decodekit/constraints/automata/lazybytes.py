@@ -23,6 +23,7 @@ from decodekit.constraints.automata.utf8 import ByteDFA
 from decodekit.errors import ConstraintError
 
 UNKNOWN = -2
+FILL_BY_CLASS = 16  # bytes asked of one state between characters from which fill steps by class
 
 
 class LazyBytes:
@@ -43,6 +44,8 @@ class LazyBytes:
             u["l3"],
         )
         self._masks = u["masks"]
+        self._ascii_np = np.array(self._ascii, dtype=np.int64)
+        self._lead_np = u["lead_packed"]
         self._dist: dict[int, int] = {}
         if self.state(char.initial, 0, 0) != 0:
             raise RuntimeError("the initial byte state is not 0")
@@ -103,10 +106,35 @@ class LazyBytes:
         return out
 
     def fill(self, states: np.ndarray, codes: np.ndarray) -> None:
-        """Compute the unknown entries ``table[states[i], codes[i]]`` (each distinct pair once)."""
+        """Compute the unknown entries ``table[states[i], codes[i]]`` (each distinct pair once): a
+        state between characters asked for many bytes is stepped once per distinct class or lead
+        node among them (:meth:`_fill_between`), the rest byte by byte."""
         pairs = np.unique(states.astype(np.int64) * 256 + codes)
-        for key in pairs.tolist():
-            self.step(key >> 8, key & 255)
+        src = pairs >> 8
+        cuts = np.flatnonzero(src[1:] != src[:-1]) + 1
+        for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(pairs)]):
+            s = int(src[lo])
+            if hi - lo >= FILL_BY_CLASS and self.keys[s][1] == 0:
+                self._fill_between(s, (pairs[lo:hi] & 255).astype(np.int64))
+                continue
+            for key in pairs[lo:hi].tolist():
+                self.step(key >> 8, key & 255)
+
+    def _fill_between(self, s: int, codes: np.ndarray) -> None:
+        """``table[s, codes]`` for a state between characters and ascending unknown ``codes``:
+        what :meth:`step` gives byte by byte, with one character step per distinct ASCII class
+        (:meth:`CharLevel.steps`) and one state per distinct lead node, each taken at its first
+        byte (so that states are numbered as byte-by-byte stepping numbers them)."""
+        q = self.keys[s][0]
+        low, high = codes[codes < 0x80], codes[codes >= 0x80]
+        if len(low):
+            ks, inverse = _by_first(self._ascii_np[low])
+            out = [self.state(r, 0, 0) for r in self.char.steps(q, ks)]
+            self.table[s, low] = np.array(out, dtype=np.int32)[inverse]
+        if len(high):  # a lead byte: level << 32 | node, -1 never valid first
+            packed, inverse = _by_first(self._lead_np[high])
+            out = [-1 if v < 0 else self.state(q, v >> 32, v & 0xFFFFFFFF) for v in packed]
+            self.table[s, high] = np.array(out, dtype=np.int32)[inverse]  # after state() grew it
 
     def accepting(self, s: int) -> bool:
         q, level, _ = self.keys[s]
@@ -187,3 +215,13 @@ class LazyBytes:
         boundary = np.array([k[1] == 0 for k in self.keys], dtype=bool)[np.flatnonzero(live)[out.reps]]
         columns, which = distinct_columns(out.table)
         return ByteDFA(columns.astype(np.int32), out.accepting, 0, which.astype(np.int64), boundary)
+
+
+def _by_first(values: np.ndarray) -> tuple[list[int], np.ndarray]:
+    """The distinct ``values`` in the order of their first occurrence, and the index of each
+    value among them [N]."""
+    uniq, first, inverse = np.unique(values, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return uniq[order].tolist(), rank[inverse.reshape(-1)]

@@ -313,13 +313,21 @@ class Clause:
         self.exact, self.ptr = True, ptr
 
     def copy(self) -> Clause:
+        """A copy whose containers are new (one level deep; ``props`` and ``prefix`` two)."""
         _spend(self.ptr)
-        c = Clause(self.ptr)
-        for k in Clause.__slots__:
-            v = getattr(self, k)
-            setattr(c, k, v.copy() if isinstance(v, (list, set, dict)) else v)
-        c.props = {k: list(v) for k, v in self.props.items()}
+        c = object.__new__(Clause)
+        c.kinds, c.enum, c.lo, c.hi = self.kinds.copy(), _copied(self.enum), self.lo.copy(), self.hi.copy()
+        c.mult, c.min_len, c.max_len = self.mult.copy(), self.min_len, self.max_len
+        c.patterns, c.formats, c.items = self.patterns.copy(), self.formats.copy(), self.items.copy()
         c.prefix = [list(p) for p in self.prefix]
+        c.min_items, c.max_items, c.unique = self.min_items, self.max_items, self.unique
+        c.contains, c.min_contains = self.contains.copy(), self.min_contains
+        c.props = {k: list(v) for k, v in self.props.items()}
+        c.required, c.patprops = self.required.copy(), self.patprops.copy()
+        c.additional, c.extras, c.names = self.additional.copy(), self.extras, self.names.copy()
+        c.min_props, c.max_props = self.min_props, self.max_props
+        c.dep_required, c.dep_schemas = self.dep_required.copy(), self.dep_schemas.copy()
+        c.forbid, c.excl, c.exact, c.ptr = self.forbid.copy(), self.excl.copy(), self.exact, self.ptr
         return c
 
     def constrains_only_kinds(self) -> bool:
@@ -758,6 +766,11 @@ def _merge(a: Clause, b: Clause, ptr: str) -> Clause | None:
     # additionalProperties beside its matching pattern), so the clause is a part of the conjunction
     c.exact = a.exact and b.exact and not both_patterns
     return c
+
+
+def _copied(v):
+    """A list, set or dict copied (one level); anything else as it is."""
+    return v.copy() if isinstance(v, (list, set, dict)) else v
 
 
 def _min(a, b):

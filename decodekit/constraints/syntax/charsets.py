@@ -42,7 +42,11 @@ def make_set(items: list[Item], negate: bool, reader: SetContext) -> CharSet:
         # Surrogates (U+D800-U+DFFF) have no UTF-8 form, so no text the automata read holds one:
         # a class is stored without them, either way (JSON's string class excludes all 2,048,
         # which every later stage would otherwise carry as explicit characters).
-        named = gaps(merge([*gaps(merged), SURROGATES]))
+        lo_s, hi_s = SURROGATES
+        if all(hi < lo_s or lo > hi_s for lo, hi in merged):
+            named = merged
+        else:
+            named = gaps(merge([*gaps(merged), SURROGATES]))
         if count <= MAX_CLASS_CHARS:
             chars = frozenset(chr(c) for lo, hi in named for c in range(lo, hi + 1))
             positive.append(frozenset(casefold.fold(chars, ascii_only)) if fold else chars)

@@ -62,6 +62,7 @@ from decodekit.constraints.syntax.nodes import (
     Kind,
     Node,
     Parsed,
+    Range,
 )
 from decodekit.constraints.syntax.scanner import DIGITS, Refusal
 from decodekit.errors import ConstraintError
@@ -95,6 +96,10 @@ _CACHE_FROM = 256
 # cached group is reused only where the text from "(" is exactly the text parsed before.
 _GROUP_TOKENS = re.compile(r"\\.|[][()]", re.S)
 _SPECIAL = frozenset(["", *"|)\\(.[^$?*+{"])  # "": the end
+# a class of plain characters and ranges only: no escape, no "[" (nested or POSIX), no "]" first,
+# no "^" first after the optional negation (so that "[^]" and "[^^]" go to the general reader)
+_PLAIN_CLASS = re.compile(r"\[(\^?)([^][\\^][^][\\]*)\]")
+_LITERALS = re.compile(r"[^|)\\(.\[^$?*+{]+")  # a run of characters outside _SPECIAL (no verbose space)
 
 
 def parse(pattern: str) -> tuple[Node, bool]:
@@ -230,7 +235,14 @@ class _Parser(ItemReader, FuzzyReader):
                 # regex folds a plain literal by the flags its sequence started with (or the last
                 # inline flags): they differ from the current ones only after a (?|...) group,
                 # which does not restore the flags set inside it
-                cur.seq.append(self._char(ord(ch), cur.fold))
+                if self.ignore_space:
+                    cur.seq.append(self._char(ord(ch), cur.fold))
+                    continue
+                end = _LITERALS.match(self.s, saved_pos).end()  # the whole run of plain literals
+                seq, char, fold = cur.seq, self._char, cur.fold
+                for c in self.s[saved_pos:end]:
+                    seq.append(char(ord(c), fold))
+                self.pos = end
                 continue
             if ch == "":
                 if len(frames) > 1:
@@ -360,6 +372,12 @@ class _Parser(ItemReader, FuzzyReader):
 
     def _paren(self, leading: bool, open_pos: int) -> _Frame | None:
         """After ``(``: a new group frame to push, or None (inline flags, a comment)."""
+        if not self.ignore_space and self.s.startswith("?:", self.pos):  # what _flags does with no flags
+            self.pos += 2
+            frame = _Frame(self.flags, True, open_pos)
+            if self.flags & ENCODINGS:
+                self.flags &= ~ENCODINGS
+            return frame
         saved_pos = self.pos
         ch = self.get(True)
         if ch == "?":
@@ -528,6 +546,11 @@ class _Parser(ItemReader, FuzzyReader):
         return node
 
     def _read_set(self, start: int) -> Node:
+        plain = _PLAIN_CLASS.match(self.s, start)
+        items = _plain_items(plain.group(2)) if plain else None
+        if items is not None:  # what the loop below reads of it, read at once
+            self.pos = plain.end()
+            return self._made_set(items, bool(plain.group(1)))
         saved_ignore = self.ignore_space
         self.ignore_space = False
         try:
@@ -543,11 +566,38 @@ class _Parser(ItemReader, FuzzyReader):
                 raise Refusal("syntax", "missing ]", start)
         finally:
             self.ignore_space = saved_ignore
+        return self._made_set(items, negate)
+
+    def _made_set(self, items: list, negate: bool) -> Node:
         key = (tuple(items), negate, self.flags, self.ascii)  # all that make_set reads but the position
         cset = self.made.get(key)
         if cset is None:
             cset = self.made[key] = make_set(items, negate, self)
         return self._set_node(cset)
+
+
+def _plain_items(body: str) -> list | None:
+    """The items of a class body of plain characters and ranges (``_PLAIN_CLASS``), as
+    ``_set_member`` reads them (``a-`` at the end: ``a`` and ``-``); None for a body it leaves to
+    the general reader: a set operation (``--`` ``&&`` ``||`` ``~~``) or a reversed range."""
+    if "--" in body or "&&" in body or "||" in body or "~~" in body:
+        return None
+    items, i, n = [], 0, len(body)
+    while i < n:
+        c = ord(body[i])
+        if i + 1 < n and body[i + 1] == "-":
+            if i + 2 == n:
+                items += [Char(c), Char(ord("-"))]
+                break
+            last = ord(body[i + 2])
+            if c > last:
+                return None
+            items.append(Char(c) if c == last else Range(c, last))
+            i += 3
+        else:
+            items.append(Char(c))
+            i += 1
+    return items
 
 
 def _group_ends(pattern: str) -> dict[int, int]:

@@ -85,7 +85,6 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
         ] = {}  # state -> (largest R known no, least R known yes)
         self._reach: dict[int, int] = {}
         self._upper: dict[int, int] = {}  # state -> tokens of one accepted continuation
-        self._trie_keys: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # depth -> (child keys, token end)
         self._copies: dict = {}
         self._stats = dict(stats or {})
         if self.bytes.distance(0) < 0:
@@ -411,15 +410,18 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
 
     def _depth(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         """Depth d of the trie for lookups: [n_d] sorted keys ``parent * 256 + byte`` of its nodes
-        (sorted as the trie orders them) and [n_d] bool, the node ends a usable token."""
-        got = self._trie_keys.get(d)
+        (sorted as the trie orders them) and [n_d] bool, the node ends a usable token; the
+        vocabulary's alone, so kept with its trie (``EncodedVocab.memo``) for every pattern."""
+        enc = self._enc
+        key = ("trie_keys", self.eos_id, d)
+        got = enc.memo.get(key)
         if got is None:
-            enc = self._enc
             keys = enc.parent[d - 1] * 256 + enc.byte[d - 1]
             ends = np.zeros(len(keys), dtype=bool)
             ids, nodes = enc.by_depth[d]
             ends[nodes[self._usable[ids]]] = True
-            got = self._trie_keys[d] = (keys, ends)
+            keys.flags.writeable = ends.flags.writeable = False
+            got = enc.memo[key] = (keys, ends)
         return got
 
     def _known(self, s: int, budget: int, answer: bool) -> None:
