@@ -100,7 +100,7 @@ def walk_times(tokens, eos: int, name: str, repeats: int) -> dict | None:
     if not isinstance(a, LazyTokenAutomaton):
         return None
     sh = a._shared
-    args = (int(sh.start[0]), sh.enc, sh.lut, sh.flat, sh.dead, sh.loops())
+    args = (int(sh.start[0]), sh.enc, sh.lut, sh.flat, sh.dead, sh.loops)
     _ = sh.enc.subtrees  # made once per vocabulary, not timed
     default, times = lift.CLOSE_AT, {"with": [], "without": []}
     try:

@@ -64,7 +64,7 @@ def test_taking_subtrees_whole_changes_no_first_row(words, pattern):
             a = compile_regex(pattern, tokens, eos, lazy="masked")
             assert isinstance(a, LazyTokenAutomaton)
             sh = a._shared
-            tok, ends = lift.walk_one(int(sh.start[0]), sh.enc, sh.lut, sh.flat, sh.dead, sh.loops())
+            tok, ends = lift.walk_one(int(sh.start[0]), sh.enc, sh.lut, sh.flat, sh.dead, sh.loops)
             rows[forced] = sorted(zip(tok.tolist(), ends.tolist()))
             allowed = a.allowed(torch.tensor([a.initial]))[0]
         finally:

@@ -126,7 +126,7 @@ class _Shared:
         self.copies: dict[torch.device, LazyTokenAutomaton] = {}
 
     def loops(self) -> np.ndarray | None:
-        """:func:`~.lift.loop_bytes` of the byte states (made on first walk, kept)."""
+        """:func:`~.lift.loop_bytes` of the byte states (made when a walk first asks, kept)."""
         if self._loops is _UNSET:
             self._loops = loop_bytes(self.succ, self.lut)
         return self._loops
@@ -486,7 +486,7 @@ class LazyTokenAutomaton:
         s = int(sh.start[c])
         if s == sh.dead:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        tok, ends = walk_one(s, sh.enc, sh.lut, sh.flat, sh.dead, sh.loops())  # ends: alive only
+        tok, ends = walk_one(s, sh.enc, sh.lut, sh.flat, sh.dead, sh.loops)  # ends: alive only
         nxt = ends // sh.width
         nxt += 1
         keep = sh.bound[nxt] >= 0

@@ -139,8 +139,10 @@ def walk_one(start: int, enc: EncodedVocab, lut: np.ndarray, flat: np.ndarray, d
     :data:`PY_FRONTIER` nodes are alive with at most :data:`PY_CHILDREN` children, in plain
     Python over :attr:`EncodedVocab.lists` (past the few wide depths, a trie of 50,000 tokens has
     some 40 depths of a few nodes each: numpy's per-call cost would be most of the walk).
-    ``loops`` (:func:`loop_bytes`, or None): a dense depth of at least :data:`CLOSE_AT` alive
-    nodes takes whole the subtrees whose state every byte below keeps (:func:`_take_subtrees`).
+    ``loops`` (None, or a call returning :func:`loop_bytes`' rows, asked only once a depth
+    qualifies): a dense depth of at least :data:`CLOSE_AT` alive nodes, at most
+    :data:`CLOSE_SHARE` of it, takes whole the subtrees whose state every byte below keeps
+    (:func:`_take_subtrees`).
     """
     found_tokens, found_ends = [], []
     py_tokens: list[int] = []  # what the plain-Python depths found
@@ -195,9 +197,10 @@ def walk_one(start: int, enc: EncodedVocab, lut: np.ndarray, flat: np.ndarray, d
             every = flat[every[enc.parent[d - 1]] + lut[enc.byte[d - 1]]]
             live = every < dead
             count = int(np.count_nonzero(live))
-            if loops is not None and CLOSE_AT <= count <= CLOSE_SHARE * width:
-                width_ = len(flat) - dead  # the byte classes: flat is [(Q + 1) * B], the sink Q * B
-                count -= _take_subtrees(d, every, live, enc, dead, width_, loops, found_tokens, found_ends)
+            qualifies = loops is not None and CLOSE_AT <= count <= CLOSE_SHARE * width
+            if qualifies and (rows := loops()) is not None:
+                classes = len(flat) - dead  # flat is [(Q + 1) * B], the sink Q * B
+                count -= _take_subtrees(d, every, live, enc, dead, classes, rows, found_tokens, found_ends)
             if not count:
                 break
             if count * SPARSE_WALK < width:
