@@ -158,7 +158,7 @@ class LazyTokenAutomaton:
 
     _bitmask_view: tuple | None = None  # (the last bitmask filled, its data_ptr, rows, byte view)
     _hot: dict | None = None  # state -> static _Row (set in __init__; a subclass with its own rows: None)
-    _warm: dict | None = None  # such a subclass's: state -> (budget threshold or None, packed row bytes)
+    _warm: dict | None = None  # such a subclass's: state -> (budget threshold or None, its packed _Row)
     _stepped: tuple | None = None  # (the [N] states step() returned last, their numpy array, data_ptr)
 
     def __init__(

@@ -258,8 +258,9 @@ def loop_bytes(succ: np.ndarray, lut: np.ndarray) -> np.ndarray | None:
 def _take_subtrees(d: int, every, live, enc: EncodedVocab, dead: int, width: int, loops, tokens, ends) -> int:
     """Take whole the subtrees of the alive nodes of depth d whose state steps to itself on every
     byte below them (``loops``, :func:`loop_bytes`; :attr:`EncodedVocab.subtrees`): each token
-    there ends in that state. Their tokens are appended to ``tokens`` / ``ends``, the nodes
-    marked dead in ``every`` / ``live`` (in place) and their number returned."""
+    there ends in that state (states premultiplied by ``width``, the byte classes; ``dead`` the
+    sink). Their tokens are appended to ``tokens`` / ``ends``, the nodes marked dead in
+    ``every`` / ``live`` (in place) and their number returned."""
     nodes = np.flatnonzero(live)
     states = every[nodes]
     sub = enc.subtrees
