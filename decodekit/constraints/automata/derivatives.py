@@ -468,12 +468,22 @@ class Algebra:
         got = self._table.get((SET, mask))
         if got is not None:
             return got
-        m, best = (0, 1) if mask & self.one_byte else (mask, 1 << 30)
-        while m:  # the fewest bytes over the classes in the set
-            low = m & -m
-            best = min(best, self.class_bytes[low.bit_length() - 1])
-            m ^= low
+        best = self.class_bytes[self.cheapest(mask)]  # the fewest bytes over the classes in the set
         return self._make((SET, mask), SET, mask=mask, simple=True, minb=best, reach=best)
+
+    def cheapest(self, mask: int) -> int:
+        """The lowest class of ``mask`` (not 0) with the fewest bytes (``class_bytes``)."""
+        one = mask & self.one_byte
+        if one:  # no class has fewer bytes than one
+            return (one & -one).bit_length() - 1
+        cost, m, k = self.class_bytes, mask, -1
+        while m:
+            low = m & -m
+            c = low.bit_length() - 1
+            if k < 0 or cost[c] < cost[k]:
+                k = c
+            m ^= low
+        return k
 
     def cat(self, a: Expr, b: Expr) -> Expr:
         """``a b``, right-nested: a chain ``a1 (a2 (... an))`` as ``a`` is rebuilt onto ``b``
@@ -642,14 +652,19 @@ def _shared_dag(groups: tuple[int, ...]) -> tuple:
     themselves are applied by :func:`_utf8_tables`). Returns (rows [R, 64] group of each
     continuation, then :func:`_upper_levels`)."""
     bit_rows, block = _bits_blocks()
-    two, three, four, _ = _layout()
     of = np.zeros(8, dtype=np.int64)
     of[list(OCCURRING_BITS)] = groups
     rows, row_of = _unique_rows(of[bit_rows])
-    block = row_of[block]
+    return rows, *_levels(row_of[block])
+
+
+def _levels(block: np.ndarray) -> tuple:
+    """:func:`_upper_levels` of the DAG whose level-1 node of each 64-code-point block is
+    ``block`` [_BLOCKS]."""
+    two, three, four, _ = _layout()
     sig2 = np.concatenate([_node_of(block, three), _node_of(block, four.reshape(-1, 64))])
     l2, l2_of = _unique_rows(sig2)
-    return rows, *_upper_levels(l2, l2_of, block[two[0xC2:0xE0]])
+    return _upper_levels(l2, l2_of, block[two[0xC2:0xE0]])
 
 
 def _upper_levels(l2: np.ndarray, l2_of: np.ndarray, lead1: np.ndarray) -> tuple:
@@ -693,11 +708,8 @@ def _utf8_tables(classes, available: np.ndarray | None, other=None, explicit=Non
         rows = np.array(list(first), dtype=np.int64)[rows]
         ascii_ = classes.ascii.tolist()
     else:
-        two, three, four, _ = _layout()
         rows, block = classes.rows, classes.block
-        sig2 = np.concatenate([_node_of(block, three), _node_of(block, four.reshape(-1, 64))])
-        l2, l2_of = _unique_rows(sig2)
-        l2, l3, leads = _upper_levels(l2, l2_of, block[two[0xC2:0xE0]])
+        l2, l3, leads = _levels(block)
         ascii_ = rows[block[:2]].reshape(-1).tolist()
     avail = np.ones(256, dtype=bool) if available is None else available
     cont = avail[0x80:0xC0]
@@ -964,7 +976,7 @@ class CharLevel:
             if op in (AND, NOT):
                 return self.witness(self.state(x, False))
             if op == SET:
-                return self._cheapest(x.mask)
+                return self.spelling(self.alg.cheapest(x.mask))
             if op == CAT:
                 return parts[0] + parts[1]
             if op == OR:
@@ -1009,26 +1021,12 @@ class CharLevel:
                     continue
                 got = memo[x.a] * x.lo
             elif op == SET:
-                got = self._cheapest(x.mask)
+                got = self.spelling(self.alg.cheapest(x.mask))
             else:  # ε, an empty repetition
                 got = b""
             stack.pop()
             memo[x] = got
         return memo[e]
-
-    def _cheapest(self, mask: int) -> bytes:
-        """The spelling of the fewest-byte class in ``mask`` (the lowest such class)."""
-        cost, one = self.alg.class_bytes, mask & self.alg.one_byte
-        if one:  # no class has fewer bytes than one
-            return self.spelling((one & -one).bit_length() - 1)
-        m, k = mask, -1
-        while m:
-            low = m & -m
-            c = low.bit_length() - 1
-            if k < 0 or cost[c] < cost[k]:
-                k = c
-            m ^= low
-        return self.spelling(k)
 
     def spelling(self, k: int) -> bytes:
         """The UTF-8 bytes of a character of class k with the fewest bytes, over the available

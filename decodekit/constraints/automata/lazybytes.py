@@ -18,7 +18,12 @@ from __future__ import annotations
 import numpy as np
 
 from decodekit.constraints.automata.derivatives import CharLevel
-from decodekit.constraints.automata.graph import distances_to_accept, distinct_columns, minimize
+from decodekit.constraints.automata.graph import (
+    distances_to_accept,
+    distinct_columns,
+    first_and_inverse,
+    minimize,
+)
 from decodekit.constraints.automata.utf8 import ByteDFA
 from decodekit.errors import ConstraintError
 
@@ -220,8 +225,8 @@ class LazyBytes:
 def _by_first(values: np.ndarray) -> tuple[list[int], np.ndarray]:
     """The distinct ``values`` in the order of their first occurrence, and the index of each
     value among them [N]."""
-    uniq, first, inverse = np.unique(values, return_index=True, return_inverse=True)
+    first, inverse = first_and_inverse(values)
     order = np.argsort(first, kind="stable")
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order))
-    return uniq[order].tolist(), rank[inverse.reshape(-1)]
+    return values[first[order]].tolist(), rank[inverse]

@@ -374,10 +374,7 @@ class _Parser(ItemReader, FuzzyReader):
         """After ``(``: a new group frame to push, or None (inline flags, a comment)."""
         if not self.ignore_space and self.s.startswith("?:", self.pos):  # what _flags does with no flags
             self.pos += 2
-            frame = _Frame(self.flags, True, open_pos)
-            if self.flags & ENCODINGS:
-                self.flags &= ~ENCODINGS
-            return frame
+            return self._scoped(open_pos, 0, 0)
         saved_pos = self.pos
         ch = self.get(True)
         if ch == "?":
@@ -503,15 +500,20 @@ class _Parser(ItemReader, FuzzyReader):
             if not harmless:
                 self.ascii = bool(on & ASCII)
         if scoped:
-            frame = _Frame(self.flags, True, open_pos)
-            self.flags = (self.flags | on) & ~off
-            if self.flags & ENCODINGS:
-                self.flags = (self.flags & ~ENCODINGS) | on
-            self.ignore_space = bool(self.flags & VERBOSE)
-            return frame
+            return self._scoped(open_pos, on, off)
         self.flags = (self.flags | on) & ~off
         self.ignore_space = bool(self.flags & VERBOSE)
         return None
+
+    def _scoped(self, open_pos: int, on: int, off: int) -> _Frame:
+        """The frame of a group ``(?on-off:...)`` opened at ``open_pos``, the flags set for inside
+        it (an encoding flag turned on replaces the others)."""
+        frame = _Frame(self.flags, True, open_pos)
+        self.flags = (self.flags | on) & ~off
+        if self.flags & ENCODINGS:
+            self.flags = (self.flags & ~ENCODINGS) | on
+        self.ignore_space = bool(self.flags & VERBOSE)
+        return frame
 
     def _node_of(self, item: Item) -> Node:
         """A node for an escape outside a class."""
