@@ -1,0 +1,61 @@
+"""The one form every grammar reader produces and the engine reads: :class:`CFG`.
+
+The language of a :class:`CFG` (scannerless, what ``lark.Lark(text, parser="earley",
+lexer="dynamic_complete")`` parses): a text t is in it iff t = i0 w1 i1 w2 ... wn in where the
+terminal names T1 ... Tn of some derivation of ``start`` (after every rule is expanded) have
+``regex.fullmatch(terminals[Tk].pattern, wk)`` for each k, and each ik is a (possibly empty)
+concatenation of texts of the ``ignore`` terminals. No lexer decides between terminals: every
+split of the text into lexemes counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Terminal:
+    """A terminal: ``pattern`` in Python ``regex`` syntax (flags inline, e.g. ``(?i:select)``),
+    matched against a whole lexeme; ``where`` = (line, column) of its definition, 1-based, or
+    None for one made by a reader (a string literal inside a rule)."""
+
+    name: str
+    pattern: str
+    where: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One alternative ``lhs -> rhs``; ``rhs`` names nonterminals (symbols with rules) and
+    terminals (keys of :attr:`CFG.terminals`); ``()`` is the empty alternative."""
+
+    lhs: str
+    rhs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CFG:
+    """A context-free grammar over terminals with regular languages (module docstring).
+
+    Attributes:
+        start: the start nonterminal.
+        rules: every alternative, BNF (repetition and options already expanded into rules).
+        terminals: name -> :class:`Terminal`; a name is a terminal iff it is a key here.
+        ignore: names of terminals allowed between any two terminals (and before the first,
+            after the last): Lark's ``%ignore``.
+        source: the file name or ``"<grammar>"``, for messages (``source:line:col: ...``).
+        where: nonterminal name -> (line, column) of its definition, for messages.
+    """
+
+    start: str
+    rules: tuple[Rule, ...]
+    terminals: Mapping[str, Terminal]
+    ignore: tuple[str, ...] = ()
+    source: str = "<grammar>"
+    where: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+
+    @property
+    def nonterminals(self) -> tuple[str, ...]:
+        """The names with rules, in order of first definition."""
+        return tuple(dict.fromkeys(r.lhs for r in self.rules))
