@@ -17,17 +17,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from decodekit.constraints.automata.derivatives import CharLevel
+from decodekit.constraints.automata.derivatives import CAT, OR, REP, SET, CharLevel, Expr
 from decodekit.constraints.automata.graph import (
     distances_to_accept,
     distinct_columns,
     first_and_inverse,
     minimize,
 )
+from decodekit.constraints.automata.protocol import UNKNOWN
 from decodekit.constraints.automata.utf8 import ByteDFA
 from decodekit.errors import ConstraintError
 
-UNKNOWN = -2
 FILL_BY_CLASS = 16  # bytes asked of one state between characters from which fill steps by class
 
 
@@ -192,6 +192,29 @@ class LazyBytes:
         q, level, _ = self.keys[s]
         return self.char.lower(q) if level == 0 else level
 
+    def sizes(self) -> dict[str, int]:
+        """Sizes for a constraint's ``stats``: the character states visited."""
+        return {"char_states": len(self.char.states)}
+
+    def row_key(self, s: int, horizon: int):
+        """A key equal for byte states whose texts agree on every prefix of at most ``horizon``
+        bytes (and so have the same token row without a length check), or None (no such key: the
+        state is its own): for an expression without intersection, complement or boundary, the
+        part of it ``horizon`` bytes can reach (:func:`_prefix_key`), with the state's place
+        inside a character and its acceptance."""
+        q, level, node = self.keys[s]
+        e, _ = self.char.states[q]
+        if not e.simple:
+            return None
+        return (_prefix_key(e, horizon, {}), level, node, self.accepting(s))
+
+    def reach(self, s: int) -> int | None:
+        """An upper bound on the bytes to acceptance of every state within the next token of s
+        (``Expr.reach``, plus 3: a token may end inside a character), or None where the
+        expression gives none (the token level reads it off the row's walk)."""
+        e, _ = self.char.states[self.keys[s][0]]
+        return e.reach + 3 if e.simple else None
+
     def whole(self, available: np.ndarray, max_states: int, label: str) -> ByteDFA | None:
         """Every byte state reachable over the ``available`` [256] bytes, as a trim, minimal
         :class:`ByteDFA` (what the whole token automaton is lifted from); None if nothing is
@@ -230,3 +253,51 @@ def _by_first(values: np.ndarray) -> tuple[list[int], np.ndarray]:
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order))
     return values[first[order]].tolist(), rank[inverse]
+
+
+def _prefix_key(e: Expr, budget: int, memo: dict):
+    """A hashable key equal for two ``simple`` expressions whose texts agree on every prefix of
+    at most ``budget`` bytes (and so have the same static row): counts of repetitions that
+    ``budget`` bytes cannot exhaust are capped, and what lies past ``budget`` bytes is cut
+    (iterative over the nesting: a long chain of optional parts is deep)."""
+    stack = [(e, budget)]
+    while stack:
+        x, b = stack[-1]
+        k = (x.id, b)
+        if k in memo:
+            stack.pop()
+            continue
+        op = x.op
+        if b < 0:
+            kids = ()
+        elif op == CAT:
+            kids = ((x.a, b), (x.b, b - x.a.minb))
+        elif op == OR:
+            kids = tuple((y, b) for y in x.a)
+        elif op == REP:
+            kids = ((x.a, b),)
+        else:
+            kids = ()
+        missing = [(y, c) for y, c in kids if (y.id, c) not in memo]
+        if missing:
+            stack.extend(missing)
+            continue
+        stack.pop()
+        if b < 0:
+            got = "..."
+        elif op == SET:
+            got = (SET, x.mask)
+        elif op == CAT:
+            got = (CAT, memo[(x.a.id, b)], memo[(x.b.id, b - x.a.minb)])
+        elif op == OR:
+            got = (OR, frozenset(memo[(y.id, b)] for y in x.a))
+        elif op == REP and x.a.minb >= 1:
+            cap = b // x.a.minb + 1
+            lo, hi = min(x.lo, cap), cap if x.hi is None else min(x.hi, cap)
+            got = (REP, memo[(x.a.id, b)], lo, hi, x.hi is None and x.lo < cap)
+        elif op == REP:
+            got = (REP, memo[(x.a.id, b)], x.lo, x.hi)
+        else:
+            got = (op,)
+        memo[k] = got
+    return memo[(e.id, budget)]

@@ -1,6 +1,9 @@
-"""The token level of the derivative engine: masks from states discovered on first visit.
+"""The first-visit token level: masks from byte states discovered on first visit.
 
-:class:`DerivedTokenAutomaton` has the interface of
+:class:`DerivedTokenAutomaton` reads any :class:`~decodekit.constraints.automata.protocol.ByteAutomaton`
+(a regular expression's derivatives, :class:`~decodekit.constraints.automata.lazybytes.LazyBytes`;
+a grammar's parser configurations, :class:`~decodekit.constraints.grammar.earley.GrammarBytes`).
+It has the interface of
 :class:`~decodekit.constraints.tokens.lazy.LazyTokenAutomaton` (it is one, for the searches), over
 the byte states of :class:`~decodekit.constraints.automata.lazybytes.LazyBytes`: nothing is
 built before the first mask but the parse and the first row. It is used only where its masks
@@ -37,9 +40,10 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from decodekit.constraints.automata.derivatives import CAT, OR, REP, SET, CharLevel, Expr, short_label
+from decodekit.constraints.automata.derivatives import CharLevel, short_label
 from decodekit.constraints.automata.graph import spans
 from decodekit.constraints.automata.lazybytes import UNKNOWN, LazyBytes
+from decodekit.constraints.automata.protocol import ByteAutomaton
 from decodekit.constraints.tokens.lazy import LazyTokenAutomaton
 from decodekit.constraints.tokens.trie import EncodedVocab, as_bytes
 from decodekit.errors import ConstraintError
@@ -51,13 +55,13 @@ WITNESS_BYTES = 4096  # longest shortest-text spelled into tokens for an upper b
 
 
 class DerivedTokenAutomaton(LazyTokenAutomaton):
-    """Masks, steps and acceptance of a :class:`CharLevel` expression over a vocabulary, on
-    first visit (module docstring). States are byte-state ids (0: initial; -1: dead);
+    """Masks, steps and acceptance of a byte automaton (or a :class:`CharLevel` expression,
+    read through :class:`LazyBytes`) over a vocabulary, on first visit (module docstring). States are byte-state ids (0: initial; -1: dead);
     :attr:`exact` is always True."""
 
     def __init__(
         self,
-        char: CharLevel,
+        source: CharLevel | ByteAutomaton,
         enc: EncodedVocab,
         tokens: Sequence[str | bytes | None],
         eos_id: int | None,
@@ -67,13 +71,15 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
     ) -> None:
         self.eos_id, self.pattern, self.separator, self.initial = eos_id, pattern, "", 0
         self.device = torch.device(device)
-        self._enc, self._tokens, self._char = enc, tokens, char
-        if char.initial < 0:  # the expression is ∅ over the vocabulary's characters
-            raise ConstraintError(
-                f"no token sequence of this vocabulary ({enc.size} tokens) matches {short_label(pattern)!r}: "
-                "no text of the bytes its tokens contain matches"
-            )
-        self.bytes = LazyBytes(char)
+        self._enc, self._tokens = enc, tokens
+        if isinstance(source, CharLevel):
+            if source.initial < 0:  # the expression is ∅ over the vocabulary's characters
+                raise ConstraintError(
+                    f"no token sequence of this vocabulary ({enc.size} tokens) matches "
+                    f"{short_label(pattern)!r}: no text of the bytes its tokens contain matches"
+                )
+            source = LazyBytes(source)
+        self.bytes: ByteAutomaton = source
         self._usable = enc.usable(eos_id)
         self._longest = max(1, int(enc.lengths.max(initial=1)))
         self._rows: OrderedDict = OrderedDict()
@@ -93,6 +99,11 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
                 "no text of the bytes its tokens contain matches"
             )
 
+    @property
+    def _char(self) -> CharLevel | None:
+        """The character level under the byte states, where they are a regular expression's."""
+        return getattr(self.bytes, "char", None)
+
     # ------------------------------------------------------------------ the public interface
 
     @property
@@ -106,7 +117,7 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
     @property
     def stats(self) -> dict:
         """Sizes so far: ``candidate_states`` (byte states discovered), ``char_states``."""
-        return {**self._stats, "candidate_states": self.bytes.size, "char_states": len(self._char.states)}
+        return {**self._stats, "candidate_states": self.bytes.size, **self.bytes.sizes()}
 
     @property
     def shortest(self) -> int:
@@ -278,27 +289,20 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
         return entry
 
     def _key(self, c: int):
-        """What the static row of c is cached under (module docstring)."""
+        """What the static row of c is cached under: the byte automaton's
+        :meth:`~.protocol.ByteAutomaton.row_key` over the next L + 4 bytes, else the state."""
         got = self._keys.get(c)
         if got is None:
-            q, level, node = self.bytes.keys[c]
-            e, p = self._char.states[q]
-            accept = self.bytes.accepting(c)
-            if e.simple:
-                got = ("prefix", _prefix_key(e, self._longest + 4, {}), level, node, accept)
-            else:
-                got = ("state", c)
-            self._keys[c] = got
+            key = self.bytes.row_key(c, self._longest + 4)
+            got = self._keys[c] = ("state", c) if key is None else ("prefix", key)
         return got
 
     def _reach_of(self, c: int) -> int:
         """An upper bound on the bytes to acceptance of every state the row of c reaches."""
         got = self._reach.get(c)
         if got is None:
-            e, _ = self._char.states[self.bytes.keys[c][0]]
-            if e.simple:
-                got = e.reach + 3  # a token may end inside a character: 3 bytes more
-            else:
+            got = self.bytes.reach(c)
+            if got is None:
                 _, _, dist = self._walked(c)
                 got = int(dist.max(initial=0))
             self._reach[c] = got
@@ -427,51 +431,3 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
     def _known(self, s: int, budget: int, answer: bool) -> None:
         no, yes = self._within_known.get(s, (-1, 1 << 62))
         self._within_known[s] = (no, min(yes, budget)) if answer else (max(no, budget), yes)
-
-
-def _prefix_key(e: Expr, budget: int, memo: dict):
-    """A hashable key equal for two ``simple`` expressions whose texts agree on every prefix of
-    at most ``budget`` bytes (and so have the same static row): counts of repetitions that
-    ``budget`` bytes cannot exhaust are capped, and what lies past ``budget`` bytes is cut
-    (iterative over the nesting: a long chain of optional parts is deep)."""
-    stack = [(e, budget)]
-    while stack:
-        x, b = stack[-1]
-        k = (x.id, b)
-        if k in memo:
-            stack.pop()
-            continue
-        op = x.op
-        if b < 0:
-            kids = ()
-        elif op == CAT:
-            kids = ((x.a, b), (x.b, b - x.a.minb))
-        elif op == OR:
-            kids = tuple((y, b) for y in x.a)
-        elif op == REP:
-            kids = ((x.a, b),)
-        else:
-            kids = ()
-        missing = [(y, c) for y, c in kids if (y.id, c) not in memo]
-        if missing:
-            stack.extend(missing)
-            continue
-        stack.pop()
-        if b < 0:
-            got = "..."
-        elif op == SET:
-            got = (SET, x.mask)
-        elif op == CAT:
-            got = (CAT, memo[(x.a.id, b)], memo[(x.b.id, b - x.a.minb)])
-        elif op == OR:
-            got = (OR, frozenset(memo[(y.id, b)] for y in x.a))
-        elif op == REP and x.a.minb >= 1:
-            cap = b // x.a.minb + 1
-            lo, hi = min(x.lo, cap), cap if x.hi is None else min(x.hi, cap)
-            got = (REP, memo[(x.a.id, b)], lo, hi, x.hi is None and x.lo < cap)
-        elif op == REP:
-            got = (REP, memo[(x.a.id, b)], x.lo, x.hi)
-        else:
-            got = (op,)
-        memo[k] = got
-    return memo[(e.id, budget)]
