@@ -138,11 +138,49 @@ def build(
     excludes)``) for ``vocabulary``."""
     if isinstance(pattern, Pattern) and pattern.op == "re":
         pattern = pattern.args
+    if is_grammar(pattern):
+        return _build_grammar(pattern, vocabulary, eos_id, separator, lazy)
     if isinstance(pattern, Pattern):
         return _build_expression(pattern, vocabulary, eos_id, separator, max_states, lazy)
     if isinstance(pattern, str):
         return _build(pattern, vocabulary, eos_id, separator, max_states, lazy)
     return _build_all(pattern[1], pattern[2], vocabulary, eos_id, separator, max_states, lazy)
+
+
+def is_grammar(value) -> bool:
+    """Whether ``value`` is a context-free grammar constraint: a
+    :class:`~decodekit.constraints.grammar.cfg.CFG`, or an object carrying one as ``cfg`` (a
+    :class:`~decodekit.constraints.grammar.grammar.Grammar`)."""
+    from decodekit.constraints.grammar.cfg import CFG
+
+    return isinstance(value, CFG) or isinstance(getattr(value, "cfg", None), CFG)
+
+
+def _build_grammar(grammar, entry: Vocabulary, eos_id, separator: str, lazy: Laziness) -> TokenConstraint:
+    """A grammar's token automaton: its parser configurations as byte states on first visit
+    (:class:`~decodekit.constraints.grammar.earley.GrammarBytes`) under the one first-visit token
+    level. Exact only where every byte the tokens contain is a token by itself (no separator),
+    as the derivative engine; a grammar's states are unbounded, so never whole."""
+    from decodekit.constraints.grammar.cfg import CFG
+    from decodekit.constraints.grammar.earley import GrammarBytes
+
+    cfg = grammar if isinstance(grammar, CFG) else grammar.cfg
+    label = f"grammar {cfg.source}" if cfg.source != "<grammar>" else f"grammar (start {cfg.start!r})"
+    if lazy is Laziness.WHOLE:
+        raise ConstraintError(
+            f"{label}: a context-free grammar has unboundedly many states, so it cannot be built whole "
+            "for one beam per state: use the banked search (strategy='banked-beam') or a masked search"
+        )
+    if not entry.exact_lazily(separator, eos_id):
+        raise ConstraintError(
+            f"{label}: grammars need a vocabulary in which every byte a token contains is also a token by "
+            "itself and no separator (byte-level BPE such as GPT-2's, or characters); this one "
+            f"({len(entry.tokens)} tokens, separator {separator!r}) is not"
+        )
+    enc = entry.trie()
+    automaton = GrammarBytes(cfg, enc.available(b""))
+    stats = {"engine": "grammar", "rules": len(cfg.rules), "terminals": len(cfg.terminals)}
+    return DerivedTokenAutomaton(automaton, enc, entry.tokens, eos_id, label, stats)
 
 
 def _derivable(entry: Vocabulary, eos_id, separator: str, lazy: Laziness, modes=(Laziness.MASKED,)) -> bool:

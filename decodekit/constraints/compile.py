@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from decodekit.constraints import DEFAULT_MAX_STATES
 from decodekit.constraints.automata.derivatives import Pattern, excluding
 from decodekit.constraints.automata.product import as_patterns
-from decodekit.constraints.build import Laziness, Vocabulary, build, parsed
+from decodekit.constraints.build import Laziness, Vocabulary, build, is_grammar, parsed
 from decodekit.constraints.tokens.interface import StateTables, TokenConstraint, provides
 from decodekit.errors import ConstraintError
 
@@ -105,7 +105,13 @@ def compile_regex(
             ``max_states`` states, or no token sequence of this vocabulary can match (``no text
             matches all of ...`` when the constraints contradict each other).
     """
-    if isinstance(pattern, Pattern):
+    grammar = is_grammar(pattern)
+    if grammar:
+        if not (isinstance(exclude, tuple) and not exclude):
+            raise ConstraintError(
+                "exclude cannot be added to a grammar constraint (a grammar's excludes are not supported)"
+            )
+    elif isinstance(pattern, Pattern):
         if not (isinstance(exclude, tuple) and not exclude):
             pattern = excluding(pattern, as_patterns(exclude, "exclude"))
     elif not isinstance(pattern, str) or not (isinstance(exclude, tuple) and not exclude):
@@ -131,7 +137,9 @@ def compile_regex(
         raise ConstraintError(f"max_states must be a positive integer, got {max_states!r}")
     fingerprint = (len(tokens), hash(tokens[:: max(1, len(tokens) // FINGERPRINT_SAMPLE)]))
     lazy = Laziness.of(lazy)
-    key = (pattern, separator, eos_id, max_states, lazy)  # pattern: a str, or ("all", patterns, excludes)
+    # pattern: a str, ("all", patterns, excludes), a Pattern, or a grammar (by identity: the
+    # automaton holds it, so the id stays its own while cached)
+    key = (("grammar", id(pattern)) if grammar else pattern, separator, eos_id, max_states, lazy)
     with _lock:
         entry = _cache.get(fingerprint)
         if entry is None or (entry.tokens is not tokens and entry.tokens != tokens):
@@ -216,7 +224,7 @@ def as_automaton(
                 f"{eos}: compile it with the model's"
             )
         return constraint
-    if isinstance(constraint, (str, list, tuple, Pattern)):
+    if isinstance(constraint, (str, list, tuple, Pattern)) or is_grammar(constraint):
         vocab = getattr(model, "vocab", None)
         if vocab is None:
             raise ConstraintError(

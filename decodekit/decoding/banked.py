@@ -285,6 +285,8 @@ def default_search(model: LanguageModel, settings: Any) -> Any:
     if grid <= GRID_ENTRIES:
         return settings
     said = (id(model), repr(settings.constraint), settings.exclude, settings.beam_size)
+    if states == math.inf:  # a grammar: the grid cannot run at all, nothing to choose
+        return settings.replace(strategy=BANKED.name)
     if said not in _said:  # once per model and constraint (batch generation asks per batch)
         _said.add(said)
         warnings.warn(
@@ -321,4 +323,6 @@ def _states(model: LanguageModel, settings: Any) -> float:
             return 0  # the grid's own refusal (or the banked one's) will say why
     if provides(lazy, StateTables):
         return lazy.num_states
+    if not getattr(lazy, "finite", True):  # a grammar: no grid of one beam per state
+        return math.inf
     return lazy.stats.get("candidate_states", math.inf)

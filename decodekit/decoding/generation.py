@@ -142,13 +142,14 @@ class GenerationConfig(Settings):
             object.__setattr__(self, "constraint", c[0] if len(c) == 1 else tuple(c))
         elif c is not None and not isinstance(c, str):
             from decodekit.constraints.automata.derivatives import Pattern
+            from decodekit.constraints.build import is_grammar
             from decodekit.constraints.tokens.interface import provides
 
-            ok = isinstance(c, Pattern) or provides(c)  # an expression, or a compiled TokenConstraint
+            ok = isinstance(c, Pattern) or provides(c) or is_grammar(c)  # or a compiled TokenConstraint
             require(
                 ok,
                 f"constraint must be a regex string or null, got {shown(c)} "
-                "(or a list of regex strings, a Pattern expression or a compiled automaton)",
+                "(or a list of regex strings, a Pattern expression, a Grammar or a compiled automaton)",
             )
         x = (x,) if isinstance(x, str) else x
         ok = isinstance(x, (list, tuple)) and all(isinstance(p, str) for p in x)

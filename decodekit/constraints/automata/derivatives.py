@@ -802,6 +802,7 @@ class CharLevel:
         set_mask = [int.from_bytes(row.tobytes(), "little") & mask_all for row in packed]
         set_of = {cs: i for i, cs in enumerate(sets)}
         converted = {r: _convert(ast, alg, set_of, set_mask) for r, (ast, _) in parsed.items()}
+        self.converted = converted  # regex -> its expression (a grammar's terminals start there)
         self.root = _combine(pattern, alg, converted)
         self.boundaries = boundaries
         self.states: list[tuple[Expr, bool]] = []

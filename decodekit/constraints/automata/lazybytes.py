@@ -35,6 +35,8 @@ class LazyBytes:
     """Byte states of ``char`` on first visit (module docstring). ``table`` [capacity, 256]
     int32 (rows past :attr:`size` unused); state 0 is the initial one."""
 
+    finite = True
+
     def __init__(self, char: CharLevel) -> None:
         self.char = char
         self.keys: list[tuple[int, int, int]] = []

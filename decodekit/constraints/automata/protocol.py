@@ -26,9 +26,12 @@ class ByteAutomaton(Protocol):
         table: [capacity, 256] int32, ``table[s, b]`` the state after byte b from s, -1 dead,
             :data:`UNKNOWN` not computed yet (rows past :attr:`size` unused; the array may be
             replaced as it grows: read it again after :meth:`fill` or :meth:`step`).
+        finite: whether the states are finitely many (a regular expression's), so that a search
+            may keep one beam per state; a context-free grammar's are not.
     """
 
     table: np.ndarray
+    finite: bool  # whether its states are finitely many (a grammar's are not)
 
     @property
     def size(self) -> int:

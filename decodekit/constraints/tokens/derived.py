@@ -56,8 +56,8 @@ WITNESS_BYTES = 4096  # longest shortest-text spelled into tokens for an upper b
 
 class DerivedTokenAutomaton(LazyTokenAutomaton):
     """Masks, steps and acceptance of a byte automaton (or a :class:`CharLevel` expression,
-    read through :class:`LazyBytes`) over a vocabulary, on first visit (module docstring). States are byte-state ids (0: initial; -1: dead);
-    :attr:`exact` is always True."""
+    read through :class:`LazyBytes`) over a vocabulary, on first visit (module docstring).
+    States are byte-state ids (0: initial; -1: dead); :attr:`exact` is always True."""
 
     def __init__(
         self,
@@ -98,6 +98,11 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
                 f"no token sequence of this vocabulary ({enc.size} tokens) matches {short_label(pattern)!r}: "
                 "no text of the bytes its tokens contain matches"
             )
+
+    @property
+    def finite(self) -> bool:
+        """Whether the states are finitely many (one beam per state can run); a grammar's are not."""
+        return self.bytes.finite
 
     @property
     def _char(self) -> CharLevel | None:
@@ -176,7 +181,7 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
         """[N] states -> [N] long, a lower bound on the tokens to acceptance (0 for dead):
         ``ceil(bytes / L)``."""
         out = [0 if s < 0 else -(-self.bytes.lower(s) // self._longest) for s in states.reshape(-1).tolist()]
-        return torch.tensor(out, dtype=torch.long, device=self.device)
+        return torch.tensor(out, dtype=torch.long, device=self.device).view(states.shape)
 
     def _accepts_state(self, s: int) -> bool:
         return self.bytes.accepting(s)

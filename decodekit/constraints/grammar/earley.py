@@ -1,0 +1,508 @@
+"""A context-free grammar's byte states, built on first visit: :class:`GrammarBytes`.
+
+The language is :class:`~decodekit.constraints.grammar.cfg.CFG`'s (scannerless: every split of
+the text into lexemes counts, ignored terminals between any two). The machine is an Earley
+parser whose scanner reads one byte at a time, each terminal a regular expression stepped by its
+derivatives (one :class:`~decodekit.constraints.automata.lazybytes.LazyBytes` for all terminals).
+
+A state is an interned Earley set, the text read so far summarised as:
+
+* ``rules``: items ``(r, d, o)``, rule r with its dot before symbol ``rhs[r][d]`` (never at the
+  end: completed items are consumed as they are made), begun at set o (``SELF``: this one);
+* ``lex``: lexemes under way, ``(t, q, o)``: terminal t begun after set o (the set whose items
+  wait on t), its derivative byte state q after the bytes read of it;
+* ``expect``: ``(t, o)``, terminal t may begin here, the items waiting on it in set o (``SELF``
+  for a terminal predicted here; an earlier set after an ignored lexeme: Lark's ``%ignore``
+  makes the text after it behave as the text before it);
+* ``accepting``: the start rule is complete (the augmented rule waits on its end marker).
+
+A set refers to earlier sets by id, so sets are hash-consed into a DAG: two prefixes whose
+parses agree are one state. Stepping a byte advances every lexeme (``lex`` and ``expect``); a
+lexeme whose byte state accepts completes its terminal at its origin (Earley's completer, run
+iteratively); prediction and nullable symbols follow Aycock and Horspool (2002): the dot also
+moves over a nullable symbol when it is predicted, so no item completes in the set it began in.
+
+Fewest bytes to acceptance. ``C(X, y)``, the fewest bytes after a symbol y awaited in set X
+completes until the sentence can end, is ``min`` over the items of X waiting on y of the fewest
+bytes of the rest of the rule plus ``C(o, lhs)`` at the item's origin: within X a shortest-path
+problem (Dijkstra: an item begun in X refers to X itself), across sets a value fixed when the
+earlier set was solved. The distance of a state is the least, over its lexemes, of the
+terminal's bytes still needed plus ``C`` at its origin (0 when it accepts). Grammars reach this
+reduced (every symbol productive), so a state is live iff it has a live lexeme or accepts.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+
+import numpy as np
+
+from decodekit.constraints.automata.derivatives import CharLevel, Pattern, union
+from decodekit.constraints.automata.lazybytes import LazyBytes
+from decodekit.constraints.automata.protocol import UNKNOWN
+from decodekit.constraints.grammar.cfg import CFG
+from decodekit.errors import ConstraintError
+
+SELF = -1  # an item's origin: the set that holds it
+INF = 1 << 62
+MAX_STATES = 1_000_000  # grammar states (their byte rows take 1 KiB each)
+START = "$start"  # the augmented start symbol: START -> start END
+
+
+class _Tables:
+    """The grammar's numbering and the values that do not depend on the text: symbols as ints
+    (nonterminal n >= 0, terminal t as ``-1 - t``, the end marker ``END``), rules, nullable
+    symbols, each symbol's fewest bytes and one shortest text, and the closure of predicting
+    each nonterminal."""
+
+    def __init__(self, cfg: CFG, lexer: LazyBytes, starts: list[int]) -> None:
+        names = [START, *cfg.nonterminals]
+        self.nt = {n: i for i, n in enumerate(names)}
+        self.names = names
+        self.term_names = list(cfg.terminals)
+        self.t_index = {n: i for i, n in enumerate(self.term_names)}
+        self.end = -1 - len(self.term_names)  # the end marker, a terminal no byte reads
+        self.ignore = {self.t_index[n] for n in cfg.ignore}
+        self.lexer, self.starts = lexer, starts  # terminal t begins at byte state starts[t]
+        rules = [(0, (self.nt[cfg.start], self.end))]
+        for r in cfg.rules:
+            rules.append(
+                (self.nt[r.lhs], tuple(self.nt[x] if x in self.nt else -1 - self.t_index[x] for x in r.rhs))
+            )
+        self.lhs = [a for a, _ in rules]
+        self.rhs = [b for _, b in rules]
+        self.rules_of: list[list[int]] = [[] for _ in names]
+        for i, a in enumerate(self.lhs):
+            self.rules_of[a].append(i)
+        t_min = [lexer.distance(s) for s in starts]  # -1: the vocabulary cannot spell it
+        self.t_min = t_min
+        self.t_nullable = [lexer.accepting(s) for s in starts]
+        self.minlen, self.short_rule = self._fewest_bytes()
+        self.nullable = self._nullable()
+        # suffix[r][d]: the fewest bytes of rhs[r][d:] (INF when a symbol of it has none)
+        self.suffix = []
+        for body in self.rhs:
+            out, acc = [0] * (len(body) + 1), 0
+            for d in range(len(body) - 1, -1, -1):
+                acc = min(INF, acc + self.sym_min(body[d]))
+                out[d] = acc
+            self.suffix.append(out)
+        self._closures: dict[int, tuple] = {}
+        self._texts: dict[int, bytes] = {}
+
+    def sym_min(self, y: int) -> int:
+        """The fewest bytes of a text of symbol y (INF: none)."""
+        if y >= 0:
+            return self.minlen[y]
+        if y == self.end:
+            return 0
+        m = self.t_min[-1 - y]
+        return INF if m < 0 else m
+
+    def sym_nullable(self, y: int) -> bool:
+        if y >= 0:
+            return self.nullable[y]
+        return y != self.end and self.t_nullable[-1 - y]
+
+    def _fewest_bytes(self) -> tuple[list[int], list[int]]:
+        """Each nonterminal's fewest bytes and a rule that attains it (Knuth's generalisation of
+        Dijkstra's algorithm: a rule's value is known once its nonterminals' are)."""
+        n = len(self.names)
+        best, rule_of = [INF] * n, [-1] * n
+        waiting: list[list[int]] = [[] for _ in range(n)]
+        left = []
+        heap: list[tuple[int, int, int]] = []
+        for r, body in enumerate(self.rhs):
+            if r == 0:
+                left.append(-1)  # the augmented rule has no value of its own
+                continue
+            kids = [y for y in body if y >= 0]
+            left.append(len(kids))
+            for y in kids:
+                waiting[y].append(r)
+            if not kids:
+                heapq.heappush(heap, (self._rule_value(r, best), r, self.lhs[r]))
+        done = [False] * n
+        while heap:
+            v, r, a = heapq.heappop(heap)
+            if done[a] or v >= INF:
+                continue
+            done[a], best[a], rule_of[a] = True, v, r
+            for r2 in waiting[a]:
+                left[r2] -= 1
+                if left[r2] == 0:
+                    heapq.heappush(heap, (self._rule_value(r2, best), r2, self.lhs[r2]))
+        return best, rule_of
+
+    def _rule_value(self, r: int, best: list[int]) -> int:
+        total = 0
+        for y in self.rhs[r]:
+            total += best[y] if y >= 0 else self.sym_min(y)
+            if total >= INF:
+                return INF
+        return total
+
+    def _nullable(self) -> list[bool]:
+        return [m == 0 for m in self.minlen]  # nothing but an empty text has no bytes
+
+    def closure(self, a: int) -> tuple[frozenset, frozenset]:
+        """Predicting nonterminal a: the items ``(r, d)`` begun here (dots moved over nullable
+        symbols) and the terminals that may begin here, each once per grammar."""
+        got = self._closures.get(a)
+        if got is None:
+            items, terms, seen, todo = set(), set(), {a}, [a]
+            while todo:
+                b = todo.pop()
+                for r in self.rules_of[b]:
+                    body, d = self.rhs[r], 0
+                    while d < len(body):
+                        items.add((r, d))
+                        y = body[d]
+                        if y >= 0:
+                            if y not in seen:
+                                seen.add(y)
+                                todo.append(y)
+                        elif y != self.end:
+                            terms.add(-1 - y)
+                        if not self.sym_nullable(y):
+                            break
+                        d += 1
+            got = self._closures[a] = (frozenset(items), frozenset(terms))
+        return got
+
+    def text(self, y: int) -> bytes:
+        """One shortest text of symbol y (iterative over the nesting, memoised)."""
+        if y < 0:
+            return b"" if y == self.end else self.lexer.witness(self.starts[-1 - y]) or b""
+        memo, stack = self._texts, [y]
+        while stack:
+            x = stack[-1]
+            if x in memo:
+                stack.pop()
+                continue
+            body = self.rhs[self.short_rule[x]]
+            missing = [z for z in body if z >= 0 and z not in memo]
+            if missing:
+                stack.extend(missing)
+                continue
+            stack.pop()
+            memo[x] = b"".join(memo[z] if z >= 0 else self.text(z) for z in body)
+        return memo[y]
+
+    def seq_text(self, body: Iterable[int]) -> bytes:
+        return b"".join(self.text(y) for y in body)
+
+
+class _Set:
+    """One interned Earley set (module docstring); ``waiting[y]``: its items whose dot is
+    before symbol y."""
+
+    __slots__ = ("rules", "lex", "expect", "accepting", "waiting", "origins")
+
+    def __init__(self, rules: frozenset, lex: frozenset, expect: frozenset, accepting: bool, rhs) -> None:
+        self.rules, self.lex, self.expect, self.accepting = rules, lex, expect, accepting
+        waiting: dict[int, list] = {}
+        for item in rules:
+            r, d, _ = item
+            waiting.setdefault(rhs[r][d], []).append(item)
+        self.waiting = waiting
+        self.origins = {o for _, _, o in rules if o != SELF} | {o for _, _, o in lex if o != SELF}
+        self.origins |= {o for _, o in expect if o != SELF}
+
+
+class GrammarBytes:
+    """The byte states of a :class:`CFG` over the ``available`` [256] bytes (a vocabulary's),
+    built on first visit; a :class:`~decodekit.constraints.automata.protocol.ByteAutomaton`.
+    State 0 is the initial one. ConstraintError when no text of the available bytes is in the
+    language (naming the terminals the bytes cannot spell)."""
+
+    finite = False
+
+    def __init__(self, cfg: CFG, available: np.ndarray | None = None) -> None:
+        patterns = [cfg.terminals[n].pattern for n in cfg.terminals]
+        if not patterns:
+            raise ConstraintError(f"{cfg.source}: the grammar has no terminals")
+        distinct = list(dict.fromkeys(patterns))
+        char = CharLevel(union(*[Pattern(p) for p in distinct]), available)
+        self.lexer = LazyBytes(char)
+        starts = [self.lexer.state(char.state(char.converted[p], False), 0, 0) for p in patterns]
+        self.g = g = _Tables(cfg, self.lexer, starts)
+        if g.minlen[g.nt[cfg.start]] >= INF:
+            unspellable = [n for n, m in zip(g.term_names, g.t_min) if m < 0]
+            why = (
+                f"terminals {', '.join(unspellable[:6])} need bytes no token contains"
+                if unspellable
+                else "no sentence of the grammar is spelled with the available bytes"
+            )
+            raise ConstraintError(
+                f"{cfg.source}: no text of this vocabulary is in the grammar's language: {why}"
+            )
+        self.cfg = cfg
+        self.sets: list[_Set] = []
+        self.index: dict[tuple, int] = {}
+        self.table = np.full((64, 256), UNKNOWN, dtype=np.int32)
+        self._dist: dict[int, int] = {}
+        self._costs: dict[int, dict[int, tuple[int, tuple | None]]] = {}
+        self._start: dict[int, tuple[int, tuple | None]] = {}
+        closure_items, closure_terms = g.closure(0)
+        rules = frozenset((r, d, SELF) for r, d in closure_items)
+        expect = frozenset((t, SELF) for t in closure_terms)
+        accepting = any(g.rhs[r][d] == g.end for r, d in closure_items)
+        if expect or accepting:
+            expect |= {(t, SELF) for t in g.ignore}
+        self._intern(rules, frozenset(), expect, accepting)
+
+    # ------------------------------------------------------------------ the ByteAutomaton interface
+
+    @property
+    def size(self) -> int:
+        return len(self.sets)
+
+    def sizes(self) -> dict[str, int]:
+        return {"grammar_states": len(self.sets), "terminal_states": self.lexer.size}
+
+    def accepting(self, s: int) -> bool:
+        return self.sets[s].accepting
+
+    def row_key(self, s: int, horizon: int) -> None:
+        return None
+
+    def reach(self, s: int) -> None:
+        return None
+
+    def lower(self, s: int) -> int:
+        return self.distance(s)
+
+    def fill(self, states: np.ndarray, codes: np.ndarray) -> None:
+        pairs = np.unique(states.astype(np.int64) * 256 + codes)
+        step = self.step
+        for key in pairs.tolist():
+            step(key >> 8, key & 255)
+
+    def step(self, s: int, b: int) -> int:
+        """The state after byte b from state s (module docstring), computed on first need."""
+        got = int(self.table[s, b])
+        if got != UNKNOWN:
+            return got
+        out = self._step(s, b)
+        self.table[s, b] = out
+        return out
+
+    def _step(self, s: int, b: int) -> int:
+        g, lexer, here = self.g, self.lexer, self.sets[s]
+        lex, done = set(), []
+        moving = [*here.lex, *((t, g.starts[t], o) for t, o in here.expect)]
+        for t, q, o in moving:
+            q2 = lexer.step(q, b)
+            if q2 < 0 or lexer.distance(q2) < 0:
+                continue
+            o2 = s if o == SELF else o
+            lex.add((t, q2, o2))
+            if lexer.accepting(q2):
+                done.append((t, o2))
+        if not lex:
+            return -1
+        rules: set = set()
+        expect: set = set()
+        accepting = False
+        predicted: set = set()
+        completions = []  # (symbol, origin set) to complete, iteratively
+        for t, o in done:
+            if t in g.ignore:  # what may follow the set before the ignored lexeme may follow here
+                before = self.sets[o]
+                expect.update((u, o if o2 == SELF else o2) for u, o2 in before.expect)
+                accepting = accepting or before.accepting
+            else:
+                completions.append((-1 - t, o))
+        seen_done = set()
+        rhs, lhs = g.rhs, g.lhs
+        while completions:
+            y, o = completions.pop()
+            if (y, o) in seen_done:
+                continue
+            seen_done.add((y, o))
+            for r, d, o3 in self.sets[o].waiting.get(y, ()):
+                origin = o if o3 == SELF else o3
+                d += 1
+                body = rhs[r]
+                while True:
+                    if d == len(body):
+                        completions.append((lhs[r], origin))
+                        break
+                    item = (r, d, origin)
+                    if item in rules:
+                        break
+                    rules.add(item)
+                    z = body[d]
+                    if z >= 0:
+                        if z not in predicted:
+                            predicted.add(z)
+                            items, terms = g.closure(z)
+                            rules.update((r2, d2, SELF) for r2, d2 in items)
+                            expect.update((t2, SELF) for t2 in terms)
+                            if any(rhs[r2][d2] == g.end for r2, d2 in items):
+                                accepting = True
+                    elif z == g.end:
+                        accepting = True
+                    else:
+                        expect.add((-1 - z, SELF))
+                    if not g.sym_nullable(z):
+                        break
+                    d += 1
+        if expect or accepting:
+            expect.update((t, SELF) for t in g.ignore)
+        return self._intern(frozenset(rules), frozenset(lex), frozenset(expect), accepting)
+
+    def _intern(self, rules: frozenset, lex: frozenset, expect: frozenset, accepting: bool) -> int:
+        key = (rules, lex, expect, accepting)
+        got = self.index.get(key)
+        if got is not None:
+            return got
+        got = self.index[key] = len(self.sets)
+        if got >= MAX_STATES:
+            raise ConstraintError(
+                f"constraint too large: the grammar's parse visited more than {MAX_STATES:,} states"
+            )
+        self.sets.append(_Set(rules, lex, expect, accepting, self.g.rhs))
+        if got >= len(self.table):
+            grown = np.full((2 * len(self.table), 256), UNKNOWN, dtype=np.int32)
+            grown[: len(self.table)] = self.table
+            self.table = grown
+        return got
+
+    # ------------------------------------------------------------------ fewest bytes to acceptance
+
+    def distance(self, s: int) -> int:
+        """The fewest bytes leading state s to acceptance (module docstring); -1 if none."""
+        got = self._dist.get(s)
+        if got is None:
+            best, _ = self._best(s)
+            got = self._dist[s] = -1 if best >= INF else best
+        return got
+
+    def _best(self, s: int) -> tuple[int, tuple | None]:
+        """(fewest bytes, how): ``("accept",)``, ``("lex", t, q, o)`` or ``("expect", t, o)``."""
+        here, g, lexer = self.sets[s], self.g, self.lexer
+        self._solve(s)
+        best, how = (0, ("accept",)) if here.accepting else (INF, None)
+        for t, q, o in here.lex:
+            d = lexer.distance(q)
+            if d < 0 or d >= best:
+                continue
+            v = d + self._after_terminal(o, t)
+            if v < best:
+                best, how = v, ("lex", t, q, o)
+        for t, o in here.expect:
+            if t in g.ignore:
+                continue  # an ignored lexeme first is never shorter than what it lets follow
+            o2 = s if o == SELF else o
+            v = g.sym_min(-1 - t) + self._after_terminal(o2, t)
+            if v < best:
+                best, how = v, ("expect", t, o2)
+        return best, how
+
+    def _after_terminal(self, o: int, t: int) -> int:
+        """Fewest bytes after terminal t, begun with its waiting items in set o, completes:
+        ``C(o, t)``; for an ignored terminal, what may begin at o (:meth:`_begin`)."""
+        if t in self.g.ignore:
+            return self._begin(o)[0]
+        return self._costs[o].get(-1 - t, (INF, None))[0]
+
+    def _begin(self, o: int) -> tuple[int, tuple | None]:
+        """Fewest bytes from set o onwards through a lexeme beginning there (or 0: o accepts)."""
+        got = self._start.get(o)
+        if got is None:
+            here, g = self.sets[o], self.g
+            best, how = (0, None) if here.accepting else (INF, None)
+            for t, o2 in here.expect:
+                if t in g.ignore:
+                    continue
+                o3 = o if o2 == SELF else o2
+                v = g.sym_min(-1 - t) + self._costs[o3].get(-1 - t, (INF, None))[0]
+                if v < best:
+                    best, how = v, ("expect", t, o3)
+            got = self._start[o] = (best, how)
+        return got
+
+    def _solve(self, s: int) -> None:
+        """``C(X, y)`` for s and every set it refers to (earlier sets first, iteratively)."""
+        stack = [s]
+        while stack:
+            x = stack[-1]
+            if x in self._costs:
+                stack.pop()
+                continue
+            missing = [o for o in self.sets[x].origins if o not in self._costs]
+            if missing:
+                stack.extend(missing)
+                continue
+            stack.pop()
+            self._costs[x] = self._solve_one(x)
+            for o in self.sets[x].origins:  # what may begin at an origin, for ignored lexemes
+                if o not in self._start:
+                    self._begin(o)
+
+    def _solve_one(self, x: int) -> dict[int, tuple[int, tuple | None]]:
+        """Dijkstra over the symbols awaited in set x: ``C(x, y) = min`` over items ``(r, d, o)``
+        waiting on y of ``suffix[r][d + 1] + C(o, lhs[r])`` (``C(., START) = 0``)."""
+        g, here = self.g, self.sets[x]
+        best: dict[int, tuple[int, tuple | None]] = {0: (0, None)}  # START: the sentence ends
+        inner: dict[int, list] = {}  # lhs -> the items begun here waiting on something
+        heap = [(0, 0)]
+        for item in here.rules:
+            r, d, o = item
+            if o == SELF:
+                inner.setdefault(g.lhs[r], []).append(item)
+                continue
+            y, w = g.rhs[r][d], g.suffix[r][d + 1]
+            v = w + self._costs[o].get(g.lhs[r], (INF, None))[0] if g.lhs[r] else w
+            if v < best.get(y, (INF,))[0]:
+                best[y] = (v, item)
+                heapq.heappush(heap, (v, y))
+        settled = set()
+        while heap:
+            v, a = heapq.heappop(heap)
+            if a in settled or v > best[a][0]:
+                continue
+            settled.add(a)
+            for item in inner.get(a, ()):
+                r, d, _ = item
+                y = g.rhs[r][d]
+                v2 = v + g.suffix[r][d + 1]
+                if v2 < best.get(y, (INF,))[0]:
+                    best[y] = (v2, item)
+                    heapq.heappush(heap, (v2, y))
+        return best
+
+    def witness(self, s: int) -> bytes | None:
+        """One shortest text leading s to acceptance (:meth:`distance` bytes), read back along
+        the choices the distances made."""
+        best, how = self._best(s)
+        if best >= INF:
+            return None
+        g, out = self.g, []
+        if how[0] == "accept":
+            return b""
+        if how[0] == "lex":
+            _, t, q, o = how
+            out.append(self.lexer.witness(q) or b"")
+        else:
+            _, t, o = how
+            out.append(g.text(-1 - t))
+        while True:  # after terminal t completes with its waiting items in set o
+            if t in g.ignore:
+                v, nxt = self._begin(o)
+                if nxt is None:
+                    break  # o accepts
+                _, t, o = nxt
+                out.append(g.text(-1 - t))
+                continue
+            y, x = -1 - t, o
+            while y != 0:  # climb the items that wait, until the start symbol completes
+                _, item = self._costs[x][y]
+                r, d, o2 = item
+                out.append(g.seq_text(g.rhs[r][d + 1 :]))
+                y, x = g.lhs[r], x if o2 == SELF else o2
+            break
+        return b"".join(out)

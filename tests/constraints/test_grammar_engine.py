@@ -1,0 +1,185 @@
+"""The grammar engine (decodekit.constraints.grammar.earley) against lark's Earley parser with the
+dynamic_complete lexer (the semantics docs/constraints.md states), which nobody here wrote:
+acceptance of every short text, liveness of every prefix, fewest bytes and their witness, and
+the token masks at every remaining-length budget against brute force over token sequences."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+
+import pytest
+import torch
+
+from decodekit.constraints.grammar.cfg import CFG, Rule, Terminal
+from decodekit.constraints.grammar.earley import GrammarBytes
+
+lark = pytest.importorskip("lark", reason="lark is the oracle of the grammar tests")
+
+
+def _cfg(start, rules, terminals, ignore=()):
+    return CFG(
+        start=start,
+        rules=tuple(Rule(a, tuple(b)) for a, b in rules),
+        terminals={n: Terminal(n, p) for n, p in terminals.items()},
+        ignore=tuple(ignore),
+    )
+
+
+# (CFG, the same grammar in Lark syntax, alphabet of the brute force)
+GRAMMARS = {
+    "dyck": (
+        _cfg(
+            "s",
+            [("s", ["LP", "s", "RP", "s"]), ("s", []), ("s", ["X", "s"])],
+            {"LP": r"\(", "RP": r"\)", "X": "x+"},
+        ),
+        'start: "(" start ")" start | X start |\nX: /x+/\n',
+        "()x",
+    ),
+    "sums with spaces ignored": (
+        _cfg(
+            "e",
+            [("e", ["e", "PLUS", "t"]), ("e", ["t"]), ("t", ["NUM"]), ("t", ["LP", "e", "RP"])],
+            {"PLUS": r"\+", "NUM": "[0-9]+", "LP": r"\(", "RP": r"\)", "WS": " +"},
+            ignore=["WS"],
+        ),
+        'start: e\ne: e "+" t | t\nt: NUM | "(" e ")"\nNUM: /[0-9]+/\n%ignore / +/\n',
+        "1+( ",
+    ),
+    "ambiguous lexemes (llguidance#57)": (
+        _cfg("s", [("s", ["A", "B"])], {"A": "a+", "B": "a*bx"}),
+        "start: A B\nA: /a+/\nB: /a*bx/\n",
+        "abx",
+    ),
+    "nullable and right recursion": (
+        _cfg(
+            "l",
+            [("l", ["item", "l"]), ("l", []), ("item", ["opt", "W"]), ("opt", []), ("opt", ["D"])],
+            {"W": "[ab]", "D": "-"},
+        ),
+        "start: l\nl: item l |\nitem: opt W\nopt: | D\nW: /[ab]/\nD: /-/\n",
+        "ab-",
+    ),
+}
+
+
+def _oracle(lark_text):
+    parser = lark.Lark(lark_text, parser="earley", lexer="dynamic_complete")
+
+    @functools.cache
+    def member(text: str) -> bool:
+        try:
+            parser.parse(text)
+        except lark.exceptions.LarkError:
+            return False
+        return True
+
+    return member
+
+
+def _run(gb: GrammarBytes, text: str) -> int:
+    s = 0
+    for b in text.encode():
+        s = gb.step(s, b)
+        if s < 0:
+            return -1
+    return s
+
+
+@pytest.mark.parametrize("name", list(GRAMMARS))
+def test_acceptance_liveness_and_distance_equal_brute_force(name):
+    """Every text up to 6 characters: accepted iff lark parses it; alive iff some completion of
+    at most 5 more characters parses (and then the fewest bytes equal the shortest such
+    completion's length, the witness being one that parses)."""
+    cfg, text, alphabet = GRAMMARS[name]
+    member, gb = _oracle(text), GrammarBytes(cfg)
+
+    @functools.cache
+    def fewest(prefix: str, budget: int) -> int | None:
+        if member(prefix):
+            return 0
+        if budget == 0:
+            return None
+        got = [fewest(prefix + c, budget - 1) for c in alphabet]
+        got = [g + 1 for g in got if g is not None]
+        return min(got) if got else None
+
+    for n in range(7):
+        for chars in itertools.product(alphabet, repeat=n):
+            prefix = "".join(chars)
+            s = _run(gb, prefix)
+            assert (s >= 0 and gb.accepting(s)) == member(prefix), prefix
+            want = fewest(prefix, 5)
+            if s < 0:
+                assert want is None, (prefix, want)
+                continue
+            d = gb.distance(s)
+            assert d >= 0, prefix
+            if want is not None:
+                assert d == want, (prefix, d, want)
+            w = gb.witness(s)
+            assert len(w) == d and member(prefix + w.decode()), (prefix, w)
+
+
+def _vocab_model(tokens):
+    from tests.support.exhaustive import small_vocab
+
+    return small_vocab(tokens)
+
+
+@pytest.mark.parametrize("name", ["dyck", "sums with spaces ignored"])
+def test_masks_equal_brute_force_at_every_budget(name):
+    """allowed(state, remaining) of the token automaton, for every token sequence of up to 3
+    tokens and every budget 1..3: a token is allowed iff some continuation of at most
+    ``remaining - 1`` more tokens makes the text a sentence (lark); EOS iff the text is one."""
+    from decodekit.constraints import compile_regex
+
+    cfg, text, _ = GRAMMARS[name]
+    member = _oracle(text)
+    pieces = {"dyck": ["(", ")", "x", ")("], "sums with spaces ignored": ["1", "+", "(", ")", " ", "+ "]}
+    vocab = _vocab_model(pieces[name])
+    tokens = vocab.surface_bytes()
+    eos = vocab.eos_id
+    auto = compile_regex(cfg, tokens, eos)
+    content = [v for v in range(len(tokens)) if v != eos and tokens[v] is not None]
+
+    def decode(seq):
+        return b"".join(tokens[v] for v in seq).decode()
+
+    @functools.cache
+    def reach_text(text, budget):  # a sentence within budget more tokens
+        if member(text):
+            return True
+        return budget > 0 and any(reach_text(text + tokens[v].decode(), budget - 1) for v in content)
+
+    def reachable(seq, budget):
+        return reach_text(decode(seq), budget)
+
+    for n in range(3 if len(content) < 6 else 2 + (name == "dyck")):
+        for seq in itertools.product(content, repeat=n):
+            if not reachable(seq, 3):
+                continue
+            state = auto.walk(seq)
+            assert state >= 0, seq
+            for remaining in range(1, 4):
+                got = auto.allowed(torch.tensor([state]), remaining)[0]
+                want = torch.zeros(len(tokens), dtype=torch.bool)
+                for v in content:
+                    want[v] = reachable((*seq, v), remaining - 1)
+                want[eos] = member(decode(seq))
+                assert torch.equal(got, want), (seq, remaining, got.nonzero(), want.nonzero())
+            assert auto.min_tokens(torch.tensor([state])).item() <= min(
+                r for r in range(4) if reachable(seq, r)
+            )
+
+
+def test_deep_nesting_costs_no_recursion():
+    """10,000 nested brackets: stepped, measured and witnessed without Python recursion."""
+    cfg, _, _ = GRAMMARS["dyck"]
+    gb = GrammarBytes(cfg)
+    s = _run(gb, "(" * 10_000 + "x")
+    assert gb.distance(s) == 10_000
+    assert gb.witness(s) == b")" * 10_000
+    s = _run(gb, "(" * 10_000 + ")" * 10_000)
+    assert gb.accepting(s)
