@@ -10,7 +10,10 @@ A spec is one of (checked in this order):
   download;
 * an ARPA n-gram file (KenLM, SRILM, ``decodekit ngram``), read through a binary cache kept beside
   it (:func:`decodekit.models.arpa_cache.load_arpa`);
-* the name of a model under ``decodekit/pretrained/``.
+* the name of a model under ``decodekit/pretrained/``;
+* a hub name (``gpt2``, ``org/name``) whose snapshot is in the local Hugging Face cache
+  (:mod:`decodekit.models.hub_cache`; offline, never a download), loaded as a transformers
+  directory.
 """
 
 from __future__ import annotations
@@ -110,13 +113,14 @@ def load_model(spec: str | Path | None = None, device: Any = None, *, kind: str 
 
     Args:
         spec: None -> the shipped default model; a checkpoint directory, a local transformers
-            model directory, an ARPA file, or the name of a model under ``decodekit/pretrained/``
-            (see the module docstring).
+            model directory, an ARPA file, the name of a model under ``decodekit/pretrained/``, or
+            a hub name cached by Hugging Face (see the module docstring).
         device: torch device (default: CPU).
         kind: None (recognise ``spec``), or ``"checkpoint"``, ``"hf"``, ``"arpa"`` to insist on one.
 
     Raises:
-        CheckpointError: the spec names no model, or not one of ``kind``; a damaged checkpoint.
+        CheckpointError: the spec names no model (a hub name not in the cache: the line says how
+            to save it once), or not one of ``kind``; a damaged checkpoint.
         DecodekitError: a transformers directory without transformers installed, a malformed
             ARPA file (:class:`~decodekit.models.arpa.ArpaError`).
     """
@@ -151,4 +155,12 @@ def _resolve(spec: str | Path | None) -> Path:
     if str(spec) in pretrained_names():
         return PRETRAINED_DIR / str(spec)
     names = ", ".join(pretrained_names()) or "none installed"
-    raise CheckpointError(f"model not found: {spec} (expected {_EXPECTED}; bundled: {names})")
+    from decodekit.models.hub_cache import cached_snapshot, is_hub_name, not_cached
+
+    if not is_hub_name(str(spec)):
+        raise CheckpointError(f"model not found: {spec} (expected {_EXPECTED}; bundled: {names})")
+    snapshot = cached_snapshot(str(spec))  # a hub name: offline, from the local cache only
+    if snapshot is None:
+        nowhere = f"model not found: {spec} is no file or directory and no bundled model ({names})"
+        raise CheckpointError(f"{nowhere}; {not_cached(str(spec))}")
+    return snapshot

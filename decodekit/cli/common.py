@@ -88,12 +88,12 @@ def show_warning(message: Warning | str, category: type[Warning], *args: Any, **
 
 MODEL_HELP = (
     "A decodekit checkpoint directory, an ARPA n-gram file (read through a binary cache kept beside "
-    "it), a local transformers model directory (needs decodekit[hf]), or a bundled model name. "
-    "Default: the bundled PTB LSTM."
+    "it), a local transformers model directory (needs decodekit[hf]), a bundled model name, or a "
+    "hub name (gpt2, org/name) in the local Hugging Face cache. Default: the bundled PTB LSTM."
 )
 HF_HELP = (
     "A local transformers causal LM directory (written by save_pretrained, safetensors weights; "
-    "needs decodekit[hf]). Local directories only: nothing is downloaded."
+    "needs decodekit[hf]), or a hub name in the local Hugging Face cache: nothing is downloaded."
 )
 DEVICE_HELP = "cpu, cuda, cuda:1, ... or auto (a GPU if any)."
 

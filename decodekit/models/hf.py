@@ -23,8 +23,12 @@ Needs the optional extra ``decodekit[hf]`` (transformers); nothing else in decod
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
+import io
+import json
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -34,7 +38,7 @@ from typing import Any
 import torch
 
 from decodekit.errors import DecodekitError
-from decodekit.util.files import check_regular
+from decodekit.util.files import MiB, check_regular, read_bytes
 from decodekit.vocab import Vocab
 
 __all__ = ["HFState", "HFVocab", "HuggingFaceLM", "load_hf"]
@@ -340,14 +344,27 @@ def _bos_of(tokenizer) -> int | None:
 
 
 PICKLED = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
+TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "tokenizer.model", "vocab.txt", "spiece.model")
+# the JSON files through which transformers may be told to import a module of the directory
+CODE_NAMING_FILES = (
+    "config.json", "tokenizer_config.json", "generation_config.json", "preprocessor_config.json",
+    "processor_config.json",
+)  # fmt: skip
+MAX_JSON_BYTES = 16 * MiB  # a config or an index; the largest real ones are a few hundred KiB
+NEVER_RUNS_CODE = "decodekit never runs code from a model directory (trust_remote_code is always False)"
 
 
 def _check_local_dir(path: Path) -> None:
-    """A local model directory holds regular files only, and safetensors weights: pickled
-    weights (``pytorch_model.bin``) are refused, since loading them would unpickle."""
+    """A local model directory holds regular files only (links followed), and safetensors weights:
+    pickled weights (``pytorch_model.bin``) are refused, since loading them would unpickle."""
     files = sorted(p for p in path.iterdir() if not p.is_dir())
     for f in files:
-        check_regular(f, f.name)
+        try:
+            check_regular(f, f.name)
+        except FileNotFoundError:
+            raise DecodekitError(
+                f"{f}: a broken link (its target is missing); refusing to load {path}"
+            ) from None
     if not any(f.suffix == ".safetensors" for f in files):
         pickled = [f.name for f in files if f.suffix in PICKLED]
         if pickled:
@@ -358,32 +375,195 @@ def _check_local_dir(path: Path) -> None:
             )
 
 
+def _read_json(path: Path, what: str) -> Any:
+    """A JSON file of a model directory, read bounded; one-line DecodekitError if it is not JSON."""
+    try:
+        return json.loads(read_bytes(path, what, max_bytes=MAX_JSON_BYTES))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise DecodekitError(f"{path}: {what} is not valid JSON ({str(e)[:100]})") from None
+
+
+def _holds_key(data: Any, key: str) -> bool:
+    """Whether ``key`` is a key of any object nested in ``data`` (iterative: any depth)."""
+    todo = [data]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, dict):
+            if key in item:
+                return True
+            todo.extend(item.values())
+        elif isinstance(item, list):
+            todo.extend(item)
+    return False
+
+
+def _refuse_code(path: Path, known_types) -> None:
+    """Refuse, before transformers reads the directory, one that names code of its own: an
+    ``auto_map`` anywhere in :data:`CODE_NAMING_FILES`, or a ``model_type`` transformers does not
+    ship (``known_types``: transformers' ``CONFIG_MAPPING``), which only such code could build."""
+    model_type = None
+    for name in CODE_NAMING_FILES:
+        if not (path / name).is_file():
+            continue
+        data = _read_json(path / name, name)
+        if name == "config.json" and isinstance(data, dict):
+            model_type = data.get("model_type")
+        if _holds_key(data, "auto_map"):
+            names = data.get("auto_map") if isinstance(data, dict) else None
+            shown = f": {', '.join(sorted(map(str, names)))[:120]}" if isinstance(names, dict) else ""
+            hint = (
+                f" (transformers ships model_type {model_type!r} itself: delete auto_map from {name} "
+                "to load it with transformers' own classes)"
+                if isinstance(model_type, str) and model_type in known_types
+                else ""
+            )
+            raise DecodekitError(
+                f"{path}: {name} names code of its own (auto_map{shown}); {NEVER_RUNS_CODE}{hint}"
+            )
+        if (
+            name == "config.json"
+            and isinstance(data, dict)
+            and "model_type" in data
+            and (not isinstance(model_type, str) or model_type not in known_types)
+        ):
+            import transformers
+
+            raise DecodekitError(
+                f"{path}: model_type {str(model_type)[:60]!r} is not one transformers "
+                f"{transformers.__version__} ships (a newer transformers may know it); {NEVER_RUNS_CODE}"
+            )
+
+
+def _inside(real: str, roots: list[str]) -> bool:
+    return any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+
+
+def _check_shards(path: Path) -> None:
+    """Every shard a ``*.safetensors.index*.json`` names is a regular file inside ``path``, checked
+    before anything reads it: no absolute name, no ``..``, no link leading out (a snapshot of the
+    Hugging Face cache may link into its repository's ``blobs/``), no FIFO or device."""
+    roots = [os.path.realpath(path)]
+    if path.parent.name == "snapshots" and (path.parent.parent / "blobs").is_dir():
+        roots.append(os.path.realpath(path.parent.parent / "blobs"))
+    for index in sorted(path.glob("*.safetensors.index*.json")):
+        data = _read_json(index, "the shard index")
+        weight_map = data.get("weight_map") if isinstance(data, dict) else None
+        if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+            raise DecodekitError(f"{index}: not a shard index (no weight_map of tensor names to file names)")
+        for shard in sorted(set(weight_map.values())):
+            named = f"{index} names shard {shard!r}"
+            plain = shard.replace("\\", "/")  # a Windows spelling counts as what it means there
+            if (
+                not shard
+                or "\0" in shard
+                or plain.startswith("/")
+                or ":" in shard
+                or ".." in plain.split("/")
+            ):
+                raise DecodekitError(f"{named}, outside the model directory; refusing to read it")
+            full = path / shard
+            real = os.path.realpath(full)
+            if not _inside(real, roots):
+                raise DecodekitError(
+                    f"{named}, a link to {real}, outside the model directory; refusing to read it"
+                )
+            try:
+                check_regular(full, f"shard {shard!r} named by {index.name}")
+            except FileNotFoundError:
+                raise DecodekitError(f"{named}, which is missing") from None
+
+
+def _check_finite(model, path: Path) -> None:
+    """DecodekitError naming the first parameter (in name order) holding NaN or infinity, as
+    :func:`decodekit.checkpoint.check_finite` does for decodekit checkpoints. A sum is finite only
+    if every term is, so each piece of 4M values is summed (about 0.2 CPU s per billion values),
+    and counted only when its sum is not finite (fp16 summed in float32, so as not to overflow)."""
+    for name, p in sorted(model.named_parameters(), key=lambda item: item[0]):
+        if not p.is_floating_point():
+            continue
+        pieces = p.detach().reshape(-1).split(1 << 22)
+        wide = torch.float32 if p.dtype == torch.float16 else None  # an fp16 sum overflows at 65,504
+        if all(bool(torch.isfinite(piece.sum(dtype=wide))) for piece in pieces):
+            continue
+        nan = sum(int(torch.isnan(piece).sum()) for piece in pieces)
+        inf = sum(int(torch.isinf(piece).sum()) for piece in pieces)
+        if nan or inf:
+            counts = " and ".join(
+                c for c in (f"{nan} NaN" if nan else "", f"{inf} infinite" if inf else "") if c
+            )
+            raise DecodekitError(
+                f"{path}: tensor {name!r} has {counts} values; the weights are damaged (save or download "
+                "the model again)"
+            )
+
+
+@contextlib.contextmanager
+def _no_stdin():
+    """``sys.stdin`` an empty stream while transformers loads: whatever it would ask with
+    ``input()`` meets end of file, and the user's stdin (prompts, a pipe) is never consumed."""
+    saved = sys.stdin
+    sys.stdin = io.StringIO()
+    try:
+        yield
+    finally:
+        sys.stdin = saved
+
+
+def _resolve(path_or_name: str | Path) -> Path:
+    """A directory as given, else a hub name's snapshot in the local Hugging Face cache."""
+    from decodekit.models.hub_cache import cached_snapshot, is_hub_name, not_cached
+
+    path = Path(path_or_name)
+    if path.exists() or not is_hub_name(str(path_or_name)):
+        return path
+    snapshot = cached_snapshot(str(path_or_name))
+    if snapshot is None:
+        raise DecodekitError(
+            f"cannot load a transformers causal LM: no such directory, and {not_cached(str(path_or_name))}"
+        )
+    return snapshot
+
+
 def load_hf(path_or_name: str | Path, device: str | torch.device | None = None) -> HuggingFaceLM:
-    """Load a causal LM and its tokenizer from a local directory (written by ``save_pretrained``;
-    never a download, never a hub name), from safetensors weights only (nothing is unpickled).
+    """Load a causal LM and its tokenizer from a local directory (written by ``save_pretrained``)
+    or a hub name (``gpt2``, ``org/name``) found in the local Hugging Face cache
+    (:mod:`decodekit.models.hub_cache`), never a download, from safetensors weights only
+    (nothing is unpickled). Loading never runs code from a model directory and never reads stdin.
+
+    Checked before transformers reads anything: every file a regular file; no ``auto_map`` (the
+    directory's own code) in its configs and a ``model_type`` transformers ships; every shard an
+    index names a regular file inside the directory. Checked after: every weight finite.
 
     Raises:
-        DecodekitError: transformers is not installed, ``path_or_name`` is not a directory, or
-            nothing loadable is in it (pickled weights only, a FIFO or a device among its files, ...).
+        DecodekitError: transformers is not installed, ``path_or_name`` is neither a directory nor
+            a cached hub name, or the directory fails a check above or does not load.
     """
-    path = Path(path_or_name)
+    path = _resolve(path_or_name)
     where = f"cannot load a transformers causal LM from {str(path)!r} (local files only, no downloads)"
     if not path.is_dir():
         raise DecodekitError(f"{where}: {'not a directory' if path.exists() else 'no such directory'}")
     try:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        import transformers
+        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     except ImportError as e:
         raise DecodekitError(
             f"{path} is a transformers model; loading it needs transformers: pip install 'decodekit[hf]'"
         ) from e
     _check_local_dir(path)
+    _refuse_code(path, transformers.CONFIG_MAPPING)
+    _check_shards(path)
     from transformers.utils import logging as hf_logging
 
-    quiet = hf_logging.is_progress_bar_enabled() and not sys.stderr.isatty()  # bars only on a terminal
-    if quiet:
+    safe = {"local_files_only": True, "trust_remote_code": False}
+    quiet = hf_logging.is_progress_bar_enabled() and not (sys.stderr and sys.stderr.isatty())
+    if quiet:  # bars only on a terminal
         hf_logging.disable_progress_bar()
     try:
-        model = AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True, use_safetensors=True)
+        with _no_stdin():
+            config = AutoConfig.from_pretrained(str(path), **safe)
+            model = AutoModelForCausalLM.from_pretrained(
+                str(path), config=config, use_safetensors=True, **safe
+            )
     except Exception as e:  # transformers raises many types; the user needs one line, not 48
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
         raise DecodekitError(
@@ -392,10 +572,12 @@ def load_hf(path_or_name: str | Path, device: str | torch.device | None = None) 
     finally:
         if quiet:
             hf_logging.enable_progress_bar()
+    _check_finite(model, path)
     tokenizer, missing = None, None
     if any((path / name).is_file() for name in TOKENIZER_FILES):
         try:
-            tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+            with _no_stdin():
+                tokenizer = AutoTokenizer.from_pretrained(str(path), **safe)
         except (OSError, ValueError, TypeError) as e:
             missing = f"{path}: its tokenizer files could not be loaded ({str(e).strip()[:200]})"
     else:  # AutoTokenizer would build an empty tokenizer from config.json alone
@@ -408,6 +590,3 @@ def load_hf(path_or_name: str | Path, device: str | torch.device | None = None) 
     lm = HuggingFaceLM(model, tokenizer)
     lm.missing_tokenizer = missing
     return lm
-
-
-TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "tokenizer.model", "vocab.txt", "spiece.model")
