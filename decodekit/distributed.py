@@ -7,6 +7,7 @@ Outside torchrun (no ``WORLD_SIZE`` in the environment) everything here is a no-
 from __future__ import annotations
 
 import os
+import re
 
 import torch
 import torch.distributed as dist
@@ -62,6 +63,30 @@ def all_sum(value: int) -> int:
     t = _scalar(value)
     dist.all_reduce(t)
     return int(t.item())
+
+
+# what gloo and NCCL say when a collective fails because another process of the run has gone
+_PEER_GONE = re.compile(r"third_party/gloo|ProcessGroupGloo|NCCL|Connection (?:reset|closed) by peer")
+
+
+def peer_lost(error: BaseException) -> str | None:
+    """When ``error`` is a collective failing in a process group (another rank was killed, its
+    connection reset): one line saying so, with the backend's reason; else None. gloo raises a
+    plain ``RuntimeError`` (from DDP's gradient hook, say) whose 40-line traceback told nothing
+    more."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return None
+    text = str(error).strip()
+    if not (isinstance(error, getattr(dist, "DistError", ())) or _PEER_GONE.search(text)):
+        return None
+    first = (text.splitlines() or [type(error).__name__])[0]
+    reason = re.sub(r"^\[[^\]]*\]\s*", "", first)  # gloo's "[.../pair.cc:537] " prefix
+    reason = reason.split(". This is typically")[0][:200]
+    rank, size = world()
+    return (
+        f"rank {rank} of {size} lost another process of this run (killed or failed: the run's status "
+        f"and that process's own message say why): {reason}"
+    )
 
 
 def launch(argv: list[str] | None = None) -> int:

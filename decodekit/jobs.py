@@ -38,6 +38,7 @@ import hashlib
 import json
 import os
 import stat
+import sys
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -50,7 +51,7 @@ from decodekit.decoding.generation import GenerationConfig, generate
 from decodekit.decoding.memory import check as check_memory
 from decodekit.errors import ConfigError, DecodekitError
 from decodekit.models.base import LanguageModel
-from decodekit.util.files import MiB, bounded_lines
+from decodekit.util.files import MAX_LINE_BYTES, bounded_lines
 from decodekit.util.locking import exclusive
 
 PROMPT_KEYS = {"id", "prompt"}
@@ -152,18 +153,22 @@ def _peek_id(text: str | bytes) -> object:
     return obj.get("id") if isinstance(obj, dict) else None
 
 
-MAX_LINE_BYTES = 64 * MiB  # one input line; a longer one gets an error record without being held
 _BOM = "\ufeff"
 
 
-def jsonl_lines(path: str | Path, what: str = "input") -> Iterator[bytes | LineError]:
+def jsonl_lines(path: str | Path | BinaryIO, what: str = "input") -> Iterator[bytes | LineError]:
     """The lines of a JSON-lines file for :func:`generate_jsonl`, read one at a time (never the
     whole file), as bytes: each is decoded on its own, so one bad byte fails one line. A line
-    longer than :data:`MAX_LINE_BYTES` comes as a :class:`LineError` (its error record).
+    longer than :data:`MAX_LINE_BYTES` (64 MiB) comes as a :class:`LineError` (its error record).
 
     ``path`` may be a regular file or a pipe (``<(...)``); it is opened here, so that a directory,
     a device, a missing or unreadable file fails (DecodekitError, naming ``what``) before
-    anything is written. A read error later raises DecodekitError too."""
+    anything is written. A read error later raises DecodekitError too. ``path`` may also be an
+    open binary stream (``sys.stdin.buffer``: ``--input -``), whatever it reads from (an empty
+    one, ``/dev/null``, has no lines); it is read from where it stands and not closed."""
+    if hasattr(path, "read"):
+        name = "-" if path is getattr(sys.stdin, "buffer", None) else getattr(path, "name", "(a stream)")
+        return _lines(path, name, what, close=False)
     try:
         st = os.stat(path)
         if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
@@ -174,13 +179,15 @@ def jsonl_lines(path: str | Path, what: str = "input") -> Iterator[bytes | LineE
     return _lines(f, path, what)
 
 
-def _lines(f: BinaryIO, path: str | Path, what: str) -> Iterator[bytes | LineError]:
-    with f:
-        try:
-            for line in bounded_lines(f, MAX_LINE_BYTES):
-                yield line if line is not None else LineError(f"line longer than {MAX_LINE_BYTES:,} bytes")
-        except OSError as e:
-            raise DecodekitError(f"cannot read {what} {path}: {e.strerror or e}") from None
+def _lines(f: BinaryIO, path: object, what: str, close: bool = True) -> Iterator[bytes | LineError]:
+    try:
+        for line in bounded_lines(f, MAX_LINE_BYTES):
+            yield line if line is not None else LineError(f"line longer than {MAX_LINE_BYTES:,} bytes")
+    except OSError as e:
+        raise DecodekitError(f"cannot read {what} {path}: {e.strerror or e}") from None
+    finally:
+        if close:
+            f.close()
 
 
 def generate_jsonl(

@@ -11,7 +11,7 @@ import importlib
 
 import click
 
-from decodekit.cli.common import run_main
+from decodekit.cli.common import Commands, run_main
 
 # command name -> "module:the click.Command in it". The modules import only click at module level
 # (the library, and torch with it, inside the commands), so `decodekit --help` and usage errors
@@ -27,7 +27,7 @@ COMMANDS = {
 }
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="decodekit")
 def cli() -> None:
     """decodekit: exact, fast decoding for language models."""

@@ -3,8 +3,10 @@ options every model-using command shares."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shlex
+import signal
 import sys
 import warnings
 from typing import Any
@@ -26,10 +28,14 @@ def run_main(group: click.Group, argv: list[str] | None) -> None:
 
     global ARGV
     ARGV = list(sys.argv[1:] if argv is None else argv)
+    standard_streams()
     try:
         with warnings.catch_warnings():  # restores the caller's showwarning afterwards
             warnings.showwarning = show_warning
             group.main(args=argv, prog_name="decodekit", standalone_mode=False)
+        sys.stdout.flush()  # here, not at exit: a closed pipe is met where it is handled
+    except (BrokenPipeError, OutputClosed):
+        die_of_sigpipe()
     except click.exceptions.Abort:
         click.echo("Aborted.", err=True)
         sys.exit(130)
@@ -51,12 +57,102 @@ def run_main(group: click.Group, argv: list[str] | None) -> None:
         sys.exit(2)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
+    except RuntimeError as e:  # under torchrun, another rank gone: one line, not gloo's traceback
+        lost = _peer_lost(e)
+        if lost is None:
+            raise
+        click.echo(f"Error: {lost}", err=True)
+        sys.exit(2)
     except Exception as e:
         if type(e).__name__ != "SafetensorError":  # safetensors' I/O errors (not imported here)
             raise
         reason = (str(e).strip().splitlines() or ["?"])[0][:300]
         click.echo(f"Error: cannot read or write a safetensors file: {reason}", err=True)
         sys.exit(2)
+
+
+class OutputClosed(Exception):
+    """Standard output (or error) is a pipe whose reader has gone (``decodekit ... | head``):
+    raised by :class:`Commands` in place of the ``BrokenPipeError``, which click would turn
+    into exit status 1."""
+
+
+class Commands(click.Group):
+    """The ``decodekit`` group: a command that writes to a closed pipe raises
+    :class:`OutputClosed`, for :func:`run_main` to end the process as a pipeline expects."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except OSError as e:
+            if e.errno != errno.EPIPE:
+                raise
+            raise OutputClosed() from None
+
+
+def die_of_sigpipe() -> None:
+    """End the process as ``cat`` or ``yes`` end when the reader of their output has gone: killed
+    by SIGPIPE (status 141 in a shell), silently. Killed, not exited: nothing more is written
+    (Python's flush of the closed pipe at exit would complain) and no finaliser runs (a torch
+    thread still running a step would abort the interpreter's exit)."""
+    if not hasattr(signal, "SIGPIPE"):  # Windows: no such signal
+        os._exit(1)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGPIPE)
+    os._exit(128 + signal.SIGPIPE)  # not reached unless SIGPIPE is blocked
+
+
+STANDARD = ((0, "stdin", os.O_RDONLY, "r"), (1, "stdout", os.O_WRONLY, "w"), (2, "stderr", os.O_WRONLY, "w"))
+
+
+def standard_streams() -> None:
+    """Make standard input, output and error usable when the command was started with one closed
+    (``2>&-``; Python then sets ``sys.stderr`` to None): the closed descriptor is opened on
+    ``/dev/null`` (so a file opened later cannot take descriptor 2 and receive messages) and the
+    ``sys`` stream is made for it. Messages to a closed stderr are thus dropped, the work done."""
+    for fd, name, flags, mode in STANDARD:
+        try:
+            os.fstat(fd)
+        except OSError:
+            opened = os.open(os.devnull, flags)
+            if opened != fd:  # the lower descriptors are open, so this is not expected
+                os.dup2(opened, fd)
+                os.close(opened)
+        if getattr(sys, name) is None:
+            stream = open(fd, mode, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+            if mode == "w":
+                stream.reconfigure(line_buffering=True)
+            setattr(sys, name, stream)
+
+
+def stdin_text(what: str) -> str:
+    """All of standard input as UTF-8 text (a BOM ignored), of at most
+    :data:`~decodekit.util.files.MAX_LINE_BYTES` (64 MiB): more, or bytes that are not UTF-8, is a
+    UsageError naming ``what``; a stream that never ends (``/dev/zero``) is read no further."""
+    from decodekit.util.files import MAX_LINE_BYTES, read_at_most
+
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:  # a text-only stand-in (a test's StringIO)
+        text = sys.stdin.read(MAX_LINE_BYTES + 1)
+        data = None if len(text) > MAX_LINE_BYTES else text.encode("utf-8", "surrogatepass")
+    else:
+        data = read_at_most(stream, MAX_LINE_BYTES)
+    if data is None:
+        raise UsageError(f"standard input: {what} is longer than {MAX_LINE_BYTES:,} bytes")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        bad = data[e.start : e.start + 1]
+        raise UsageError(f"standard input: {what} is not UTF-8 text (byte {e.start}: {bad!r})") from None
+
+
+def _peer_lost(e: RuntimeError) -> str | None:
+    """:func:`decodekit.distributed.peer_lost`, without importing torch where it is not loaded."""
+    if "torch" not in sys.modules:
+        return None
+    from decodekit.distributed import peer_lost
+
+    return peer_lost(e)
 
 
 def os_error_message(e: OSError) -> str:

@@ -229,9 +229,7 @@ def generate(
         prompt = read_stdin(required=prompt == "-")
     elif prompt is not None and stdin_has_input():
         click.echo("Warning: standard input is not read: a PROMPT was given (use - to read it)", err=True)
-    if input_path == "-":
-        input_path = "/dev/stdin"  # JSON lines from a pipe: --input -
-    elif input_path is not None and not os.path.exists(input_path):
+    if input_path not in (None, "-") and not os.path.exists(input_path):  # -: standard input
         raise UsageError(f"--input {input_path}: no such file")  # before loading torch and the model
     if (prompt is None) == (input_path is None):
         raise UsageError("give either a PROMPT (or text on standard input) or --input FILE")

@@ -3,18 +3,26 @@ split over the ranks under torchrun (the protocol is the library's: :mod:`decode
 
 from __future__ import annotations
 
+import sys
 import warnings
 
 import click
+
+from decodekit.cli.common import UsageError
 
 
 def read_input(input_path: str):
     """The lines of --input, streamed as bytes (:func:`decodekit.jsonl_lines`: each is decoded
     on its own, so one bad byte fails one line). A regular file or a pipe (``<(...)``); devices,
-    directories and unreadable files are refused here, before anything is written."""
-    from decodekit import jsonl_lines
+    directories and unreadable files are refused here, before anything is written. ``-``:
+    standard input, whatever it is (a pipe, a file, a terminal; empty, as ``/dev/null``: no prompts)."""
+    from decodekit import distributed, jsonl_lines
 
-    return jsonl_lines(input_path, "--input")
+    if input_path == "-" and distributed.world()[1] > 1:
+        raise UsageError(
+            "--input - cannot be shared by torchrun's processes (each would read part of it); give a file"
+        )
+    return jsonl_lines(sys.stdin.buffer if input_path == "-" else input_path, "--input")
 
 
 def run_batch(model, input_path, output_path, config, resume, batch_size, max_memory) -> None:
@@ -31,7 +39,7 @@ def run_batch(model, input_path, output_path, config, resume, batch_size, max_me
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with tqdm(
-            total=count_prompts(input_path),
+            total=None if input_path == "-" else count_prompts(input_path),
             unit="prompt",
             desc=f"generate[{rank}]" if size > 1 else "generate",
             disable=None if rank == 0 else True,

@@ -135,8 +135,11 @@ def stdin_has_input() -> bool:
 
 
 def read_stdin(required: bool) -> str | None:
-    """The prompt piped in (one trailing newline removed); None when nothing came and it was optional."""
-    text = sys.stdin.read()
+    """The prompt piped in (one trailing newline removed); None when nothing came and it was optional.
+    At most 64 MiB (the line limit of --input): a stream that goes on (``/dev/zero``) is one line."""
+    from decodekit.cli.common import stdin_text
+
+    text = stdin_text("the prompt")
     if not text and not required:
         return None
     return text[:-1] if text.endswith("\n") else text

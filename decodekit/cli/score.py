@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import sys
+from collections.abc import Iterator
+from typing import BinaryIO
 
 import click
 
@@ -70,18 +73,43 @@ def score_command(
         )
 
 
-def _lines(file: str) -> list[str]:
-    """The lines of FILE (a regular file, or standard input for '-'), read before the model loads
-    so that a missing or unreadable file is one line at once; a UTF-8 BOM is ignored."""
-    from decodekit.util.files import read_bytes
+def _lines(file: str) -> Iterator[str]:
+    """The lines of FILE (a regular file, or standard input for '-'), read one at a time: memory
+    is bounded by the longest line, of at most :data:`~decodekit.util.files.MAX_LINE_BYTES` (64 MiB, as
+    ``generate --input``); a longer one is an error (exit 2), with the lines before it scored.
+    The first line is read here, before the model loads, so that a missing, unreadable, binary or
+    endless (``/dev/zero``) file is one line at once. A UTF-8 BOM is ignored; ``\\r\\n``,
+    ``\\r`` and the other line ends of ``str.splitlines`` end a line."""
+    from decodekit.util.files import open_regular
+
+    if file == "-":
+        stream, name = sys.stdin.buffer, "standard input"
+    else:
+        try:
+            stream, name = open_regular(file, "score FILE"), file
+        except FileNotFoundError:
+            raise UsageError(f"{file}: no such file") from None
+    lines = _read(stream, name, close=file != "-")
+    first = next(lines, None)
+    return iter(()) if first is None else itertools.chain([first], lines)
+
+
+def _read(stream: BinaryIO, name: str, close: bool) -> Iterator[str]:
+    from decodekit.util.files import MAX_LINE_BYTES, bounded_lines
 
     try:
-        data = sys.stdin.buffer.read() if file == "-" else read_bytes(file, "score FILE")
-    except FileNotFoundError:
-        raise UsageError(f"{file}: no such file") from None
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        bad = data[e.start : e.start + 1]
-        raise UsageError(f"{file}: not UTF-8 text (byte {e.start}: {bad!r})") from None
-    return text.splitlines()
+        for number, data in enumerate(bounded_lines(stream, MAX_LINE_BYTES), start=1):
+            if data is None:
+                raise UsageError(
+                    f"{name}: line {number} is longer than {MAX_LINE_BYTES:,} bytes "
+                    "(score reads one sentence per line)"
+                )
+            try:
+                text = data.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as e:
+                bad = data[e.start : e.start + 1]
+                raise UsageError(f"{name}: not UTF-8 text (line {number}, byte {e.start}: {bad!r})") from None
+            yield from text.splitlines() or [""]
+    finally:
+        if close:
+            stream.close()

@@ -6,6 +6,7 @@ The CLI and batch generation use it; the config names a strategy of
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import queue
 import threading
@@ -15,7 +16,7 @@ from typing import Any
 
 from decodekit.decoding.banked import default_search
 from decodekit.decoding.memory import check as check_memory
-from decodekit.decoding.prompts import compile_constraint
+from decodekit.decoding.prompts import compile_constraint, token_ids
 from decodekit.decoding.search import run
 from decodekit.decoding.strategies import STRATEGIES, Settings
 from decodekit.errors import ConfigError
@@ -360,8 +361,12 @@ def stream(
             pass
         except BaseException as e:  # raised in the caller's thread
             chosen.put(e)
+        finally:
+            _RUNNING.pop(threading.current_thread(), None)
 
-    threading.Thread(target=work, name="decodekit-stream", daemon=True).start()
+    worker = threading.Thread(target=work, name="decodekit-stream", daemon=True)
+    _RUNNING[worker] = closed
+    worker.start()
     try:
         while (item := chosen.get()) is not done:
             if isinstance(item, BaseException):
@@ -369,10 +374,24 @@ def stream(
             yield item
     finally:
         closed.set()
+        worker.join()  # ends at its next step: a search left running aborts the interpreter's exit
 
 
 class _StreamClosed(Exception):
     """Raised inside a stream's search when its caller stopped iterating."""
+
+
+# the searches of streams not finished, each with its stop event: a search still running when the
+# interpreter exits (a stream left unfinished) would abort it ("terminate called"), so they are
+# stopped, each at its next step, and waited for first
+_RUNNING: dict[threading.Thread, threading.Event] = {}
+
+
+@atexit.register
+def _stop_streams() -> None:
+    for worker, closed in list(_RUNNING.items()):
+        closed.set()
+        worker.join()
 
 
 def as_prompts(model: LanguageModel, prompts) -> tuple[list[list[int]], bool]:
@@ -394,7 +413,7 @@ def as_prompts(model: LanguageModel, prompts) -> tuple[list[list[int]], bool]:
         if isinstance(p, str):
             out.append(_encode(model, p))
         elif hasattr(p, "tolist"):
-            out.append(list(p.tolist()))
+            out.append(token_ids(p, i))
         else:
             require(
                 isinstance(p, (list, tuple)), f"prompt {i} must be text or token ids, got {type(p).__name__}"

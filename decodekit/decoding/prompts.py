@@ -3,13 +3,14 @@ cheap checks of what a model's ``step`` returns."""
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from decodekit.constraints import TokenConstraint
-from decodekit.errors import ConstraintError, ModelOutputError
+from decodekit.errors import ConfigError, ConstraintError, ModelOutputError
 from decodekit.models import base
 from decodekit.models import state as st
 from decodekit.models.base import LanguageModel, State, model_device
@@ -28,15 +29,40 @@ def as_batch(prompt: Prompt | Sequence[Prompt]) -> tuple[list[list[int]], bool]:
     if isinstance(prompt, torch.Tensor):
         prompt = prompt.tolist()
     items = list(prompt)
-    if not items or all(
-        isinstance(x, int) or (hasattr(x, "__index__") and not hasattr(x, "__len__")) for x in items
-    ):
-        return [[int(x) for x in items]], True
+    if all(not hasattr(x, "__len__") for x in items):  # numbers (token_ids refuses all but integers)
+        return [token_ids(items, 0)], True
     for i, p in enumerate(items):
         ok = not isinstance(p, (str, bytes)) and hasattr(p, "__iter__")
         require(ok, f"prompt {i} must be a list of token ids, got {type(p).__name__}")
     with collector_paused():  # a batch may hold a million prompts
-        return [[int(x) for x in p] for p in items], False
+        return [token_ids(p, i) for i, p in enumerate(items)], False
+
+
+def token_ids(prompt: Any, i: int) -> list[int]:
+    """Prompt ``i`` as a list of ints: integers only (Python's, numpy's, an integer tensor's),
+    never a float or a bool, which ``int`` would silently truncate (1.5 -> 1, True -> 1)."""
+    if hasattr(prompt, "tolist"):  # a tensor or an array: its items as Python numbers
+        prompt = prompt.tolist()
+    require(isinstance(prompt, list | tuple) or hasattr(prompt, "__iter__"),
+            f"prompt {i} must be a list of token ids, got {type(prompt).__name__}")  # fmt: skip
+    kinds = set(map(type, prompt))
+    if kinds <= {int}:
+        return list(prompt)
+    if bool not in kinds:
+        try:
+            return list(map(operator.index, prompt))  # numpy's integers, 0-d integer tensors
+        except TypeError:
+            pass
+    bad = next(x for x in prompt if isinstance(x, bool) or not _is_index(x))
+    raise ConfigError(f"prompt {i} must hold integer token ids, got {bad!r} ({type(bad).__name__})")
+
+
+def _is_index(x: Any) -> bool:
+    try:
+        operator.index(x)
+    except TypeError:
+        return False
+    return True
 
 
 def prefill(model: LanguageModel, prompts: list[list[int]], copies: int = 1) -> tuple[torch.Tensor, State]:

@@ -26,6 +26,7 @@ from typing import Any, BinaryIO
 from decodekit.errors import DecodekitError
 
 KiB, MiB, GiB = 2**10, 2**20, 2**30
+MAX_LINE_BYTES = 64 * MiB  # one line of text input: generate --input, score FILE, a prompt on stdin
 
 
 def _kind(mode: int) -> str:
@@ -237,15 +238,17 @@ def open_regular(
 
 def bounded_lines(f: BinaryIO, max_line: int) -> Iterator[bytes | None]:
     """The lines of ``f``, one at a time, without their line end (``\\n`` or ``\\r\\n``). A line
-    of more than ``max_line`` bytes is read through in pieces, never held whole, and yields None
-    (the caller names it: it still counts as a line)."""
+    of more than ``max_line`` bytes yields None once its first ``max_line + 1`` bytes are read (the
+    caller names it: it still counts as a line); its rest is read through in pieces, never held
+    whole, only when the next line is asked for (a caller that stops there reads no further: a
+    stream without a newline, ``/dev/zero``, never ends)."""
     while True:
         line = f.readline(max_line + 1)
         if not line:
             return
         if len(line) > max_line and not line.endswith(b"\n"):
-            _skip_line(f)
             yield None
+            _skip_line(f)
             continue
         yield line[:-2] if line.endswith(b"\r\n") else line[:-1] if line.endswith(b"\n") else line
 
@@ -266,3 +269,18 @@ def _skip_line(f: BinaryIO) -> None:
         f.read(len(piece) if end < 0 else end + 1)
         if end >= 0:
             return
+
+
+def read_at_most(f: BinaryIO, max_bytes: int) -> bytes | None:
+    """All of the stream ``f`` if it ends within ``max_bytes`` bytes, else None, once ``max_bytes
+    + 1`` bytes have been read: a stream that never ends (``/dev/zero``) is read no further, and
+    memory stays within about twice ``max_bytes``. Read in pieces of at most 1 MiB."""
+    read = getattr(f, "read1", f.read)
+    parts, count = [], 0
+    while count <= max_bytes:
+        piece = read(min(MiB, max_bytes + 1 - count))
+        if not piece:
+            return b"".join(parts)
+        parts.append(piece)
+        count += len(piece)
+    return None
