@@ -101,3 +101,17 @@ def test_the_strategies_decoding_md_names_exist_with_their_arguments():
             fn = getattr(decodekit, name)
         documented = {a.split("=")[0].strip() for a in args.split(",")} - {"*", ""}
         assert documented <= set(inspect.signature(fn).parameters), (name, documented)
+
+
+def test_links_and_cited_tests_exist():
+    """Every relative link of README.md and docs/*.md names a file that exists, and every test file
+    docs/reliability.md cites as performing an attack is in the suite."""
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = path.read_text(encoding="utf-8")
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+            if "://" not in target:
+                assert (path.parent / target).exists(), f"{path.name}: link to {target}"
+    cited = re.findall(r"tests/[\w/]+\.py", (ROOT / "docs/reliability.md").read_text(encoding="utf-8"))
+    assert len(set(cited)) >= 10
+    for name in cited:
+        assert (ROOT / name).is_file(), name
