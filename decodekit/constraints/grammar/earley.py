@@ -243,6 +243,7 @@ class GrammarBytes:
         self.index: dict[tuple, int] = {}
         self.table = np.full((64, 256), UNKNOWN, dtype=np.int32)
         self._dist: dict[int, int] = {}
+        self._moves: dict[int, list] = {}
         self._costs: dict[int, dict[int, tuple[int, tuple | None]]] = {}
         self._start: dict[int, tuple[int, tuple | None]] = {}
         closure_items, closure_terms = g.closure(0)
@@ -275,32 +276,71 @@ class GrammarBytes:
         return self.distance(s)
 
     def fill(self, states: np.ndarray, codes: np.ndarray) -> None:
+        """The unknown ``table[states[i], codes[i]]``: per state, every lexeme stepped over all
+        its asked bytes at once through the lexer's table, and one new set made per distinct
+        column of next lexer states (bytes the lexemes read alike lead to one set)."""
         pairs = np.unique(states.astype(np.int64) * 256 + codes)
-        step = self.step
-        for key in pairs.tolist():
-            step(key >> 8, key & 255)
+        src = pairs >> 8
+        cuts = np.flatnonzero(src[1:] != src[:-1]) + 1
+        for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(pairs)]):
+            self._fill_row(int(src[lo]), (pairs[lo:hi] & 255).astype(np.int64))
+
+    def _fill_row(self, s: int, codes: np.ndarray) -> None:
+        moving = self._moving(s)
+        if not moving:  # a complete sentence that nothing may follow
+            self.table[s, codes] = -1
+            return
+        lexer = self.lexer
+        qs = np.array([q for _, q, _ in moving], dtype=np.int64)
+        nxt = lexer.table[qs[:, None], codes[None, :]]  # [M, C]
+        unknown = nxt == UNKNOWN
+        if unknown.any():
+            rows, cols = np.nonzero(unknown)
+            lexer.fill(qs[rows], codes[cols])
+            nxt = lexer.table[qs[:, None], codes[None, :]]
+        seen = np.unique(nxt[nxt >= 0]).tolist()
+        dead = [q for q in seen if lexer.distance(q) < 0]
+        if dead:
+            nxt = np.where(np.isin(nxt, dead), -1, nxt)
+        columns, inverse = np.unique(nxt.T, axis=0, return_inverse=True)
+        out = [self._advance(s, moving, col.tolist()) for col in columns]
+        self.table[s, codes] = np.array(out, dtype=np.int32)[inverse.reshape(-1)]
 
     def step(self, s: int, b: int) -> int:
         """The state after byte b from state s (module docstring), computed on first need."""
         got = int(self.table[s, b])
         if got != UNKNOWN:
             return got
-        out = self._step(s, b)
+        lexer = self.lexer
+        nexts = []
+        for _, q, _ in self._moving(s):
+            q2 = lexer.step(q, b)
+            nexts.append(q2 if q2 >= 0 and lexer.distance(q2) >= 0 else -1)
+        out = self._advance(s, self._moving(s), nexts)
         self.table[s, b] = out
         return out
 
-    def _step(self, s: int, b: int) -> int:
-        g, lexer, here = self.g, self.lexer, self.sets[s]
+    def _moving(self, s: int) -> list[tuple[int, int, int]]:
+        """The lexemes of state s that a byte advances: those under way and those that may begin
+        (at the terminal's first byte state), origins resolved (``SELF`` -> s)."""
+        got = self._moves.get(s)
+        if got is None:
+            here, starts = self.sets[s], self.g.starts
+            got = [(t, q, s if o == SELF else o) for t, q, o in here.lex]
+            got += [(t, starts[t], s if o == SELF else o) for t, o in here.expect]
+            self._moves[s] = got
+        return got
+
+    def _advance(self, s: int, moving: list, nexts: list[int]) -> int:
+        """The set after a byte that takes each lexeme of ``moving`` to ``nexts`` (-1: it dies)."""
+        g, lexer = self.g, self.lexer
         lex, done = set(), []
-        moving = [*here.lex, *((t, g.starts[t], o) for t, o in here.expect)]
-        for t, q, o in moving:
-            q2 = lexer.step(q, b)
-            if q2 < 0 or lexer.distance(q2) < 0:
+        for (t, _, o), q2 in zip(moving, nexts):
+            if q2 < 0:
                 continue
-            o2 = s if o == SELF else o
-            lex.add((t, q2, o2))
+            lex.add((t, q2, o))
             if lexer.accepting(q2):
-                done.append((t, o2))
+                done.append((t, o))
         if not lex:
             return -1
         rules: set = set()
