@@ -28,7 +28,7 @@ __all__ = ["MAX_NESTING", "MAX_REPEAT", "MAX_SYMBOLS", "read_gbnf", "regex_char"
 
 MAX_NESTING = 1_000  # open groups at once
 MAX_REPEAT = 10_000  # the largest count in {m,n}
-MAX_SYMBOLS = 2_000_000  # symbols on all right-hand sides, helper rules included
+MAX_SYMBOLS = 200_000  # symbols on all right-hand sides, helper rules included (reading is linear in them)
 
 _TOKEN = re.compile(
     r"""(?P<space>[ \t\r\n]+|\#[^\n]*)

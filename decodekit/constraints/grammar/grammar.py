@@ -14,7 +14,7 @@ from decodekit.errors import ConstraintError
 
 __all__ = ["MAX_GRAMMAR_BYTES", "Grammar", "GrammarAndPattern"]
 
-MAX_GRAMMAR_BYTES = 4_000_000  # a grammar file (or text, in UTF-8 bytes) larger is refused
+MAX_GRAMMAR_BYTES = 1 << 20  # a grammar file (or text, in UTF-8 bytes) larger is refused
 SYNTAXES = ("lark", "gbnf")
 _EXTENSIONS = {".lark": "lark", ".gbnf": "gbnf", ".ebnf": "gbnf"}
 _GBNF_RULE = re.compile(r"^[ \t]*[A-Za-z0-9_-]+[ \t]*::=", re.M)

@@ -26,9 +26,10 @@ import re
 from decodekit.constraints.grammar.cfg import CFG, Rule, Terminal, at, line_col
 from decodekit.errors import ConstraintError
 
-__all__ = ["MAX_NESTING", "read_lark"]
+__all__ = ["MAX_LARK_CHARS", "MAX_NESTING", "read_lark"]
 
 MAX_NESTING = 100  # nested ( [ { in a Lark grammar: lark's loader recurses over the nesting
+MAX_LARK_CHARS = 100_000  # lark's loader reads about 40,000 characters a second: larger is refused
 
 # lark's compiled spellings of common.lark's shortest-match terminals -> the same languages as
 # plain regexes (tests/constraints/grammar/test_lark.py checks them against lark by brute force)
@@ -192,6 +193,11 @@ def read_lark(text: str, source: str = "<grammar>", start: str = "start") -> CFG
     import lark
     from lark.load_grammar import load_grammar
 
+    if len(text) > MAX_LARK_CHARS:
+        raise ConstraintError(
+            f"{source}: the Lark grammar is longer than {MAX_LARK_CHARS:,} characters (the limit: lark's "
+            "reader is slow on large grammars; GBNF is read up to 1 MiB)"
+        )
     _check_nesting(text, source)
     rules_at, terms_at = _definitions(text, _RULE_DEF), _definitions(text, _TERM_DEF)
     try:

@@ -9,14 +9,12 @@ engine may follow can be completed. All passes are iterative and linear in the g
 
 from __future__ import annotations
 
-from collections import deque
-
 import regex
 
 from decodekit.constraints.grammar.cfg import CFG, Rule, at
 from decodekit.errors import ConstraintError
 
-__all__ = ["check_symbols", "check_terminals", "productive", "reachable", "reduce"]
+__all__ = ["check_symbols", "check_terminals", "nullable_node", "productive", "reachable", "reduce"]
 
 
 def _rule_place(cfg: CFG, lhs: str) -> str:
@@ -43,18 +41,58 @@ def check_symbols(cfg: CFG) -> None:
                 )
 
 
+# a literal as the readers spell it (escaped metacharacters, \xHH \uHHHH \UHHHHHHHH \n \t \r):
+# valid and never empty, so the regex reader need not see it
+_PLAIN_LITERAL = regex.compile(
+    r"(?:[^\\.^$*+?{}\[\]|()]|\\[^0-9A-Za-z]|\\[ntr]|\\x[0-9a-fA-F]{2}|\\u[0-9a-fA-F]{4}|\\U[0-9a-fA-F]{8})+"
+)
+
+
+def nullable_node(root) -> bool:
+    """Whether the regex AST ``root`` (:mod:`decodekit.constraints.syntax.nodes`) matches the
+    empty text (iteratively: post-order over the nodes)."""
+    from decodekit.constraints.syntax.nodes import Kind
+
+    memo: dict[int, bool] = {}
+    stack = [(root, False)]
+    while stack:
+        node, ready = stack.pop()
+        if id(node) in memo:
+            continue
+        kids = node.items if node.kind in (Kind.SEQ, Kind.ALT, Kind.REP) else ()
+        if not ready and kids:
+            stack.append((node, True))
+            stack.extend((k, False) for k in kids)
+            continue
+        if node.kind is Kind.SET:
+            memo[id(node)] = False
+        elif node.kind is Kind.ASSERT:
+            memo[id(node)] = True
+        elif node.kind is Kind.SEQ:
+            memo[id(node)] = all(memo[id(k)] for k in kids)
+        elif node.kind is Kind.ALT:
+            memo[id(node)] = any(memo[id(k)] for k in kids)
+        else:
+            memo[id(node)] = node.lo == 0 or memo[id(kids[0])]
+    return memo[id(root)]
+
+
 def check_terminals(cfg: CFG) -> None:
     """Refuse a terminal whose pattern decodekit's regex reader does not accept, or that matches
     the empty text: ``source:line:col: terminal 'NAME': ...``."""
-    from decodekit.constraints.syntax.parser import parse as check_pattern  # no torch import
+    from decodekit.constraints.syntax.parser import parse  # check_pattern's reader, without torch
 
+    seen: set[str] = set()
     for term in cfg.terminals.values():
+        if term.pattern in seen or _PLAIN_LITERAL.fullmatch(term.pattern):
+            continue
+        seen.add(term.pattern)
         where = at(cfg.source, term.where)
         try:
-            check_pattern(term.pattern)
+            root, _ = parse(term.pattern)
         except ConstraintError as e:
             raise ConstraintError(f"{where}terminal '{term.name}': {e}") from None
-        if regex.fullmatch(term.pattern, "") is not None:
+        if nullable_node(root):
             raise ConstraintError(
                 f"{where}terminal '{term.name}' matches the empty text ({term.pattern!r}): "
                 "a terminal must be at least one character (make it optional in the rules instead)"
@@ -63,26 +101,29 @@ def check_terminals(cfg: CFG) -> None:
 
 def productive(cfg: CFG) -> set[str]:
     """The nonterminals that derive some finite text (terminals are productive)."""
-    missing = [0] * len(cfg.rules)  # per rule: how many of its symbols are not yet productive
+    terminals, rules = cfg.terminals, cfg.rules
+    missing = [0] * len(rules)  # per rule: how many of its symbols are not yet productive
     waiting: dict[str, list[int]] = {}
     done: set[str] = set()
-    queue: deque[str] = deque()
-    for i, rule in enumerate(cfg.rules):
+    queue: list[str] = []
+    for i, rule in enumerate(rules):
+        n = 0
         for sym in rule.rhs:
-            if sym not in cfg.terminals:
-                missing[i] += 1
+            if sym not in terminals:
+                n += 1
                 waiting.setdefault(sym, []).append(i)
-        if not missing[i] and rule.lhs not in done:
+        missing[i] = n
+        if not n and rule.lhs not in done:
             done.add(rule.lhs)
             queue.append(rule.lhs)
     while queue:
-        sym = queue.popleft()
-        for i in waiting.pop(sym, ()):
+        for i in waiting.pop(queue.pop(), ()):
             missing[i] -= 1
-            lhs = cfg.rules[i].lhs
-            if not missing[i] and lhs not in done:
-                done.add(lhs)
-                queue.append(lhs)
+            if not missing[i]:
+                lhs = rules[i].lhs
+                if lhs not in done:
+                    done.add(lhs)
+                    queue.append(lhs)
     return done
 
 

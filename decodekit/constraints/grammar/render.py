@@ -16,13 +16,14 @@ _TERM_NAME = re.compile(r"[A-Z][_A-Z0-9]*")
 
 def lark_pattern(pattern: str) -> str:
     """``pattern`` as the body of a Lark ``/.../`` literal: every unescaped ``/`` escaped, every
-    control character (lark refuses a raw newline there) written as ``\\xHH``."""
+    control character (lark refuses a raw newline there) and ``"`` (lark's unescaping of ``\\"``
+    loses a backslash) written as ``\\xHH``."""
     out, i, n = [], 0, len(pattern)
     while i < n:
         c = pattern[i]
         if c == "\\" and i + 1 < n:
             e = pattern[i + 1]
-            if ord(e) < 0x20 or e == "\x7f":
+            if ord(e) < 0x20 or e in "\x7f\"":
                 out.append(f"\\x{ord(e):02x}")  # an escaped control character is the character
             else:
                 out.append(c + e)
@@ -30,7 +31,7 @@ def lark_pattern(pattern: str) -> str:
             continue
         if c == "/":
             out.append("\\/")
-        elif ord(c) < 0x20 or c == "\x7f":
+        elif ord(c) < 0x20 or c in "\x7f\"":
             out.append(f"\\x{ord(c):02x}")
         else:
             out.append(c)
