@@ -202,7 +202,7 @@ def read_lark(text: str, source: str = "<grammar>", start: str = "start") -> CFG
     rules_at, terms_at = _definitions(text, _RULE_DEF), _definitions(text, _TERM_DEF)
     try:
         grammar, _files = load_grammar(text, source, [_import_only_lark_grammars], False)
-        defined = [name for name, params, _t, _o in grammar.rule_defs if not params]
+        defined = [str(name) for name, params, _t, _o in grammar.rule_defs if not params]
         if start not in defined:
             raise ConstraintError(f"{source}: no rule '{start}' (the start symbol)")
         _hoist(grammar)
@@ -217,7 +217,7 @@ def read_lark(text: str, source: str = "<grammar>", start: str = "start") -> CFG
         raise ConstraintError(f"{source}: the grammar nests too deeply for lark's reader") from None
     except (lark.exceptions.LarkError, AssertionError, KeyError, ValueError, TypeError) as e:
         raise ConstraintError(_message(e, text, source, rules_at, terms_at)) from None
-    names = {r.origin.name for r in rules}
+    names = {str(r.origin.name) for r in rules}
     tidy = {}  # lark's names for its rules of hoisted rules ("____x_opt_1_star_0") shortened
     for name in names:
         short = re.sub(r"^_{3,}", "__", name)
@@ -225,7 +225,7 @@ def read_lark(text: str, source: str = "<grammar>", start: str = "start") -> CFG
             tidy[name] = short
     terms: dict[str, Terminal] = {}
     for t in terminals:
-        terms[t.name] = Terminal(t.name, _pattern(t), terms_at.get(t.name))
+        terms[str(t.name)] = Terminal(str(t.name), _pattern(t), terms_at.get(t.name))
     out_rules = []
     for r in rules:
         for sym in r.expansion:
@@ -234,7 +234,9 @@ def read_lark(text: str, source: str = "<grammar>", start: str = "start") -> CFG
                     f"{at(source, terms_at.get(sym.name) or rules_at.get(r.origin.name))}"
                     f"terminal '{sym.name}' has no pattern (%declare'd terminals are not supported)"
                 )
-        lhs = tidy.get(r.origin.name, r.origin.name)
-        out_rules.append(Rule(lhs, tuple(tidy.get(s.name, s.name) for s in r.expansion)))
-    where = {str(name): rules_at[name] for name in defined if name in rules_at}  # the user's own rules
+        lhs = str(r.origin.name)
+        out_rules.append(
+            Rule(tidy.get(lhs, lhs), tuple(tidy.get(str(s.name), str(s.name)) for s in r.expansion))
+        )
+    where = {name: rules_at[name] for name in defined if name in rules_at}  # the user's own rules
     return CFG(start, tuple(out_rules), terms, tuple(str(n) for n in ignore), source, where)

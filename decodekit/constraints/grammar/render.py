@@ -23,7 +23,7 @@ def lark_pattern(pattern: str) -> str:
         c = pattern[i]
         if c == "\\" and i + 1 < n:
             e = pattern[i + 1]
-            if ord(e) < 0x20 or e in "\x7f\"":
+            if ord(e) < 0x20 or e in '\x7f"':
                 out.append(f"\\x{ord(e):02x}")  # an escaped control character is the character
             else:
                 out.append(c + e)
@@ -31,7 +31,7 @@ def lark_pattern(pattern: str) -> str:
             continue
         if c == "/":
             out.append("\\/")
-        elif ord(c) < 0x20 or c in "\x7f\"":
+        elif ord(c) < 0x20 or c in '\x7f"':
             out.append(f"\\x{ord(c):02x}")
         else:
             out.append(c)

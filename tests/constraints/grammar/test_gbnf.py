@@ -14,7 +14,7 @@ from decodekit.constraints.grammar.reduce import check_terminals, reduce
 from decodekit.errors import ConstraintError
 from tests.support.grammars import cfg_accepts, generate_texts, lark_oracle, mutate
 
-JSONISH = r'''
+JSONISH = r"""
 # a small JSON
 root   ::= value
 value  ::= object | array | string | number | ("true" | "false" | "null")
@@ -26,7 +26,7 @@ object ::=
 array  ::= "[" ( value ("," value)* )? "]"
 string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\nt] | "u" [0-9a-fA-F]{4}) )* "\""
 number ::= "-"? ([0-9] | [1-9] [0-9]{1,3})
-'''
+"""
 
 
 def language(text: str):
@@ -150,7 +150,9 @@ def _llama_dir() -> pathlib.Path:
     return pathlib.Path(os.environ.get("DECODEKIT_GRAMMARS", root.parent / "shared" / "data" / "grammars"))
 
 
-@pytest.mark.skipif(not _llama_dir().is_dir(), reason="llama.cpp's grammars are not here (DECODEKIT_GRAMMARS)")
+@pytest.mark.skipif(
+    not _llama_dir().is_dir(), reason="llama.cpp's grammars are not here (DECODEKIT_GRAMMARS)"
+)
 def test_llama_cpp_grammars_read_and_agree_with_lark():
     names = sorted(p.name for p in _llama_dir().glob("*.gbnf"))
     assert {"json.gbnf", "c.gbnf", "arithmetic.gbnf"} <= set(names)
