@@ -31,6 +31,11 @@ MAX_GROUP_DEPTH = 60  # decodekit's regex reader takes 100
 MAX_STATES = 200_000  # Thompson states, repetitions multiplied out (the reader takes 1,000,000)
 
 _SIMPLE = set("|()[]{}*+?^$.\\")
+_MAX_NULLABLE_RUN = 32  # the non-empty texts of n nullable pieces in a row take n^2 pieces
+
+
+class _TooBig(Exception):
+    """A made pattern would be too large: keep the part as rules."""
 
 
 class _Re:
@@ -123,7 +128,9 @@ def _nonempty(r: _Re) -> _Re | None:
         if head is None:
             return None
         return _seq([head, _Re("rep", (x,), lo=0, hi=None if r.hi is None else r.hi - 1)])
-    # seq of nullable items: the first non-empty item, then the rest as they are
+    # seq of nullable items: the first non-empty item, then the rest as they are (quadratic)
+    if len(r.items) > _MAX_NULLABLE_RUN:
+        raise _TooBig
     parts = []
     for i, x in enumerate(r.items):
         head = _nonempty(x)
@@ -257,13 +264,18 @@ class _Rewrite:
         self.terminals = dict(cfg.terminals)
         self.made: dict[str, tuple[str, tuple[str, ...]]] = {}
         self.holders: dict[str, list[Rule]] = {}  # nullable runs: R -> <R> | ()
+        self.too_big: list[tuple[str, ...]] = []
         rules = []
         for rule in cfg.rules:
             if rule.lhs not in regex_of:  # a regular one is reached only through runs (or is the start)
                 rules.append(Rule(rule.lhs, self.replace(rule.rhs)))
         if cfg.start in regex_of:
             r = regex_of[cfg.start]
-            ne = _nonempty(r)
+            try:
+                ne = _nonempty(r)
+            except _TooBig:
+                self.too_big.append((cfg.start,))
+                ne = None
             if ne is not None:
                 rules.append(Rule(cfg.start, (self.terminal((cfg.start,), ne),)))
             if r.nullable:
@@ -293,20 +305,30 @@ class _Rewrite:
                 i += 1
                 continue
             run, i = rhs[i:j], j
-            if run in self.unmerged or (len(run) == 1 and run[0] in lits):
-                out.extend(run)
-                continue
-            r = _seq([lits.get(s) or regex_of[s] for s in run])
-            if not r.nullable:
-                out.append(self.terminal(run, r))
-                continue
-            holder = run[0] if len(run) == 1 else "{" + " ".join(run) + "}"
-            if holder not in self.holders:
-                ne = _nonempty(r)
-                self.holders[holder] = [Rule(holder, (self.terminal(run, ne),))] if ne is not None else []
-                self.holders[holder].append(Rule(holder, ()))
-            out.append(holder)
+            if len(run) == 1 and run[0] in lits:
+                out.append(run[0])
+            elif run in self.unmerged:
+                out.extend(s if s in lits else self.replace((s,))[0] for s in run)
+            else:
+                out.append(self.run_symbol(run))
         return tuple(out)
+
+    def run_symbol(self, run: tuple[str, ...]) -> str:
+        """The one symbol for a run of regular symbols: a made terminal, or a nonterminal over it
+        and the empty text (:class:`_TooBig` if the run's non-empty texts are too large)."""
+        r = _seq([self.lits.get(s) or self.regex_of[s] for s in run])
+        if not r.nullable:
+            return self.terminal(run, r)
+        holder = run[0] if len(run) == 1 else "{" + " ".join(run) + "}"
+        if holder not in self.holders:
+            try:
+                ne = _nonempty(r)
+            except _TooBig:
+                self.too_big.append(run)
+                return holder
+            self.holders[holder] = [Rule(holder, (self.terminal(run, ne),))] if ne is not None else []
+            self.holders[holder].append(Rule(holder, ()))
+        return holder
 
 
 def inline_regular(cfg: CFG) -> CFG:
@@ -324,6 +346,12 @@ def inline_regular(cfg: CFG) -> CFG:
         regex_of = _regular(cfg, refused)
         done = _Rewrite(cfg, regex_of, join, unmerged)
         progress = False
+        for run in done.too_big:
+            if len(run) > 1:
+                unmerged.add(run)
+            else:
+                refused.add(run[0])
+            progress = True
         for pattern, run in done.made.values():
             try:
                 if len(pattern) > 2 * MAX_PATTERN_CHARS:
