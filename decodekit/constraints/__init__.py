@@ -18,6 +18,7 @@ _LAZY = {  # public name -> its module
     "ConstraintError": "decodekit.errors",
     "Laziness": "decodekit.constraints.build",
     "DerivedTokenAutomaton": "decodekit.constraints.tokens.derived",
+    "Grammar": "decodekit.constraints.grammar.grammar",
     "Pattern": "decodekit.constraints.automata.derivatives",
     "complement": "decodekit.constraints.automata.derivatives",
     "intersect": "decodekit.constraints.automata.derivatives",

@@ -111,6 +111,8 @@ class Pattern:
         return self
 
     def __and__(self, other) -> Pattern:
+        if getattr(type(other), "_takes_pattern_and", False):  # a Grammar: its __rand__ answers
+            return NotImplemented
         return intersect(self, other)
 
     def __rand__(self, other) -> Pattern:

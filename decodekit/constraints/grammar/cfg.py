@@ -59,3 +59,14 @@ class CFG:
     def nonterminals(self) -> tuple[str, ...]:
         """The names with rules, in order of first definition."""
         return tuple(dict.fromkeys(r.lhs for r in self.rules))
+
+
+def at(source: str, where: tuple[int, int] | None) -> str:
+    """The ``source:line:col: `` prefix of a message (``source: `` when the place is unknown)."""
+    return f"{source}: " if where is None else f"{source}:{where[0]}:{where[1]}: "
+
+
+def line_col(text: str, offset: int) -> tuple[int, int]:
+    """The 1-based (line, column) of ``text[offset]``."""
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1

@@ -1,0 +1,134 @@
+"""read_lark: Lark grammars through lark's own loader, their language against lark's Earley parser,
+and one-line errors with the place."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+from decodekit.constraints.grammar.lark_reader import MAX_NESTING, read_lark
+from decodekit.constraints.grammar.reduce import check_terminals, reduce
+from decodekit.errors import ConstraintError
+from tests.support.grammars import cfg_accepts, generate_texts, lark_oracle, mutate
+
+SQLISH = r"""
+start: select
+?select: "select"i _cols "from"i NAME ["where"i cond]
+_cols: NAME ("," NAME)* | "*"
+cond: NAME OP value -> comparison
+    | cond "and"i cond
+?value: NUMBER | ESCAPED_STRING
+OP.2: /[<>]=?|=/
+NAME: /[a-z_][a-z0-9_]*/i
+%import common.NUMBER
+%import common.ESCAPED_STRING
+%import common.WS
+%ignore WS
+"""
+
+
+def read(text: str, source: str = "<grammar>"):
+    cfg = reduce(read_lark(text, source), strict=True)
+    check_terminals(cfg)
+    return cfg
+
+
+def test_reads_a_sql_grammar_with_lark_as_the_oracle():
+    cfg = read(SQLISH)
+    # lark as users run it (posix=False): ESCAPED_STRING is a shortest match there
+    ours, theirs = lark_oracle(cfg), lark_oracle(SQLISH, posix=False)
+    rng = random.Random(0)
+    texts = generate_texts(cfg, 40, seed=2, max_depth=6)
+    texts += ['SELECT a, b FROM t WHERE a >= 3 and b = "x\\"y"', "select * from t", "Select x From y"]
+    for text in texts:
+        assert ours(text) and theirs(text), text
+        for _ in range(4):
+            m = mutate(text, rng, 'sel* ,"=<>01')
+            assert ours(m) == theirs(m), m
+    assert not ours("select from t") and not ours("select a from")
+
+
+def test_shaping_options_do_not_change_the_language():
+    plain = read('start: a b\na: "x" | "y"\nb: "z"+\n')
+    shaped = read('?start: _a b -> both\n_a: "x" | "y"\n!b.5: "z"+\n')
+    for text in ["xz", "yzzz", "x", "zz", "xzy"]:
+        assert cfg_accepts(plain, text) == cfg_accepts(shaped, text), text
+
+
+def test_repeats_optionals_and_flags():
+    cfg = read('start: "ab"i ~ 2 "c"~1..3 [D] E?\nD: /d+/i\nE: "e"\n')
+    lark = lark_oracle(cfg)
+    for text, ok in [
+        ("abABc", True),
+        ("aBabccc", True),
+        ("ababcd", True),
+        ("ababcDDe", True),
+        ("abc", False),
+        ("ababcccc", False),
+    ]:
+        assert lark(text) == ok == cfg_accepts(cfg, text), text
+
+
+def test_optionals_are_rules_not_products():
+    """lark distributes optionals (2^n alternatives); read_lark makes each one rule."""
+    cfg = read("start: " + ' "x"?' * 40 + ' "y"\n')
+    assert len(cfg.rules) < 200
+    assert cfg_accepts(cfg, "xxxy") and not cfg_accepts(cfg, "x" * 41 + "y")
+
+
+def test_common_terminals_keep_lark_meaning():
+    """ESCAPED_STRING and C_COMMENT are shortest matches in lark: the plain regexes that replace
+    them have the same language (brute force over a small alphabet, lark as users run it)."""
+    for name, alphabet, top in [("ESCAPED_STRING", '"\\a\n', 6), ("C_COMMENT", "/*a\n", 6)]:
+        text = f"start: {name}\n%import common.{name}\n"
+        cfg = read(text)
+        lark = lark_oracle(text, posix=False)
+        for n in range(1, top + 1):
+            for chars in itertools.product(alphabet, repeat=n):
+                s = "".join(chars)
+                assert cfg_accepts(cfg, s) == lark(s), (name, s)
+
+
+def test_imports_other_than_larks_own_grammars_are_refused(tmp_path):
+    (tmp_path / "other.lark").write_text('X: "x"\n')
+    for line in ["%import other.X", "%import .other.X"]:
+        with pytest.raises(ConstraintError, match="only lark's grammars"):
+            read_lark(f"{line}\nstart: X\n", source=str(tmp_path / "g.lark"))
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('start: valeu\nvalue: "x"\n', "g.lark:1:8: undefined rule 'valeu' (in rule 'start')"),
+        ('start: a\na: "x"\n  | B\n', "g.lark:3:5: undefined terminal 'B' (in rule 'a')"),
+        ('start: "a" ]\n', "g.lark:1:12: unexpected ']'"),
+        ("start: (\n", "g.lark:1:9: Unclosed parenthesis"),
+        ('start: "\n', "g.lark:1:8: unexpected input"),
+        ('a: "x"\n', "g.lark: no rule 'start'"),
+        ("start: A\n%declare A\n", "terminal 'A' has no pattern"),
+        ("start: A\nA: /a*/\n", "g.lark:2:1: terminal 'A' matches the empty text"),
+        ("start: A\nA: /(?<=a)b/\n", "g.lark:2:1: terminal 'A': unsupported regex feature"),
+        ('start: "a"\nb: "b"\n', "g.lark:2:1: rule 'b' is never used (from 'start')"),
+        ('start: "a" | b\nb: "b" b\n', "g.lark:2:1: rule 'b' derives no finite text"),
+        ('start: s\ns: "(" s ")"\n', "g.lark:1:1: the grammar's language is empty"),
+    ],
+)
+def test_errors_are_one_line_with_the_place(text, message):
+    with pytest.raises(ConstraintError) as e:
+        read(text, "g.lark")
+    assert message in str(e.value)
+    assert str(e.value).startswith("g.lark:") and "\n" not in str(e.value)
+
+
+def test_nesting_past_the_limit_is_refused_before_lark_recurses():
+    deep = MAX_NESTING + 1
+    with pytest.raises(ConstraintError, match=f"nest more than {MAX_NESTING} deep"):
+        read_lark("start: " + "(" * deep + '"a"' + ")" * deep)
+    assert read_lark("start: " + "(" * MAX_NESTING + '"a"' + ")" * MAX_NESTING).rules
+
+
+def test_a_long_lark_grammar_is_refused():
+    with pytest.raises(ConstraintError, match="longer than"):
+        read_lark("start: " + ' "x"' * 40_000)

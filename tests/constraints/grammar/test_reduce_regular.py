@@ -1,0 +1,127 @@
+"""reduce (productive and reachable symbols, one-line errors) and inline_regular (the same
+language with regular parts as terminals), checked with lark and the exact chart parser."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from decodekit.constraints.grammar.cfg import CFG, Rule, Terminal
+from decodekit.constraints.grammar.gbnf import read_gbnf
+from decodekit.constraints.grammar.lark_reader import read_lark
+from decodekit.constraints.grammar.reduce import check_terminals, reduce
+from decodekit.constraints.grammar.regular import MAX_GROUP_DEPTH, inline_regular
+from decodekit.constraints.syntax.parser import parse
+from decodekit.errors import ConstraintError
+from tests.support.grammars import cfg_accepts, generate_texts, lark_oracle, mutate
+
+
+def cfg_of(rules: dict[str, list[tuple[str, ...]]], terminals: dict[str, str], start="s", ignore=()):
+    return CFG(
+        start,
+        tuple(Rule(lhs, rhs) for lhs, alts in rules.items() for rhs in alts),
+        {n: Terminal(n, p) for n, p in terminals.items()},
+        tuple(ignore),
+    )
+
+
+def test_reduce_removes_useless_symbols():
+    cfg = cfg_of(
+        {"s": [("a", "X"), ("dead",)], "a": [("X",)], "dead": [("X", "dead")], "lost": [("X",)]},
+        {"X": "x", "Y": "y"},
+    )
+    out = reduce(cfg)
+    assert set(out.nonterminals) == {"s", "a"} and set(out.terminals) == {"X"}
+    assert out.rules == (Rule("s", ("a", "X")), Rule("a", ("X",)))
+
+
+def test_reduce_errors():
+    with pytest.raises(ConstraintError, match=r"^<grammar>: the grammar's language is empty: 's'"):
+        reduce(cfg_of({"s": [("X", "s")]}, {"X": "x"}))
+    with pytest.raises(ConstraintError, match=r"undefined symbol 'nope' \(in rule 's', item 2\)"):
+        reduce(cfg_of({"s": [("X", "nope")]}, {"X": "x"}))
+    with pytest.raises(ConstraintError, match="no rule 'start'"):
+        reduce(cfg_of({"s": [("X",)]}, {"X": "x"}, start="start"))
+    with pytest.raises(ConstraintError, match="both a rule and a terminal"):
+        reduce(cfg_of({"s": [("X",)], "X": [("X",)]}, {"X": "x"}))
+
+
+def test_unused_and_endless_user_rules_are_errors_only_when_strict():
+    text = 'root ::= "a" | loop\nloop ::= "b" loop\nspare ::= "c"\n'
+    cfg = read_gbnf(text, "g.gbnf")
+    assert set(reduce(cfg).nonterminals) == {"root"}
+    with pytest.raises(ConstraintError, match=r"^g\.gbnf:2:1: rule 'loop' derives no finite text"):
+        reduce(cfg, strict=True)
+    with pytest.raises(ConstraintError, match=r"^g\.gbnf:2:1: rule 'spare' is never used \(from 'root'\)"):
+        reduce(read_gbnf('root ::= "a"\nspare ::= "c"\n', "g.gbnf"), strict=True)
+
+
+def test_check_terminals():
+    with pytest.raises(ConstraintError, match="terminal 'E' matches the empty text"):
+        check_terminals(cfg_of({"s": [("E",)]}, {"E": "a?"}))
+    with pytest.raises(ConstraintError, match="terminal 'B': invalid regex"):
+        check_terminals(cfg_of({"s": [("B",)]}, {"B": "(a"}))
+
+
+CASES = {
+    "json-ish gbnf": (
+        read_gbnf(
+            'root ::= v\nv ::= "[" ws (v ("," ws v)*)? "]" ws | s ws | n\n'
+            's ::= "\\"" [a-c\\\\]* "\\""\nn ::= "-"? [0-9]{1,3}\nws ::= [ ]?\n'
+        ),
+        '[]," -0123abc\\',
+    ),
+    "recursion forms": (
+        read_gbnf(
+            'root ::= l "|" r "|" m\nl ::= l "a" | "b"\nr ::= "a" r | "b"\nm ::= m "x" | "y" m | "z"\n'
+        ),
+        "abxyz|",
+    ),
+    "nullable everything": (read_gbnf('root ::= a b\na ::= "x"? "y"*\nb ::= ("z" a)?\n'), "xyz"),
+    "lark with ignore": (
+        read_lark(
+            'start: item+\nitem: NAME "=" value ";"\n?value: NUMBER | "[" [value ("," value)*] "]"\n'
+            "NAME: /[a-z]+/\n%import common.NUMBER\n%ignore /[ \\t]+/\n%ignore /#[^\\n]*\\n/\n"
+        ),
+        "ab=1;[], #\n",
+    ),
+    "regular start": (read_lark('start: ("a" | "b" "c")+ "d"?\n%ignore " "\n'), "abcd "),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_inline_regular_keeps_the_language(name):
+    cfg, alphabet = CASES[name]
+    cfg = reduce(cfg)
+    out = inline_regular(cfg)
+    check_terminals(out)
+    assert out.start == cfg.start and out.start in out.nonterminals
+    assert len(out.rules) <= len(cfg.rules)
+    before, after = lark_oracle(cfg), lark_oracle(out)
+    rng = random.Random(1)
+    for text in generate_texts(cfg, 30, seed=5, max_depth=5) + generate_texts(out, 30, seed=6, max_depth=5):
+        assert before(text) and after(text), text
+        for _ in range(4):
+            m = mutate(text, rng, alphabet)
+            assert before(m) == after(m), m
+            if len(m) <= 10:
+                assert cfg_accepts(cfg, m) == cfg_accepts(out, m) == before(m), m
+
+
+def test_inline_regular_makes_one_terminal_of_a_regular_grammar():
+    out = inline_regular(read_gbnf('root ::= ("a" | "bc")+ [0-9]{2,4}\n'))
+    assert len(out.terminals) == 1 and out.rules == (Rule("root", ("<root>",)),)
+    assert cfg_accepts(out, "abc12") and not cfg_accepts(out, "abc1")
+
+
+def test_inline_regular_respects_the_bounds():
+    chain = "root ::= r0\n" + "".join(f'r{i} ::= "x" r{i + 1} | "y"\n' for i in range(300)) + 'r300 ::= "z"\n'
+    out = inline_regular(read_gbnf(chain))
+    for term in out.terminals.values():
+        parse(term.pattern)  # every made pattern is read by decodekit's reader
+    assert len(out.nonterminals) > 300 - MAX_GROUP_DEPTH  # the deep part stayed rules
+    texts = ["x" * 5 + "y", "x" * 300 + "z", "y"]
+    assert all(cfg_accepts(out, t) for t in texts[:1] + texts[2:])
+    big = inline_regular(read_gbnf("root ::= " + " | ".join(f'"w{i}"' for i in range(5000)) + "\n"))
+    assert len(big.terminals) == 5000  # past MAX_PATTERN_CHARS: left as rules

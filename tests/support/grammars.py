@@ -1,0 +1,216 @@
+"""Grammar test helpers: random valid texts of a CFG (:func:`generate_texts`), random near-misses
+(:func:`mutate`), and two membership oracles for :class:`CFG`'s language: lark's Earley parser on
+the Lark rendering (:func:`lark_oracle`: a reference no one here wrote) and a small exact
+chart parser over substrings (:func:`cfg_accepts`)."""
+
+from __future__ import annotations
+
+import random
+
+import regex
+
+from decodekit.constraints.grammar.cfg import CFG
+from decodekit.constraints.syntax.nodes import Kind
+from decodekit.constraints.syntax.parser import parse
+
+# characters a negated class or a predicate (\w \d \s) is sampled from
+_POOL = [chr(c) for c in range(0x20, 0x7F)] + [
+    "\n",
+    "\t",
+    "\r",
+    "é",
+    "ß",
+    "中",
+    "λ",
+    "\x00",
+    "\x1f",
+    "\U0001f600",
+]
+
+
+def _char(cset, rng: random.Random) -> str:
+    def ok(c: str) -> bool:
+        hit = c in cset.chars or any(
+            (regex.fullmatch(rf"\{name}", c) is not None) != neg for name, neg in cset.preds
+        )
+        return hit != cset.negated
+
+    if not cset.negated and cset.chars and (not cset.preds or rng.random() < 0.7):
+        return rng.choice(sorted(cset.chars))
+    choices = [c for c in _POOL if ok(c)]
+    if not choices:
+        raise ValueError(f"cannot sample a character of {cset}")
+    return rng.choice(choices)
+
+
+def sample_regex(pattern: str, rng: random.Random, extra: int = 3, tries: int = 50) -> str:
+    """A random full match of ``pattern`` (repetitions up to ``extra`` past their minimum),
+    checked with ``regex.fullmatch``."""
+    root, _ = parse(pattern)
+    for _ in range(tries):
+        out: list[str] = []
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            if node.kind is Kind.SET:
+                out.append(_char(node.cset, rng))
+            elif node.kind is Kind.SEQ:
+                stack.extend(reversed(node.items))
+            elif node.kind is Kind.ALT:
+                stack.append(rng.choice(node.items))
+            elif node.kind is Kind.REP:
+                hi = node.lo + extra if node.hi is None else min(node.hi, node.lo + extra)
+                stack.extend([node.items[0]] * rng.randint(node.lo, hi))
+        text = "".join(out)
+        if regex.fullmatch(pattern, text):
+            return text
+    raise ValueError(f"no sample of {pattern!r} in {tries} tries")
+
+
+def shortest(cfg: CFG) -> dict[str, int]:
+    """Each symbol's fewest terminals in a derivation (terminals: 1)."""
+    cost = {t: 1 for t in cfg.terminals}
+    changed = True
+    while changed:
+        changed = False
+        for r in cfg.rules:
+            if all(s in cost for s in r.rhs):
+                c = sum(cost[s] for s in r.rhs)
+                if c < cost.get(r.lhs, 1 << 60):
+                    cost[r.lhs] = c
+                    changed = True
+    return cost
+
+
+def generate_texts(cfg: CFG, n: int, seed: int = 0, max_depth: int = 8, ignore_p: float = 0.2) -> list[str]:
+    """``n`` random texts of ``cfg``'s language: rules chosen at random up to ``max_depth``, then
+    toward the shortest completion; each terminal's text sampled from its regex; an ignore
+    terminal's text put between two terminals with probability ``ignore_p``."""
+    rng = random.Random(seed)
+    cost = shortest(cfg)
+    by_lhs: dict[str, list] = {}
+    for r in cfg.rules:
+        if all(s in cost for s in r.rhs):
+            by_lhs.setdefault(r.lhs, []).append(r.rhs)
+    texts = []
+    for _ in range(n):
+        out: list[str] = []
+        stack = [(cfg.start, 0)]
+        while stack:
+            sym, depth = stack.pop()
+            if sym in cfg.terminals:
+                if out and cfg.ignore and rng.random() < ignore_p:
+                    out.append(sample_regex(cfg.terminals[rng.choice(cfg.ignore)].pattern, rng, extra=1))
+                out.append(sample_regex(cfg.terminals[sym].pattern, rng))
+                continue
+            alts = by_lhs[sym]
+            if depth >= max_depth:
+                best = min(sum(cost[s] for s in rhs) for rhs in alts)
+                alts = [rhs for rhs in alts if sum(cost[s] for s in rhs) == best]
+            rhs = rng.choice(alts)
+            stack.extend((s, depth + 1) for s in reversed(rhs))
+        texts.append("".join(out))
+    return texts
+
+
+def mutate(text: str, rng: random.Random, alphabet: str) -> str:
+    """``text`` with one random edit: a character deleted, inserted, replaced, or two swapped."""
+    if not text:
+        return rng.choice(alphabet)
+    i = rng.randrange(len(text))
+    op = rng.randrange(4)
+    if op == 0:
+        return text[:i] + text[i + 1 :]
+    if op == 1:
+        return text[:i] + rng.choice(alphabet) + text[i:]
+    if op == 2:
+        return text[:i] + rng.choice(alphabet) + text[i + 1 :]
+    j = rng.randrange(len(text))
+    s = list(text)
+    s[i], s[j] = s[j], s[i]
+    return "".join(s)
+
+
+def lark_oracle(cfg_or_text, posix: bool = True):
+    """``text -> bool``: whether lark (``parser="earley", lexer="dynamic_complete"``) parses the
+    text with ``cfg_or_text`` (a :class:`CFG`, rendered by ``to_lark``, or Lark grammar text).
+
+    ``posix`` (the default) makes lark match terminals leftmost-longest (``regex.POSIX``): lark's
+    Earley scanner then sees every full match of a terminal, the language :class:`CFG` defines;
+    ``posix=False`` is lark as users run it (``/a|ab/`` never lexes ``ab``)."""
+    import lark
+
+    text = cfg_or_text
+    if isinstance(cfg_or_text, CFG):
+        from decodekit.constraints.grammar.render import to_lark
+
+        text = to_lark(cfg_or_text)
+    kwargs = {"regex": True, "g_regex_flags": regex.POSIX} if posix else {}
+    parser = lark.Lark(text, parser="earley", lexer="dynamic_complete", **kwargs)
+
+    def accepts(s: str) -> bool:
+        try:
+            parser.parse(s)
+        except lark.exceptions.LarkError:
+            return False
+        return True
+
+    return accepts
+
+
+def cfg_accepts(cfg: CFG, text: str) -> bool:
+    """Whether ``text`` is in ``cfg``'s language (cfg.py's definition, read literally): an Earley
+    parser over positions whose scan step tries every substring against each terminal with
+    ``regex.fullmatch``, and ignore text between terminals. Cubic or worse: short texts only."""
+    n = len(text)
+    full = {t.name: regex.compile(t.pattern) for t in cfg.terminals.values()}
+    # ignorable[i] = the positions j >= i such that text[i:j] is a concatenation of ignore lexemes
+    ignorable = [{i} for i in range(n + 1)]
+    for i in range(n, -1, -1):
+        for j in range(i + 1, n + 1):
+            if any(full[g].fullmatch(text, i, j) for g in cfg.ignore):
+                ignorable[i] |= ignorable[j]
+    by_lhs: dict[str, list] = {}
+    for r in cfg.rules:
+        by_lhs.setdefault(r.lhs, []).append(r.rhs)
+    # items: (lhs, rhs, dot, origin); chart[i]: items ending at i
+    chart: list[set] = [set() for _ in range(n + 1)]
+    start_items = [(cfg.start, rhs, 0, 0) for rhs in by_lhs.get(cfg.start, [])]
+    chart[0].update(start_items)
+    for i in range(n + 1):
+        agenda = list(chart[i])
+        while agenda:
+            lhs, rhs, dot, origin = agenda.pop()
+            if dot == len(rhs):  # complete
+                for item in list(chart[origin]):
+                    l2, r2, d2, o2 = item
+                    if d2 < len(r2) and r2[d2] == lhs:
+                        new = (l2, r2, d2 + 1, o2)
+                        if new not in chart[i]:
+                            chart[i].add(new)
+                            agenda.append(new)
+                continue
+            sym = rhs[dot]
+            if sym in full:  # scan: ignore text, then a lexeme text[k:j]
+                for k in ignorable[i]:
+                    for j in range(k + 1, n + 1):
+                        if full[sym].fullmatch(text, k, j):
+                            chart[j].add((lhs, rhs, dot + 1, origin))
+                continue
+            for rhs2 in by_lhs.get(sym, []):  # predict
+                new = (sym, rhs2, 0, i)
+                if new not in chart[i]:
+                    chart[i].add(new)
+                    agenda.append(new)
+            # a nullable symbol completed at i already: advance over it
+            if any((sym, r3, len(r3), i) in chart[i] for r3 in by_lhs.get(sym, [])):
+                new = (lhs, rhs, dot + 1, origin)
+                if new not in chart[i]:
+                    chart[i].add(new)
+                    agenda.append(new)
+    return any(
+        (cfg.start, rhs, len(rhs), 0) in chart[j]
+        for j in range(n + 1)
+        if n in ignorable[j]
+        for rhs in by_lhs.get(cfg.start, [])
+    )
