@@ -27,6 +27,7 @@ _LAZY: dict[str, str] = {
     "DecodekitError": "decodekit.errors",
     "GenerationConfig": "decodekit.decoding.generation",
     "Hypothesis": "decodekit.outputs",
+    "Grammar": "decodekit.constraints.grammar.grammar",
     "LanguageModel": "decodekit.models.base",
     "ConstraintLogitsProcessor": "decodekit.logits_processor",
     "ModelOutputError": "decodekit.errors",
@@ -65,6 +66,7 @@ __all__ = [
     "ConstraintLogitsProcessor",
     "DecodekitError",
     "GenerationConfig",
+    "Grammar",
     "Hypothesis",
     "LanguageModel",
     "ModelOutputError",
@@ -101,6 +103,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from decodekit import result_file as results
     from decodekit.checkpoint import load_checkpoint
     from decodekit.constraints import TokenAutomaton, compile_for_vocab, compile_regex, json_schema
+    from decodekit.constraints.grammar.grammar import Grammar
     from decodekit.data import load_data
     from decodekit.decoding import beam_search, constrained_beam_search, greedy, sample
     from decodekit.decoding.generation import GenerationConfig, generate, stream

@@ -152,7 +152,13 @@ def is_grammar(value) -> bool:
     :class:`~decodekit.constraints.grammar.cfg.CFG`, or an object carrying one as ``cfg`` (a
     :class:`~decodekit.constraints.grammar.grammar.Grammar`)."""
     from decodekit.constraints.grammar.cfg import CFG
+    from decodekit.constraints.grammar.grammar import GrammarAndPattern
 
+    if isinstance(value, GrammarAndPattern):
+        raise ConstraintError(
+            "a grammar intersected with a Pattern is not supported yet: the engine's fewest bytes to "
+            "acceptance are exact for a grammar alone; write the restriction into the grammar's terminals"
+        )
     return isinstance(value, CFG) or isinstance(getattr(value, "cfg", None), CFG)
 
 
@@ -164,7 +170,8 @@ def _build_grammar(grammar, entry: Vocabulary, eos_id, separator: str, lazy: Laz
     from decodekit.constraints.grammar.cfg import CFG
     from decodekit.constraints.grammar.earley import GrammarBytes
 
-    cfg = grammar if isinstance(grammar, CFG) else grammar.cfg
+    # a Grammar's regular parts read as terminals (fewer, longer lexemes: the same language)
+    cfg = grammar if isinstance(grammar, CFG) else getattr(grammar, "regular", grammar.cfg)
     label = f"grammar {cfg.source}" if cfg.source != "<grammar>" else f"grammar (start {cfg.start!r})"
     if lazy is Laziness.WHOLE:
         raise ConstraintError(

@@ -1,0 +1,140 @@
+"""Grammars over a byte-level BPE trained in the test (non-ASCII text, characters split across
+tokens): masked sampling ends in sentences lark parses, valid texts are accepted token by token
+under their canonical and random tokenizations, and budgets give complete sentences."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from decodekit import Grammar
+from decodekit.constraints import compile_regex
+from tests.support.grammars import generate_texts, lark_oracle
+
+pytest.importorskip("tokenizers", reason="the test trains a byte-level BPE")
+pytest.importorskip("transformers", reason="the test trains a byte-level BPE")
+
+JSON_GBNF = r"""
+root   ::= value
+value  ::= object | array | string | number | ("true" | "false" | "null") ws
+object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
+array  ::= "[" ws ( value ("," ws value)* )? "]" ws
+string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
+number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws
+ws ::= | " " | "\n" [ \t]{0,20}
+"""
+
+CALC_LARK = r"""
+?start: sum
+?sum: product | sum "+" product | sum "-" product
+?product: atom | product "*" atom | product "/" atom
+?atom: NUMBER | "-" atom | NAME | "(" sum ")"
+NAME: /[a-zà-ÿ_][a-zà-ÿ0-9_]*/
+%import common.NUMBER
+%import common.WS_INLINE
+%ignore WS_INLINE
+"""
+
+TEXTS = [
+    '{"name": "Zoë", "ünïcode": ["中文", 1.5, -3e4, true, null], "x": {"y": []}}',
+    "(façade + 3.25) * -x_1 / (y - 42)",
+    "naïve café résumé 日本語 " * 3,
+    '[{"a": 1}, {"b": "ß"}, "\\u00e9"]',
+]
+
+
+@pytest.fixture(scope="module")
+def bpe():
+    from tests.support.fakes import byte_bpe
+
+    tok = byte_bpe(TEXTS * 20, 400, bos=False)
+    from decodekit.models.hf import HFVocab
+
+    vocab = HFVocab(tok, len(tok))
+    return tok, tuple(vocab.surface_bytes()), vocab.eos_id
+
+
+GRAMMARS = {"json.gbnf": (JSON_GBNF, "gbnf"), "calc.lark": (CALC_LARK, "lark")}
+
+
+def _sample(auto, rng: random.Random, max_length: int) -> list[int]:
+    """Masked sampling by hand, uniform over the allowed tokens under the remaining budget."""
+    state, out = auto.initial, []
+    for step in range(max_length):
+        allowed = auto.allowed(torch.tensor([state]), max_length - step)[0]
+        choices = allowed.nonzero()[:, 0].tolist()
+        assert choices, (out, step)
+        t = rng.choice(choices)
+        if t == auto.eos_id:
+            return out
+        out.append(t)
+        state = auto.walk([t], state)
+        assert state >= 0
+    return out
+
+
+@pytest.mark.parametrize("name", list(GRAMMARS))
+def test_masked_sampling_ends_in_sentences_lark_parses(bpe, name):
+    _, tokens, eos = bpe
+    text, syntax = GRAMMARS[name]
+    grammar = Grammar(text, syntax)
+    auto = compile_regex(grammar, tokens, eos)
+    member = lark_oracle(grammar.cfg)
+    rng = random.Random(0)
+    for i in range(25):
+        max_length = rng.choice([6, 12, 25])
+        seq = _sample(auto, rng, max_length)
+        assert len(seq) <= max_length
+        decoded = b"".join(tokens[t] for t in seq).decode("utf-8")
+        assert member(decoded), (i, decoded)
+
+
+@pytest.mark.parametrize("name", list(GRAMMARS))
+def test_valid_texts_are_accepted_under_every_tokenization(bpe, name):
+    tok, tokens, eos = bpe
+    text, syntax = GRAMMARS[name]
+    grammar = Grammar(text, syntax)
+    auto = compile_regex(grammar, tokens, eos)
+    member = lark_oracle(grammar.cfg)
+    by_bytes = {t: i for i, t in enumerate(tokens) if t is not None}
+    rng = random.Random(1)
+    samples = generate_texts(grammar.cfg, 20, seed=2, max_depth=5)
+    samples += [TEXTS[0], TEXTS[3]] if name == "json.gbnf" else [TEXTS[1]]
+    for sentence in samples:
+        assert member(sentence), sentence
+        canonical = tok.encode(sentence, add_special_tokens=False)
+        assert auto.accepts([*canonical, eos]), sentence
+        data = sentence.encode("utf-8")
+        for _ in range(3):  # a random split into tokens of the vocabulary (single bytes always are)
+            ids, i = [], 0
+            while i < len(data):
+                n = rng.randint(1, 4)
+                while n > 1 and data[i : i + n] not in by_bytes:
+                    n -= 1
+                ids.append(by_bytes[data[i : i + n]])
+                i += n
+            state = auto.walk(ids)
+            assert state >= 0 and auto.is_accepting(torch.tensor([state]))[0], (sentence, ids)
+        broken = sentence + "}" if name == "json.gbnf" else sentence + "+"
+        assert not auto.accepts(tok.encode(broken, add_special_tokens=False)) or member(broken)
+
+
+def test_the_budget_forces_a_complete_sentence(bpe):
+    """Two tokens left inside an open object: every allowed token leaves one that completes a
+    sentence (EOS not counted, as max_length does not count it)."""
+    tok, tokens, eos = bpe
+    auto = compile_regex(Grammar(JSON_GBNF, "gbnf"), tokens, eos)
+    member = lark_oracle(Grammar(JSON_GBNF, "gbnf").cfg)
+    state = auto.walk(tok.encode('{"a": [1', add_special_tokens=False))
+    allowed = auto.allowed(torch.tensor([state]), 2)[0].nonzero()[:, 0].tolist()
+    assert allowed
+    assert len(allowed) < len(tokens) // 2
+    for t in allowed:
+        nxt = auto.walk([t], state)
+        last = auto.allowed(torch.tensor([nxt]), 1)[0].nonzero()[:, 0].tolist()
+        assert last, tokens[t]
+        for t2 in last:
+            text = b'{"a": [1' + tokens[t] + (tokens[t2] if t2 != eos else b"")
+            assert member(text.decode("utf-8")), text
