@@ -26,6 +26,7 @@ from decodekit.cli.generate_options import (
     flagged,
     from_transformers,
     given_options,
+    read_grammar,
     read_stdin,
     schema_regex,
     stdin_has_input,
@@ -88,6 +89,12 @@ JSON_FORMS = {
     "--num-samples", type=click.IntRange(min=1), default=1, show_default=True, help="Samples per prompt."
 )
 @click.option("--seed", type=int, default=None, help="Random seed for sampling (reproducible output).")
+@file_option(
+    "--grammar",
+    "grammar_path",
+    "A context-free grammar (Lark or GBNF, told by the extension or '::=') the continuation must be "
+    "a sentence of: complete within --max-new-tokens (docs/constraints.md, 'Grammars').",
+)
 @file_option(
     "--json-schema",
     "json_schema_path",
@@ -191,6 +198,7 @@ def generate(
     device,
     as_json,
     stream,
+    grammar_path,
     json_schema_path,
     json_whitespace,
     json_key_order,
@@ -248,6 +256,10 @@ def generate(
     options["suppress"] = tuple(options["suppress"])
     options["stop"] = tuple(options["stop"])
     threads = options.pop("threads")
+    if grammar_path is not None:
+        if patterns or json_schema_path is not None or options["exclude"]:
+            raise UsageError("--grammar cannot be combined with --constraint, --json-schema or --exclude")
+        options["constraint"] = read_grammar(grammar_path)  # a bad grammar: one line, before the model
     if json_schema_path is not None:  # --exclude still applies to the JSON text
         if patterns:
             raise UsageError("give --constraint or --json-schema, not both")

@@ -98,6 +98,14 @@ def warn_ignored(options: dict, given: set[str]) -> None:
             )
 
 
+def read_grammar(path: str) -> Any:
+    """The :class:`decodekit.Grammar` in the file ``path`` (Lark or GBNF: the extension, else
+    ``::=`` in the text); a missing, unreadable or bad one is a one-line error."""
+    from decodekit.constraints.grammar.grammar import Grammar
+
+    return Grammar.from_file(path)
+
+
 def schema_regex(path: str, whitespace: str = "compact", key_order: str = "schema") -> Any:
     """The constraint of the JSON Schema in ``path``, or written inline (``'{"type": "integer"}'``:
     text starting with ``{`` that names no file), with ``whitespace`` and ``key_order`` as

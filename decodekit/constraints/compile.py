@@ -137,9 +137,10 @@ def compile_regex(
         raise ConstraintError(f"max_states must be a positive integer, got {max_states!r}")
     fingerprint = (len(tokens), hash(tokens[:: max(1, len(tokens) // FINGERPRINT_SAMPLE)]))
     lazy = Laziness.of(lazy)
-    # pattern: a str, ("all", patterns, excludes), a Pattern, or a grammar (by identity: the
-    # automaton holds it, so the id stays its own while cached)
-    key = (("grammar", id(pattern)) if grammar else pattern, separator, eos_id, max_states, lazy)
+    # pattern: a str, ("all", patterns, excludes), a Pattern, or a grammar: a Grammar by its text, a
+    # bare CFG (unhashable) by identity (the automaton holds it, so the id stays its own while cached)
+    kept = pattern if not grammar else ("grammar", pattern if hasattr(pattern, "text") else id(pattern))
+    key = (kept, separator, eos_id, max_states, lazy)
     with _lock:
         entry = _cache.get(fingerprint)
         if entry is None or (entry.tokens is not tokens and entry.tokens != tokens):

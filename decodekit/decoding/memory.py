@@ -202,7 +202,10 @@ def _rows(model: Any, config: Any, prompts: int, constraint: Any = None) -> tupl
 def _states_constraint(model: Any, config: Any) -> Any:
     """The whole automaton of ``config``'s constraint, or None where it is refused for size."""
     from decodekit.constraints import ConstraintError, anderson_automaton
+    from decodekit.constraints.build import is_grammar
 
+    if is_grammar(config.constraint):  # unboundedly many states: never one beam per state
+        return None
     try:
         return anderson_automaton(config.constraint, model, exclude=getattr(config, "exclude", ()))
     except ConstraintError as e:
