@@ -157,15 +157,47 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
         return self._copies[device]
 
     def is_accepting(self, states: torch.Tensor) -> torch.Tensor:
-        """[N] states -> [N] bool (dead states are not)."""
+        """States of any shape -> bool of the same shape (dead states are not)."""
         out = [s >= 0 and self.bytes.accepting(s) for s in states.reshape(-1).tolist()]
-        return torch.tensor(out, dtype=torch.bool, device=self.device)
+        return torch.tensor(out, dtype=torch.bool, device=self.device).view(states.shape)
 
     def min_tokens(self, states: torch.Tensor) -> torch.Tensor:
-        """[N] states -> [N] long, a lower bound on the tokens to acceptance (0 for dead):
-        ``ceil(bytes / L)``."""
+        """States of any shape (the banked search passes [P, 2K]) -> long of the same shape, a
+        lower bound on the tokens to acceptance (0 for dead): ``ceil(bytes / L)``."""
         out = [0 if s < 0 else -(-self.bytes.lower(s) // self._longest) for s in states.reshape(-1).tolist()]
-        return torch.tensor(out, dtype=torch.long, device=self.device)
+        return torch.tensor(out, dtype=torch.long, device=self.device).view(states.shape)
+
+    def transitions(
+        self, states: torch.Tensor, remaining: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``states [G]`` -> ``(owner [E], tokens [E], next [E])``: every token (EOS aside) the
+        masks allow from ``states[owner]`` under ``remaining`` and its next state
+        (:class:`~.interface.Transitions`), from the state's walk (kept in the walks' LRU). The
+        next states are byte-state ids, never merged: two ids may have the same future, so one
+        beam per id is finer than one per state of the minimal automaton (never coarser)."""
+        parts = []
+        for g, c in enumerate(states.reshape(-1).tolist()):
+            if c < 0:
+                continue
+            tok, ends, dist = self._walked(c)
+            if remaining is not None:
+                keep = self._fitting(ends, dist, remaining - 1)
+                tok, ends = tok[keep], ends[keep]
+            order = np.argsort(tok, kind="stable")
+            parts.append((np.full(len(tok), g, dtype=np.int64), tok[order], ends[order]))
+        if not parts:
+            return (torch.zeros(0, dtype=torch.long, device=self.device),) * 3
+        return tuple(torch.from_numpy(np.concatenate(x)).to(self.device, torch.long) for x in zip(*parts))
+
+    def _fitting(self, ends: np.ndarray, dist: np.ndarray, budget: int) -> np.ndarray:
+        """[E] bool: which of the next states ``ends`` (fewest bytes to acceptance ``dist``)
+        reach acceptance within ``budget`` tokens: the byte bounds, else :meth:`_within`."""
+        ok = dist <= budget
+        gap = np.flatnonzero(~ok & (-(-dist // self._longest) <= budget))
+        if len(gap):
+            yes = [e for e in np.unique(ends[gap]).tolist() if self._within(e, budget)]
+            ok[gap] = np.isin(ends[gap], yes)
+        return ok
 
     def _accepts_state(self, s: int) -> bool:
         return self.bytes.accepting(s)
