@@ -158,7 +158,7 @@ _IDN_TAIL = (  # a label after its first character
     r"(?:[A-Za-z0-9-]{0,2}[A-Za-z0-9]"
     r"|[A-Za-z0-9-](?:[A-Za-z0-9][A-Za-z0-9-]|-[A-Za-z0-9])[A-Za-z0-9-]{0,58}[A-Za-z0-9])?"
 )
-_IDN_HOST = rf"(?:[A-Za-z0-9]{_IDN_TAIL}\.){{0,2}}[A-Za-z]{_IDN_TAIL}"  # as _HOST: the last starts with a letter
+_IDN_HOST = rf"(?:[A-Za-z0-9]{_IDN_TAIL}\.){{0,2}}[A-Za-z]{_IDN_TAIL}"  # the last starts with a letter
 FORMATS |= {"idn-email": FORMATS["email"], "idn-hostname": _IDN_HOST, "uri-reference": _URI, "iri": _URI}
 FORMATS |= {"iri-reference": _URI, "uri-template": _URI}
 # (shortest, longest) text of a format; None: unbounded (a length beside it needs an intersection)
@@ -407,7 +407,8 @@ def _count(s: dict, key: str, ptr: str) -> int | None:
 def _number(s: dict, key: str, ptr: str):
     b = s[key]
     # an int is finite at any size (math.isfinite would convert it to a float: OverflowError past 1e308)
-    if isinstance(b, bool) or not isinstance(b, (int, float)) or (isinstance(b, float) and not math.isfinite(b)):
+    infinite = isinstance(b, float) and not math.isfinite(b)
+    if isinstance(b, bool) or not isinstance(b, (int, float)) or infinite:
         raise ConstraintError(f"{_show(ptr)}/{key} must be a finite number, got {b!r}")
     return b
 
@@ -1458,10 +1459,10 @@ class _Compiler:
             parts.append(ints)
             if not ints and _signed_range(ilo, ihi, cap=None):  # only integers past the written digits
                 side, bound = ("minimum", ilo) if ilo is not None and ilo > 0 else ("maximum", ihi)
+                other = "maximum" if side == "minimum" else "minimum"
                 self.empty = self.empty or (
-                    f"{_show(c.ptr)}/{side}: an integer without a {'maximum' if side == 'minimum' else 'minimum'} "
-                    f"is written with at most {MAX_INT_DIGITS} digits, and {side} {_short(bound)} leaves none; "
-                    f"give the {'maximum' if side == 'minimum' else 'minimum'} too"
+                    f"{_show(c.ptr)}/{side}: an integer without a {other} is written with at most "
+                    f"{MAX_INT_DIGITS} digits, and {side} {_short(bound)} leaves none; give the {other} too"
                 )
             if self.widen and (ilo is None or ilo <= 0) and (ihi is None or ihi >= 0):
                 parts.append("-0")
