@@ -71,19 +71,19 @@ def test_crafted_config_fails_before_allocating(ckpt, changes, message):
     with torch.device("meta"):  # the first meta build imports torch machinery: not what is timed
         create_model(make_config("lstm", embed=4, hidden=4), VOCAB)
     craft(ckpt, **changes)
-    start = time.perf_counter()
+    start = time.process_time()
     with pytest.raises(CheckpointError, match=message):
         load_checkpoint(ckpt)
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 1.0
 
 
 def test_huge_vocabulary_is_refused_before_parsing(ckpt):
     header = json.dumps({"kind": "word", "eos": "<eos>", "unk": "<unk>"}).encode()
     (ckpt / "vocab.txt").write_bytes(header + b"\n" + b'"w"\n' * 3_000_000)
-    start = time.perf_counter()
+    start = time.process_time()
     with pytest.raises(CheckpointError, match="lists 3,000,000 tokens, a size no tensor of the model has"):
         load_checkpoint(ckpt)
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 1.0
 
 
 def test_stale_config_after_a_kill_is_reconciled_from_the_weights(ckpt):

@@ -81,18 +81,18 @@ def test_nested_arrays_cannot_double_the_regex_without_bound():
     deep: dict = {}
     for _ in range(30):  # each level of items doubles the regex: 2**30 copies before
         deep = {"items": deep}
-    start = time.perf_counter()
+    start = time.process_time()
     pattern = json_schema(deep)  # a DAG: each level's items one node used twice (2**42 characters written)
-    assert time.perf_counter() - start < 2.0
+    assert time.process_time() - start < 2.0
     assert pattern.size() < 20_000 < pattern.text_length()
 
 
 def test_a_large_enum_compiles_in_linear_time():
     # was quadratic (a list's `in` per value): 20,000 values 2.8 s, 100,000 about 70 s
     values = [f"w{i:07d}" for i in range(100_000)]
-    start = time.perf_counter()
+    start = time.process_time()
     pattern = json_schema({"enum": values + values[:10]})  # repeats are dropped, order kept
-    assert time.perf_counter() - start < 3.0
+    assert time.process_time() - start < 3.0
     assert pattern.startswith('(?:"w0000000"|"w0000001"|') and pattern.count("|") == 99_999
 
 
@@ -176,10 +176,10 @@ def test_lying_headers_are_refused_before_reading(ckpt, tensors, extra, message,
     if extra < 0:  # the 8-byte length points past the end of the file
         with open(path, "r+b") as f:
             f.write(struct.pack("<Q", 2**40))
-    start = time.perf_counter()
+    start = time.process_time()
     with pytest.raises(CheckpointError, match=message):
         load_checkpoint(ckpt)
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 1.0
 
 
 def test_an_oversized_header_is_refused_unread(ckpt):

@@ -131,3 +131,29 @@ def test_masked_beam_advice_names_the_beam_size(model):
     config = GenerationConfig(strategy="masked-beam", constraint=r".*\bprofit\b.*", beam_size=10_000)
     with pytest.raises(ResourceError, match="at most beam_size=[0-9,]+ fits"):
         generate(model, [[2, 3]], config, max_memory="20M")
+
+
+_RLIMIT_CHILD = """
+import resource
+from decodekit.decoding import memory
+unlimited = memory.available_memory("cpu")
+with open("/proc/self/statm") as f:
+    size = int(f.read().split()[0]) * resource.getpagesize()
+room = 256 * 2**20
+resource.setrlimit(resource.RLIMIT_AS, (size + room, resource.getrlimit(resource.RLIMIT_AS)[1]))
+print(unlimited, memory.available_memory("cpu"), room)
+"""
+
+
+def test_the_estimate_honours_ulimit_v():
+    """``ulimit -v`` (RLIMIT_AS) caps what a search may use: issue 35.11 found the estimate
+    ignoring it (a search allowed gigabytes died in MemoryError instead of a one-line refusal)."""
+    import resource
+    import subprocess
+    import sys
+
+    if resource.getrlimit(resource.RLIMIT_AS)[1] != resource.RLIM_INFINITY:
+        pytest.skip("a hard address-space limit is set already")
+    out = subprocess.run([sys.executable, "-c", _RLIMIT_CHILD], capture_output=True, text=True, check=True)
+    unlimited, limited, room = map(int, out.stdout.split())
+    assert 0 < limited <= room < unlimited

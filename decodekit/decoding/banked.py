@@ -289,9 +289,15 @@ def default_search(model: LanguageModel, settings: Any) -> Any:
         return settings.replace(strategy=BANKED.name)
     if said not in _said:  # once per model and constraint (batch generation asks per batch)
         _said.add(said)
-        warnings.warn(
+        grid_rows = (  # a compiled automaton built on first visit has no state count ahead
             f"the constraint has about {states:,} automaton states: one beam per state would search "
-            f"{states * settings.beam_size:,} rows x {model.vocab_size:,} tokens per step, so the banked "
+            f"{states * settings.beam_size:,} rows"
+            if math.isfinite(states)
+            else "the constraint is built on first visit (its states are not counted ahead): one beam "
+            f"per state would search {settings.beam_size:,} rows per state reached"
+        )
+        warnings.warn(
+            f"{grid_rows} x {model.vocab_size:,} tokens per step, so the banked "
             f"search runs instead ({settings.beam_size} rows per prompt); name strategy 'beam' for the "
             "per-state grid",
             stacklevel=3,

@@ -4,8 +4,9 @@ A search over N rows (prompts x beams, samples or automaton states x beams) hold
 ``[N, V]`` float32 tensors at every step, the model's state for N rows, the token history
 (``max_length`` steps) and, while the prompts are encoded, activations for every prompt token.
 :func:`estimate` adds these up (a deliberately generous sum of the peak tensors); :func:`check`
-compares the sum with the memory available (``/proc/meminfo``'s MemAvailable and the cgroup
-limit on the host, free memory on a CUDA device; 90 % of it, or ``DECODEKIT_MAX_MEMORY``, or the
+compares the sum with the memory available (``/proc/meminfo``'s MemAvailable, the cgroup limit
+and what ``ulimit -v`` (RLIMIT_AS) leaves of the address space on the host, free memory on a
+CUDA device; 90 % of it, or ``DECODEKIT_MAX_MEMORY``, or the
 ``limit`` given) and raises :class:`ResourceError` naming the largest setting that would fit, so
 ``--beam-size 100000`` is a one-line error instead of 40 GB and a traceback.
 
@@ -78,7 +79,8 @@ def human(n: float) -> str:
 
 def available_memory(device: torch.device | str | None = None) -> int:
     """Free memory on ``device``: a CUDA device's free memory (plus what torch's caching
-    allocator holds unused), or the host's MemAvailable, capped by the cgroup's limit."""
+    allocator holds unused), or the host's MemAvailable, capped by the cgroup's limit and by what
+    RLIMIT_AS (``ulimit -v``) leaves of this process's address space."""
     device = torch.device(device or "cpu")
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
@@ -112,7 +114,24 @@ def _host_available() -> int:
         if limit.isdigit() and int(limit) < 2**60:
             free = min(free, max(int(limit) - usage, 0))
         break
-    return free
+    room = _address_space_left()
+    return free if room is None else min(free, room)
+
+
+def _address_space_left() -> int | None:
+    """What ``ulimit -v`` (RLIMIT_AS) leaves this process: the limit less its address space now
+    (``/proc/self/statm``'s size); None without a limit or where it cannot be read."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft == resource.RLIM_INFINITY or soft < 0:
+            return None
+        with open("/proc/self/statm", encoding="ascii") as f:
+            size = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (ImportError, OSError, ValueError, AttributeError):  # pragma: no cover - not Linux
+        return None
+    return max(soft - size, 0)
 
 
 def memory_limit(device: torch.device | str | None = None, limit: int | str | None = None) -> int:

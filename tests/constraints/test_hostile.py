@@ -1,8 +1,10 @@
 """Hostile patterns: each compiles within the documented time and memory budget, or fails with
 one ConstraintError (docs/constraints.md, "Time and memory budget").
 
-The bounds are generous (a slow, loaded 2-core CI machine); the times measured on the
-development machine are in the comments (before -> after this change).
+The bounds are CPU seconds of this process (``time.process_time``: a loaded machine slows the
+wall clock, not the work), generous for a slow CI core; the times measured on the development
+machine are in the comments (before -> after this change). No test asserts on wall-clock time
+(tests/test_no_wall_clock.py).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from decodekit.constraints.syntax.parser import MAX_CLASS_CHARS, MAX_DEPTH, MAX_
 
 TOKENS = [chr(c) for c in range(32, 127)] + ["\n", "é", "中", "文", "α", "\U0001f600", "<eos>"]
 EOS = len(TOKENS) - 1
-FAST = 2.0  # s: refusals found before anything is built (measured: under 0.05 s)
+FAST = 2.0  # CPU s: refusals found before anything is built (measured: under 0.05 s)
 
 
 def _ids(text: str) -> list[int]:
@@ -57,10 +59,10 @@ FAIL_FAST = [
 
 @pytest.mark.parametrize("name, pattern, message", FAIL_FAST, ids=[c[0] for c in FAIL_FAST])
 def test_refused_fast_with_one_error(name, pattern, message):
-    start = time.perf_counter()
+    start = time.process_time()
     with pytest.raises(ConstraintError, match=message) as info:
         compile_regex(pattern, TOKENS, eos_id=EOS)
-    assert time.perf_counter() - start < FAST
+    assert time.process_time() - start < FAST
     assert "\n" not in str(info.value) and len(str(info.value)) < 400
 
 
@@ -104,9 +106,9 @@ COMPILES = [
 @pytest.mark.slow
 @pytest.mark.parametrize("name, pattern, texts, seconds", COMPILES, ids=[c[0] for c in COMPILES])
 def test_compiles_within_budget(name, pattern, texts, seconds):
-    start = time.perf_counter()
+    start = time.process_time()
     auto = compile_regex(pattern, TOKENS, eos_id=EOS)
-    assert time.perf_counter() - start < seconds
+    assert time.process_time() - start < seconds
     compiled = regex.compile(pattern)
     for text in texts:
         assert auto.accepts(_ids(text)) == bool(compiled.fullmatch(text)), (name, text[:20])
@@ -125,20 +127,20 @@ GUARDED = [
 @pytest.mark.slow
 @pytest.mark.parametrize("name, pattern, message, seconds", GUARDED, ids=[c[0] for c in GUARDED])
 def test_guards_trip_within_budget(name, pattern, message, seconds):
-    start = time.perf_counter()
+    start = time.process_time()
     with pytest.raises(ConstraintError, match=message):
         compile_regex(pattern, TOKENS, eos_id=EOS)
-    assert time.perf_counter() - start < seconds
+    assert time.process_time() - start < seconds
 
 
 def test_many_distinct_characters_are_bounded():
     """A long text of many distinct characters: as many DFA states as character classes; the
     rows (states x classes) are charged while they are built."""
     text = "".join(chr(0x4E00 + i) for i in range(9000))
-    start = time.perf_counter()
+    start = time.process_time()
     with pytest.raises(ConstraintError, match="regex too large"):
         compile_regex(text, TOKENS, eos_id=EOS)
-    assert time.perf_counter() - start < 30
+    assert time.process_time() - start < 30
 
 
 _CHILD = """
@@ -222,15 +224,15 @@ def test_graph_routines_are_linear_on_long_chains():
     src, dst = np.arange(n - 1), np.arange(1, n)
     targets = np.zeros(n, dtype=bool)
     targets[-1] = True
-    start = time.perf_counter()
+    start = time.process_time()
     dist = graph.reverse_distances(src, dst, targets, n)
-    assert dist[0] == n - 1 and time.perf_counter() - start < 5  # 0.05 s (minutes per level before)
+    assert dist[0] == n - 1 and time.process_time() - start < 5  # 0.05 s (minutes per level before)
     table = np.full((n + 1, 3), -1)
     table[:n, :2] = np.arange(1, n + 1)[:, None]
     table[:n, 2] = n
     table[n - 1, :2] = -1
     accepting = np.zeros(n + 1, dtype=bool)
     accepting[n] = True
-    start = time.perf_counter()
+    start = time.process_time()
     new, _, _ = graph.minimize(table, accepting, 0)
-    assert len(new) == n + 1 and time.perf_counter() - start < 20  # 0.4 s (Moore alone: minutes)
+    assert len(new) == n + 1 and time.process_time() - start < 20  # 0.4 s (Moore alone: minutes)

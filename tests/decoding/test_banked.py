@@ -249,3 +249,28 @@ def test_more_banks_than_are_masked_at_once(eos):
         assert banked.bank_count(automaton, 64) == 7 > banked.BANK_GROUP
         hyps = banked_beam_search(model, [2], pattern, 64, 7, 1.0, 2)
         assert_n_best(hyps, Oracle(model, [2], 7, pattern), 1.0, 2)
+
+
+@pytest.mark.parametrize("strategy", ["banked-beam", None])
+def test_banked_search_over_an_expression_of_the_derivative_engine(strategy):
+    """Issues 35 and 37: an expression with ``&`` / ``~`` compiles to the derivative engine,
+    whose ``min_tokens`` flattened the banked search's [P, 2K] next states (a shape RuntimeError
+    at the first step); the default strategy given the compiled automaton too."""
+    from decodekit.constraints import Pattern
+
+    vocab = char_vocab("abc")
+    expr = Pattern("[a-c]{1,4}") & ~Pattern(".*cc.*")
+    for seed in range(3):
+        model = SparseLM(len(vocab), seed, 0.2, bos_id=1, eos_id=1, vocab=vocab)
+        compiled = decodekit.compile_regex(expr, vocab.surfaces(), 1, lazy="masked")
+        for constraint in (expr, compiled):
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always")
+                hyps = decodekit.generate(
+                    model, [2], constraint=constraint, strategy=strategy, beam_size=2, max_length=4
+                )
+            assert not any("inf" in str(w.message) for w in said), [str(w.message) for w in said]
+            assert hyps and all(
+                regex.fullmatch("[a-c]{1,4}", vocab.decode(h.tokens)) and "cc" not in vocab.decode(h.tokens)
+                for h in hyps
+            )

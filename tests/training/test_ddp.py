@@ -14,7 +14,6 @@ import json
 import os
 import signal
 import socket
-import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -95,14 +94,13 @@ def _stopped(par, tmp: str, name: str) -> None:
     """Train with one of STOPS; write how this rank ended to NAME.rankR.json."""
     who, update, sig = STOPS[name]
     par.tally = _signal_after_tally(par, who, update, sig)
-    t0, got = time.monotonic(), {}
+    got = {}
     try:
         train(tiny_model(), CORPUS, CONFIG, out=Path(tmp, name), progress=False, parallel=par)
     except TrainingInterrupted as e:
         got = {"epoch": e.epoch, "update": e.update, "signum": int(e.signum)}
     finally:
         del par.tally
-    got["seconds"] = time.monotonic() - t0
     Path(tmp, f"{name}.rank{par.rank}.json").write_text(json.dumps(got))
 
 
@@ -208,14 +206,14 @@ def test_ctrl_c_on_one_rank_stops_all_and_resumes(runs):
 
 @pytest.mark.parametrize("name", STOPS)
 def test_a_signal_to_one_rank_stops_all_at_the_same_point_and_resumes(runs, name):
-    """Both ranks stop promptly at one point, the state saved; resumed, the run is the reference.
+    """Both ranks stop at one point, the state saved; resumed, the run is the reference (a rank
+    left waiting in a collective would end in gloo's timeout error, not this stop: no clock read).
     At the epoch boundary: after that epoch's save (its metrics line written), never in between."""
     tmp, ref, ref_params = runs
     got = [json.loads((tmp / f"{name}.rank{r}.json").read_text()) for r in (0, 1)]
     want = {"boundary": (1, 9, signal.SIGINT), "sigterm": (1, 5, signal.SIGTERM)}[name]
     for g in got:
         assert (g.get("epoch"), g.get("update"), g.get("signum")) == want, got
-        assert g["seconds"] < 20, got
     metrics = tmp / name / "metrics.jsonl"
     epochs = [json.loads(x)["epoch"] for x in metrics.read_text().splitlines()] if metrics.exists() else []
     assert epochs == ([1] if name == "boundary" else [])

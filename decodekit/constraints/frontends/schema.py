@@ -151,7 +151,15 @@ FORMATS = {  # each matches only texts that need no JSON escape (a "/" is writte
     "json-pointer": r"(?:/(?:[A-Za-z0-9._-]|~[01])*)*",
 }
 # wider formats whose strings include those of a narrower one (an email is an idn-email)
-FORMATS |= {"idn-email": FORMATS["email"], "idn-hostname": _HOST, "uri-reference": _URI, "iri": _URI}
+# IDNA 2008 (RFC 5891 4.2.3.1) reserves "--" in a label's 3rd and 4th characters: "xn--" labels are
+# A-labels whose Punycode must decode to a valid U-label ("xn--X", "xn--7a" do not), the others
+# are invalid. An idn-hostname's labels here never have it (valid A-labels are left unwritten).
+_IDN_TAIL = (  # a label after its first character
+    r"(?:[A-Za-z0-9-]{0,2}[A-Za-z0-9]"
+    r"|[A-Za-z0-9-](?:[A-Za-z0-9][A-Za-z0-9-]|-[A-Za-z0-9])[A-Za-z0-9-]{0,58}[A-Za-z0-9])?"
+)
+_IDN_HOST = rf"(?:[A-Za-z0-9]{_IDN_TAIL}\.){{0,2}}[A-Za-z]{_IDN_TAIL}"  # the last starts with a letter
+FORMATS |= {"idn-email": FORMATS["email"], "idn-hostname": _IDN_HOST, "uri-reference": _URI, "iri": _URI}
 FORMATS |= {"iri-reference": _URI, "uri-template": _URI}
 # (shortest, longest) text of a format; None: unbounded (a length beside it needs an intersection)
 _FORMAT_LENGTHS = {
@@ -208,7 +216,7 @@ def json_schema(
         raise ConstraintError(f"key_order must be 'schema' or 'any', got {key_order!r}")
     frag, empty = _compile(schema, whitespace == "flexible", key_order == "any")
     if frag is None and empty:
-        raise ConstraintError(f"{empty}: no value satisfies the rest of the schema")
+        raise ConstraintError(empty)
     if frag is None:
         raise ConstraintError(
             "/: the JSON Schema allows no value (its bounds, enum or required properties exclude every one)"
@@ -398,7 +406,9 @@ def _count(s: dict, key: str, ptr: str) -> int | None:
 
 def _number(s: dict, key: str, ptr: str):
     b = s[key]
-    if isinstance(b, bool) or not isinstance(b, (int, float)) or not math.isfinite(b):
+    # an int is finite at any size (math.isfinite would convert it to a float: OverflowError past 1e308)
+    infinite = isinstance(b, float) and not math.isfinite(b)
+    if isinstance(b, bool) or not isinstance(b, (int, float)) or infinite:
         raise ConstraintError(f"{_show(ptr)}/{key} must be a finite number, got {b!r}")
     return b
 
@@ -1275,7 +1285,7 @@ class _Compiler:
     ):
         self.norm, self.depth, self.any_order = _Normalizer(root, unroll), 0, any_order
         self.share, self.memo = share, {}
-        self.empty = ""  # the first enum that no value of the rest of its schema satisfies
+        self.empty = ""  # why the first place that writes no value writes none (an enum, a bound)
         self.colon, self.comma = (": ?", ", ?") if flexible else (":", ",")
         # writing an excluded text (under an odd number of complements): it must hold every
         # spelling of its values that the text around writes (integers 0 spelled "-0" too)
@@ -1416,7 +1426,8 @@ class _Compiler:
             if self.widen and text == "0":
                 texts["-0"] = None  # an excluded text: every spelling of 0
         if not texts:
-            self.empty = self.empty or f"{_show(c.ptr)}/enum"  # no value here: an optional place is left out
+            # no value here: an optional place is left out
+            self.empty = self.empty or f"{_show(c.ptr)}/enum: no value satisfies the rest of the schema"
             return None
         # a literal alternation: counted as the trie of its texts is, about a state per value
         out = _alts([_frag(_escape(t), 2) for t in texts])
@@ -1444,7 +1455,15 @@ class _Compiler:
                 if hi is None
                 else (math.ceil(hi) - 1 if hi_s and hi == math.ceil(hi) else math.floor(hi))
             )
-            parts.append(_signed_range(ilo, ihi))
+            ints = _signed_range(ilo, ihi)
+            parts.append(ints)
+            if not ints and _signed_range(ilo, ihi, cap=None):  # only integers past the written digits
+                side, bound = ("minimum", ilo) if ilo is not None and ilo > 0 else ("maximum", ihi)
+                other = "maximum" if side == "minimum" else "minimum"
+                self.empty = self.empty or (
+                    f"{_show(c.ptr)}/{side}: an integer without a {other} is written with at most "
+                    f"{MAX_INT_DIGITS} digits, and {side} {_short(bound)} leaves none; give the {other} too"
+                )
             if self.widen and (ilo is None or ilo <= 0) and (ihi is None or ihi >= 0):
                 parts.append("-0")
         if "fraction" in c.kinds:
@@ -1832,15 +1851,23 @@ def _not_words(words: list[str]) -> str:
     return walk(trie, True)
 
 
-def _signed_range(lo: int | None, hi: int | None) -> str:
-    """Integers in [lo, hi] (None: unbounded, then at most MAX_INT_DIGITS digits); '' when none."""
-    cap = 10**MAX_INT_DIGITS - 1
+def _signed_range(lo: int | None, hi: int | None, cap: int | None = 10**MAX_INT_DIGITS - 1) -> str:
+    """Integers in [lo, hi] (None: unbounded, then at most MAX_INT_DIGITS digits); '' when none.
+    ``cap=None``: whether any integer is in [lo, hi] ('-' or '' ; nothing is written)."""
+    if cap is None:
+        return "-" if lo is None or hi is None or lo <= hi else ""
     lo = -cap if lo is None else lo
     hi = cap if hi is None else hi
     neg = _range(max(-hi, 1), -lo) if lo < 0 else ""
     pos = _range(max(lo, 0), hi) if hi >= 0 else ""
     alts = [a for a in ("-" + neg if neg else "", pos) if a]
     return alts[0] if len(alts) == 1 else f"(?:{'|'.join(alts)})" if alts else ""
+
+
+def _short(n: int) -> str:
+    """An integer for a message: in full up to 30 digits, else its digit count."""
+    text = str(n)
+    return text if len(text) <= 30 else f"{text[:6]}... ({len(text.lstrip('-'))} digits)"
 
 
 def _range(lo: int, hi: int) -> str:

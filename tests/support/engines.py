@@ -1,0 +1,39 @@
+"""The three token-level engines a constraint can be compiled into, for the engine axis of the
+tests: the whole automaton (:class:`~decodekit.constraints.TokenAutomaton`), the first-visit
+automaton over an eager byte DFA (:class:`~decodekit.constraints.LazyTokenAutomaton`) and the
+first-visit automaton over derivatives (``DerivedTokenAutomaton``), each with exact masks on a
+byte-level vocabulary (every byte a token contains is a token by itself, no separator)."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+from decodekit.constraints import Laziness, LazyTokenAutomaton, TokenAutomaton, clear_cache, compile_regex
+from decodekit.constraints import build as _build
+from decodekit.constraints.tokens.derived import DerivedTokenAutomaton
+
+# <unk> and <eos> (ids 0, 1) have no text; the others are byte-level: every byte is a token
+BYTE_TOKENS = (None, None, b"a", b"b", b"c", b"ab", b"bc")
+EOS = 1
+ENGINES = ("whole", "first-visit", "derivatives")
+CLASSES = {"whole": TokenAutomaton, "first-visit": LazyTokenAutomaton, "derivatives": DerivedTokenAutomaton}
+
+
+def compile_on(engine: str, pattern: str, tokens=BYTE_TOKENS, eos_id: int | None = EOS):
+    """``pattern`` compiled by ``engine`` (one of :data:`ENGINES`), checked to be that class."""
+    clear_cache(vocabularies=False)  # the derivative rung is chosen under a switch the cache ignores
+    try:
+        if engine == "whole":
+            made = compile_regex(pattern, tokens, eos_id, lazy=Laziness.WHOLE)
+        else:
+            with mock.patch.object(_build, "DERIVE_ALWAYS", engine == "derivatives"):
+                made = compile_regex(pattern, tokens, eos_id, lazy=Laziness.MASKED)
+    finally:
+        clear_cache(vocabularies=False)
+    assert type(made) is CLASSES[engine], (engine, type(made))
+    return made
+
+
+def text_of(tokens, vocabulary=BYTE_TOKENS) -> str:
+    """The text of a token sequence over ``vocabulary`` (a trailing EOS dropped)."""
+    return b"".join(vocabulary[t] or b"" for t in tokens).decode("utf-8")
