@@ -1,0 +1,228 @@
+"""Grammar-constrained masks side by side: decodekit vs llguidance and xgrammar (issue 38).
+
+Over the 50,000-token byte-level BPE of ``bench_byte_patterns.byte_bpe`` (trained once on the
+shared corpora, cached), for each grammar of ``<data>/grammars`` named: compile to the first mask
+(CPU ms, median over ``--repeats``; decodekit's caches cleared between repeats but the
+vocabulary's trie, as the peers keep their tokenizer info), then the mask at every position of a
+document's canonical tokenization, first visit (a fresh compile: each position new, as in
+generation), CPU time per fill: median and 99th percentile, and the ratios. Then ``--samples``
+masked samples (uniform over the allowed tokens, ``--max-length`` tokens) checked with lark
+(``lexer="dynamic_complete"``): every one must parse.
+
+    python benchmarks/bench_grammar.py --repeats 3 --samples 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+RECORD = (
+    {
+        "name": "Alice Smith",
+        "age": 42,
+        "tags": ["a", "bb", {"x": [1, 2.5, -3e4]}],
+        "ok": True,
+        "none": None,
+        "address": {"street": "12 Rue de la Paix", "city": "Zürich", "zip": "8001"},
+        "nested": {"deep": {"deeper": [[], {}, "text with spaces and ünïcödé"]}},
+        "scores": [98.5, 87, 77.25, 100, 64],
+    },
+)
+DOCUMENTS = {  # as each grammar spells JSON: json.lark wants a space after ':' and none before ','
+    "json.gbnf": json.dumps(RECORD[0], indent=1, ensure_ascii=False),
+    "json.lark": json.dumps(RECORD[0], separators=(",", ": "), ensure_ascii=False),
+}
+
+
+def cpu_ms(f):
+    t = time.process_time_ns()
+    out = f()
+    return (time.process_time_ns() - t) / 1e6, out
+
+
+class Decodekit:
+    name = "decodekit"
+
+    def __init__(self, tokens, eos):
+        self.tokens, self.eos = tokens, eos
+        self.bitmask = torch.zeros(1, (len(tokens) + 31) // 32, dtype=torch.int32)
+
+    def compile(self, text, syntax):
+        from decodekit import Grammar
+        from decodekit.constraints import clear_cache, compile_regex
+
+        clear_cache(vocabularies=False)
+        auto = compile_regex(Grammar(text, syntax), self.tokens, self.eos)
+        auto.fill_bitmask(self.bitmask, torch.tensor([auto.initial]))
+        return auto
+
+    def walk(self, auto, ids):
+        times, state = [], auto.initial
+        for t in ids:
+            state = auto.walk([t], state)
+            if state < 0:
+                raise ValueError(f"decodekit rejects token {self.tokens[t]!r}")
+            ms, _ = cpu_ms(lambda s=state: auto.fill_bitmask(self.bitmask, torch.tensor([s])))
+            times.append(ms)
+        return times
+
+
+class Llguidance:
+    name = "llguidance"
+
+    def __init__(self, tokens, eos, encode):
+        from bench_structured import LlguidanceEngine
+
+        self.engine = LlguidanceEngine(encode, compiled_kernels=False)
+        self.engine.prepare(tokens, eos)
+
+    def compile(self, text, syntax):
+        ll = self.engine.ll
+        grammar = ll.LLMatcher.grammar_from_lark(text) if syntax == "lark" else ll.grammar_from("gbnf", text)
+        self.engine.compile("", grammar)
+        return grammar
+
+    def walk(self, grammar, ids):
+        m, times = self.engine.start(grammar), []
+        for t in ids:
+            if not self.engine.advance(m, t):
+                raise ValueError("llguidance rejects the document")
+            ms, _ = cpu_ms(lambda: self.engine.mask(m))
+            times.append(ms)
+        return times
+
+
+class Xgrammar:
+    name = "xgrammar"
+
+    def __init__(self, tokens, eos, hf_tokenizer):
+        import xgrammar as xgr
+
+        self.xgr = xgr
+        info = xgr.TokenizerInfo.from_huggingface(hf_tokenizer, vocab_size=len(tokens))
+        self.compiler = xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False)
+        self.bitmask = xgr.allocate_token_bitmask(1, len(tokens))
+
+    def compile(self, text, syntax):
+        if syntax == "lark":
+            raise ValueError("xgrammar reads EBNF/GBNF, not Lark")
+        compiled = self.compiler.compile_grammar(text)
+        m = self.xgr.GrammarMatcher(compiled)
+        m.fill_next_token_bitmask(self.bitmask)
+        return compiled
+
+    def walk(self, compiled, ids):
+        m, times = self.xgr.GrammarMatcher(compiled), []
+        for t in ids:
+            if not m.accept_token(t):
+                raise ValueError("xgrammar rejects the document")
+            ms, _ = cpu_ms(lambda: m.fill_next_token_bitmask(self.bitmask))
+            times.append(ms)
+        return times
+
+
+def sample_check(tokens, eos, text, syntax, n, max_length, seed=0):
+    """(samples, failures, incomplete): masked sampling with decodekit, each text judged by lark."""
+    from decodekit import Grammar
+    from decodekit.constraints import compile_regex
+    from tests.support.grammars import lark_oracle
+
+    grammar = Grammar(text, syntax)
+    auto, member, rng = compile_regex(grammar, tokens, eos), lark_oracle(grammar.cfg), random.Random(seed)
+    failures = incomplete = 0
+    for _ in range(n):
+        state, out = auto.initial, []
+        for step in range(max_length):
+            choices = auto.allowed(torch.tensor([state]), max_length - step)[0].nonzero()[:, 0].tolist()
+            t = rng.choice(choices)
+            if t == eos:
+                break
+            out.append(t)
+            state = auto.walk([t], state)
+        else:
+            incomplete += not auto.bytes.accepting(state)
+        failures += not member(b"".join(tokens[t] for t in out).decode("utf-8"))
+    return n, failures, incomplete
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=Path("../shared/data"))
+    ap.add_argument("--cache", type=Path, default=Path("runs/byte-bpe"), help="trained tokenizers")
+    ap.add_argument("--grammars", nargs="+", default=["json.gbnf", "json.lark"])
+    ap.add_argument("--engines", nargs="+", default=["decodekit", "llguidance", "xgrammar"])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--samples", type=int, default=100)
+    ap.add_argument("--max-length", type=int, default=48)
+    return ap.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    torch.set_num_threads(1)
+    from bench_byte_patterns import byte_bpe
+
+    raw, hf, tokens, eos = byte_bpe(args.data, 50_000, cache=args.cache, verbose=False)
+    encode = lambda s: raw.encode(s, add_special_tokens=False).ids  # noqa: E731
+    makers = {
+        "decodekit": lambda: Decodekit(tokens, eos),
+        "llguidance": lambda: Llguidance(tokens, eos, encode),
+        "xgrammar": lambda: Xgrammar(tokens, eos, hf),
+    }
+    engines = {}
+    for name in args.engines:
+        try:
+            engines[name] = makers[name]()
+        except ImportError as e:
+            print(f"{name}: not installed ({e})")
+    print(f"load {Path('/proc/loadavg').read_text().split()[:3]}, {len(tokens):,} tokens")
+    rows = []
+    for gname in args.grammars:
+        text = (args.data / "grammars" / gname).read_text()
+        syntax = "lark" if gname.endswith(".lark") else "gbnf"
+        ids = encode(DOCUMENTS[gname])
+        figures = {}
+        for name, engine in engines.items():
+            try:
+                compile_once = lambda e=engine, t=text, s=syntax: e.compile(t, s)  # noqa: E731
+                compiles = [cpu_ms(compile_once)[0] for _ in range(args.repeats)]
+                handle = engine.compile(text, syntax)
+                masks = np.array(engine.walk(handle, ids))
+            except (ValueError, RuntimeError) as e:
+                print(f"{gname} {name}: n/a ({str(e)[:120]})")
+                continue
+            figures[name] = (np.median(compiles), np.median(masks), np.percentile(masks, 99))
+        for name, (c, med, p99) in figures.items():
+            ratios = [
+                f"{c / figures[p][0]:.1f}x / {med / figures[p][1]:.1f}x / {p99 / figures[p][2]:.1f}x vs {p}"
+                for p in figures
+                if p != name and name == "decodekit"
+            ]
+            rows.append(
+                f"| {gname} | {name} | {c:.1f} | {med * 1e3:.0f} | {p99 * 1e3:.0f} | {'; '.join(ratios)} |"
+            )
+        if args.samples and "decodekit" in engines:
+            n, bad, cut = sample_check(tokens, eos, text, syntax, args.samples, args.max_length)
+            said = f"{gname}: {n} masked samples (max_length {args.max_length}): "
+            print(f"{said}{bad} not parsed by lark, {cut} cut")
+    print(f"\n{len(ids)} document tokens; first-visit masks (decodekit: every position new)\n")
+    print(
+        "| grammar | engine | compile+first mask (ms) | mask median (µs) | mask p99 (µs) | decodekit / peer |"
+    )
+    print("|---|---|---|---|---|---|")
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
