@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import functools
 import queue
 import threading
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +33,7 @@ TRANSFORMERS_KEYWORDS = (
     "do_sample",
     "num_return_sequences",
     "suppress_tokens",
+    "stop_strings",
 )
 
 
@@ -69,6 +72,7 @@ class GenerationConfig(Settings):
     do_sample: dataclasses.InitVar[bool | None] = None
     num_return_sequences: dataclasses.InitVar[int | None] = None
     suppress_tokens: dataclasses.InitVar[Any] = None
+    stop_strings: dataclasses.InitVar[Any] = None
 
     def __post_init__(  # the InitVars, in order
         self,
@@ -77,6 +81,7 @@ class GenerationConfig(Settings):
         do_sample=None,
         num_return_sequences=None,
         suppress_tokens=None,
+        stop_strings=None,
     ) -> None:
         """Every field is checked here (a JSON line may hold anything): ConfigError, one line.
         transformers' names are folded into ours first (:func:`fold_transformers_names`)."""
@@ -86,6 +91,7 @@ class GenerationConfig(Settings):
             "do_sample": do_sample,
             "num_return_sequences": num_return_sequences,
             "suppress_tokens": suppress_tokens,
+            "stop_strings": stop_strings,
         }
         given = {k: v for k, v in given.items() if v is not None}
         if given:
@@ -101,6 +107,8 @@ class GenerationConfig(Settings):
             at_least(name, getattr(self, name))
         at_least("top_k", self.top_k, optional=True, note=" or null")
         real("length_penalty", self.length_penalty)
+        if self.temperature == 0 and not isinstance(self.temperature, bool):
+            self._greedy_at_zero()
         real("temperature", self.temperature, 0.0, open_low=True)
         real("top_p", self.top_p, 0.0, 1.0, open_low=True, optional=True, note=" or null")
         real("min_p", self.min_p, 0.0, 1.0, optional=True, note=" or null")
@@ -162,6 +170,18 @@ class GenerationConfig(Settings):
                 "exclude cannot be added to a compiled TokenAutomaton or a Pattern constraint: compile them "
                 "together (a Pattern: write it with & ~Pattern(...))",
             )
+
+    def _greedy_at_zero(self) -> None:
+        """``temperature=0`` (the OpenAI API's and ``llm``'s way to ask for determinism) means the
+        most probable token: sampling becomes greedy (said once, as transformers warns), any other
+        strategy runs as it is; the temperature is stored as 1 (it divides the logits)."""
+        if self.strategy == "sample":
+            warnings.warn(
+                "temperature 0 means always the most probable token: running greedy instead of sampling",
+                stacklevel=4,
+            )
+            object.__setattr__(self, "strategy", "greedy")
+        object.__setattr__(self, "temperature", 1.0)
 
     def replace(self, **changes: Any) -> GenerationConfig:
         """A copy with ``changes``; unknown option names raise ValueError naming them."""
@@ -225,6 +245,9 @@ def fold_transformers_names(
             changes[strategy.returns] = returned
     if given.get("suppress_tokens") is not None:
         changes["suppress"] = tuple(given["suppress_tokens"])
+    if given.get("stop_strings") is not None:
+        stops = given["stop_strings"]
+        changes["stop"] = (stops,) if isinstance(stops, str) else tuple(stops)
     return changes
 
 
@@ -235,7 +258,7 @@ def _constrained(options: dict[str, Any]) -> bool:
 def transformers_names() -> dict[str, str]:
     """transformers' ``generate()`` options -> ours, from the strategies' declarations
     (docs/decoding.md has the table)."""
-    names = {"max_new_tokens": "max_length", "suppress_tokens": "suppress"}
+    names = {"max_new_tokens": "max_length", "suppress_tokens": "suppress", "stop_strings": "stop"}
     returns: dict[str, str] = {}  # the setting -> the first strategy counting its results with it
     for s in STRATEGIES.values():
         if s.transformers is not None:
@@ -488,3 +511,22 @@ def with_controls(model: LanguageModel, config: GenerationConfig) -> LanguageMod
         min_new_tokens=config.min_new_tokens,
         stop=config.stop,
     )
+
+
+def _checked_init(init):
+    """``GenerationConfig(...)`` with an unknown keyword: a ConfigError listing the known options
+    (transformers' names included, with a hint for ``max_tokens``), not the dataclass's bare TypeError."""
+
+    @functools.wraps(init)
+    def checked(self, *args, **kwargs):
+        known = {f.name for f in dataclasses.fields(GenerationConfig)} | set(TRANSFORMERS_KEYWORDS)
+        unknown = sorted(set(kwargs) - known)
+        if unknown:
+            hint = "; max_tokens (the OpenAI API's) is max_new_tokens here" if "max_tokens" in unknown else ""
+            require(False, f"unknown generation option(s) {unknown}{hint}; known: {sorted(known)}")
+        init(self, *args, **kwargs)
+
+    return checked
+
+
+GenerationConfig.__init__ = _checked_init(GenerationConfig.__init__)
