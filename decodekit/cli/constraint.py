@@ -20,6 +20,13 @@ from decodekit.constraints import DEFAULT_MAX_STATES
     help="Describe a Lark or GBNF grammar instead of a regex: its sizes and rules, and the token "
     "automaton's first states for the model's vocabulary where it can take a grammar.",
 )
+@click.option(
+    "--json-schema",
+    "json_schema",
+    metavar="SCHEMA",
+    help="Describe the constraint of a JSON Schema instead of a regex: a file, or the schema written "
+    "inline ('{\"type\": \"integer\"}').",
+)
 @model_options(device=False)  # only the vocabulary is used: the model stays on the CPU
 @click.option("--dot", is_flag=True, help="Print a Graphviz drawing of the token-level automaton instead.")
 @click.option("--json", "as_json", is_flag=True, help="Print the sizes as one JSON object.")
@@ -33,6 +40,7 @@ from decodekit.constraints import DEFAULT_MAX_STATES
 def constraint(
     regex: str | None,
     grammar_path: str | None,
+    json_schema: str | None,
     model_spec: str | None,
     hf_model: str | None,
     dot: bool,
@@ -41,15 +49,20 @@ def constraint(
 ) -> None:
     """Compile REGEX (a full match of the generated text) for a model's vocabulary and print the
     token automaton's size: states, live states, shortest accepted length in tokens. With
-    --grammar FILE: the grammar's sizes and rules instead."""
+    --json-schema SCHEMA: the same for the schema's constraint; with --grammar FILE: the grammar's
+    sizes and rules instead."""
     from decodekit.constraints import as_automaton, check_pattern, describe, to_dot
 
     if dot and as_json:
         raise UsageError("--dot and --json are exclusive")
-    if (regex is None) == (grammar_path is None):
-        raise UsageError("give a REGEX or --grammar FILE (one of them)")
+    if sum(x is not None for x in (regex, grammar_path, json_schema)) != 1:
+        raise UsageError("give a REGEX, --grammar FILE or --json-schema SCHEMA (one of them)")
     if grammar_path is not None:
         return _grammar(grammar_path, model_spec, hf_model, dot, as_json)
+    if json_schema is not None:
+        from decodekit.cli.generate_options import schema_regex
+
+        regex = schema_regex(json_schema)  # a bad schema: one line, before the model loads
     check_pattern(regex)  # a bad regex is reported before any model is loaded
     model = load_model_option(model_spec, hf_model)
     automaton = as_automaton(regex, model, max_states=max_states)

@@ -95,3 +95,19 @@ def test_constraint_draws_a_grammar(char_model, grammar_file):
     r = run("constraint", "--grammar", grammar_file, "--model", char_model, "--json")
     info = json.loads(r.output)
     assert info["shortest"] == 2 and info["syntax"] == "lark"
+
+
+def test_constraint_takes_a_json_schema_inline(tmp_path):
+    """``decodekit constraint --json-schema`` (issue 36 item 9): inline JSON, like generate's."""
+    torch.manual_seed(0)
+    model = LSTMLM(LSTMConfig(embed=8, hidden=8, layers=1), CharVocab(["<unk>", "<eos>", *"0123456789-"]))
+    save_checkpoint(model.eval(), tmp_path / "digits")
+    r = run(
+        "constraint",
+        "--json-schema",
+        '{"type": "integer", "maximum": 99}',
+        "--model",
+        str(tmp_path / "digits"),
+    )
+    assert r.exit_code == 0, r.output
+    assert "shortest match     1 token(s)" in r.output
