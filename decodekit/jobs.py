@@ -34,7 +34,6 @@ the same error record, each rank reading every line's id), and ``resume`` works 
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import json
 import os
@@ -121,30 +120,11 @@ def parse_line(model: LanguageModel, number: int, text: str | bytes, defaults: G
     if rid is None:
         raise LineError("missing 'id'")
     try:
-        options = {k: v for k, v in obj.items() if k not in PROMPT_KEYS}
-        if "grammar" in options:  # a Lark or GBNF grammar's text, instead of a constraint
-            if options.get("constraint") is not None:
-                raise LineError("give 'constraint' or 'grammar', not both", rid)
-            options["constraint"] = _grammar(options.pop("grammar"))
-        config = defaults.replace(**options)
+        config = defaults.replace(**{k: v for k, v in obj.items() if k not in PROMPT_KEYS})
         prompt = _prompt(model, obj.get("prompt"))
     except ValueError as e:
         raise LineError(str(e), rid) from None
     return _Record(number, rid, results.id_key(rid), prompt, config)
-
-
-@functools.lru_cache(maxsize=16)
-def _read_grammar(text: str):
-    from decodekit.constraints.grammar.grammar import Grammar
-
-    return Grammar(text)
-
-
-def _grammar(text: object):
-    """A record's ``grammar``: Lark or GBNF text (told apart by ``::=``), read once per text."""
-    if not isinstance(text, str):
-        raise ValueError(f"grammar must be the text of a Lark or GBNF grammar, got {type(text).__name__}")
-    return _read_grammar(text)
 
 
 def _prompt(model: LanguageModel, prompt: object) -> list[int]:

@@ -1,8 +1,8 @@
 """decodekit's exact constraints inside transformers' ``model.generate`` (or any loop of yours).
 
 :class:`ConstraintLogitsProcessor` carries a regex, several regexes (all must fully match),
-excludes (none may match anywhere), a JSON Schema or a :class:`~decodekit.Grammar`, compiled by decodekit over the tokenizer's
-token bytes, as a transformers ``LogitsProcessor``::
+excludes (none may match anywhere), a JSON Schema or a :class:`~decodekit.Grammar`, compiled
+by decodekit over the tokenizer's token bytes, as a transformers ``LogitsProcessor``::
 
     processor = ConstraintLogitsProcessor(r"\\d{4}-\\d{2}-\\d{2}", tokenizer, max_new_tokens=12)
     out = model.generate(**inputs, logits_processor=[processor], max_new_tokens=12)

@@ -25,7 +25,7 @@ from decodekit.constraints import DEFAULT_MAX_STATES
     "json_schema",
     metavar="SCHEMA",
     help="Describe the constraint of a JSON Schema instead of a regex: a file, or the schema written "
-    "inline ('{\"type\": \"integer\"}').",
+    'inline (\'{"type": "integer"}\').',
 )
 @model_options(device=False)  # only the vocabulary is used: the model stays on the CPU
 @click.option("--dot", is_flag=True, help="Print a Graphviz drawing of the token-level automaton instead.")
@@ -92,8 +92,8 @@ def _grammar(path: str, model_spec: str | None, hf_model: str | None, dot: bool,
     """``constraint --grammar FILE``: the grammar's sizes and rules (read before any model loads),
     then, for the model's vocabulary, the fewest tokens of a sentence; a vocabulary that cannot
     take a grammar (a word vocabulary) is said in one line after the drawing."""
+    from decodekit import Grammar
     from decodekit.constraints import ConstraintError, as_automaton
-    from decodekit.constraints.grammar.grammar import Grammar
 
     if dot:
         raise UsageError("--dot draws a regex's automaton; a grammar's states are unbounded")

@@ -101,7 +101,7 @@ def warn_ignored(options: dict, given: set[str]) -> None:
 def read_grammar(path: str) -> Any:
     """The :class:`decodekit.Grammar` in the file ``path`` (Lark or GBNF: the extension, else
     ``::=`` in the text); a missing, unreadable or bad one is a one-line error."""
-    from decodekit.constraints.grammar.grammar import Grammar
+    from decodekit import Grammar
 
     return Grammar.from_file(path)
 

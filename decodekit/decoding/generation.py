@@ -34,6 +34,7 @@ TRANSFORMERS_KEYWORDS = (
     "num_return_sequences",
     "suppress_tokens",
     "stop_strings",
+    "grammar",  # not transformers': a grammar's text (JSON lines), read into constraint
 )
 
 
@@ -73,6 +74,7 @@ class GenerationConfig(Settings):
     num_return_sequences: dataclasses.InitVar[int | None] = None
     suppress_tokens: dataclasses.InitVar[Any] = None
     stop_strings: dataclasses.InitVar[Any] = None
+    grammar: dataclasses.InitVar[Any] = None  # Lark or GBNF text (or a Grammar): the constraint
 
     def __post_init__(  # the InitVars, in order
         self,
@@ -82,6 +84,7 @@ class GenerationConfig(Settings):
         num_return_sequences=None,
         suppress_tokens=None,
         stop_strings=None,
+        grammar=None,
     ) -> None:
         """Every field is checked here (a JSON line may hold anything): ConfigError, one line.
         transformers' names are folded into ours first (:func:`fold_transformers_names`)."""
@@ -92,6 +95,7 @@ class GenerationConfig(Settings):
             "num_return_sequences": num_return_sequences,
             "suppress_tokens": suppress_tokens,
             "stop_strings": stop_strings,
+            "grammar": grammar,
         }
         given = {k: v for k, v in given.items() if v is not None}
         if given:
@@ -245,10 +249,34 @@ def fold_transformers_names(
             changes[strategy.returns] = returned
     if given.get("suppress_tokens") is not None:
         changes["suppress"] = tuple(given["suppress_tokens"])
+    if given.get("grammar") is not None:
+        require(
+            options.get("constraint") is None or "constraint" not in explicit,
+            "give constraint or grammar, not both",
+        )
+        changes["constraint"] = read_grammar(given["grammar"])
     if given.get("stop_strings") is not None:
         stops = given["stop_strings"]
         changes["stop"] = (stops,) if isinstance(stops, str) else tuple(stops)
     return changes
+
+
+@functools.lru_cache(maxsize=16)
+def _read_grammar(text: str) -> Any:
+    from decodekit.constraints import Grammar
+
+    return Grammar(text)
+
+
+def read_grammar(value: Any) -> Any:
+    """``grammar=``: a :class:`~decodekit.Grammar`, or the text of a Lark or GBNF grammar (told
+    apart by ``::=``; each text read once), as the constraint."""
+    if isinstance(value, str):
+        return _read_grammar(value)
+    from decodekit.constraints.build import is_grammar
+
+    require(is_grammar(value), f"grammar must be a Grammar or a grammar's text, got {shown(value)}")
+    return value
 
 
 def _constrained(options: dict[str, Any]) -> bool:
