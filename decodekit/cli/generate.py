@@ -267,6 +267,10 @@ def generate(
     elif given & {"json_whitespace", "json_key_order"}:
         flag = "--json-whitespace" if "json_whitespace" in given else "--json-key-order"
         raise UsageError(f"{flag} applies to --json-schema only")
+    from decodekit.constraints import check_pattern
+
+    for pattern in (*(patterns or ()), *options["exclude"]):  # a bad regex: one line, before the model loads
+        check_pattern(pattern)
     config = GenerationConfig(**options)  # the remaining options are GenerationConfig's fields
     if input_path is None:  # after the checks: a mistake is one error, not a warning and an error
         warn_ignored(options, given)

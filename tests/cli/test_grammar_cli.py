@@ -111,3 +111,16 @@ def test_constraint_takes_a_json_schema_inline(tmp_path):
     )
     assert r.exit_code == 0, r.output
     assert "shortest match     1 token(s)" in r.output
+
+
+def test_a_bad_regex_is_one_line_before_the_model_loads(capfd, monkeypatch):
+    """Issue 36 item 6: ``--constraint 'a(b'`` was reported after the model loaded (11 s of CPU)."""
+    import decodekit.cli.common as common
+    import decodekit.cli.generate as generate_cli
+
+    monkeypatch.setattr(common, "load_model_option", lambda *a, **k: pytest.fail("the model was loaded"))
+    monkeypatch.setattr(
+        generate_cli, "load_model_option", lambda *a, **k: pytest.fail("the model was loaded")
+    )
+    code, err = exit_and_stderr(capfd, "generate", "x", "--constraint", "a(b")
+    assert code == 2 and err[-1].startswith("Error: invalid regex 'a(b'"), err
