@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import warnings
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -276,36 +275,17 @@ def default_search(model: LanguageModel, settings: Any) -> Any:
     """``settings``, with the banked search where no strategy is named, the output is
     constrained and the per-state grid would be large: its rows x vocabulary, S·K·V (S: the
     automaton's states, or its candidate states when it is not built yet), above
-    :data:`GRID_ENTRIES`. The grid (``beam``) stays where it fits; a warning says when the
-    banked search runs instead."""
+    :data:`GRID_ENTRIES`. The grid (``beam``) stays where it fits. The choice is silent (issue 36:
+    a notice on every constrained run on a BPE model was jargon the user had not asked for); a
+    user who names ``beam`` where the grid cannot run gets the refusal, which names the banked
+    search."""
     if settings.strategy is not None or not settings.constrained:
         return settings
     states = _states(model, settings)
     grid = states * settings.beam_size * model.vocab_size
     if grid <= GRID_ENTRIES:
         return settings
-    said = (id(model), repr(settings.constraint), settings.exclude, settings.beam_size)
-    if states == math.inf:  # a grammar: the grid cannot run at all, nothing to choose
-        return settings.replace(strategy=BANKED.name)
-    if said not in _said:  # once per model and constraint (batch generation asks per batch)
-        _said.add(said)
-        grid_rows = (  # a compiled automaton built on first visit has no state count ahead
-            f"the constraint has about {states:,} automaton states: one beam per state would search "
-            f"{states * settings.beam_size:,} rows"
-            if math.isfinite(states)
-            else "the constraint is built on first visit (its states are not counted ahead): one beam "
-            f"per state would search {settings.beam_size:,} rows per state reached"
-        )
-        warnings.warn(
-            f"{grid_rows} x {model.vocab_size:,} tokens per step, so the banked "
-            f"search runs instead ({settings.beam_size} rows per prompt); name strategy 'beam' for the "
-            "per-state grid",
-            stacklevel=3,
-        )
     return settings.replace(strategy=BANKED.name)
-
-
-_said: set = set()  # what default_search warned about
 
 
 def _states(model: LanguageModel, settings: Any) -> float:
