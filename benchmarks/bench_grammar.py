@@ -156,6 +156,46 @@ def sample_check(tokens, eos, text, syntax, n, max_length, seed=0):
     return n, failures, incomplete
 
 
+REACH = {  # name -> (grammar, syntax, document): masks must not grow with the nesting or the length
+    "llama.cpp#4218 ambiguity": (
+        'root ::= [0-9] ("a"? "a"? "a"? "a"? "a"? [0-9])*\n',
+        "gbnf",
+        "1" + "aa2a3aaaa4" * 300,
+    ),
+    "10,000 nested arrays": (
+        'start: "[" [start ("," start)*] "]"\n',
+        "lark",
+        "[" * 10_000 + "]" * 10_000,
+    ),
+    "right-recursive list of 5,000": (
+        'start: ITEM "," start | ITEM\nITEM: /[a-z]+/\n',
+        "lark",
+        ",".join(["ab"] * 5_000),
+    ),
+}
+
+
+def reach(tokens, eos, encode) -> list[str]:
+    """Per reach grammar: the first-visit mask's median CPU time over the document's first and last
+    200 tokens (decodekit), and the states it built."""
+    from decodekit import Grammar
+    from decodekit.constraints import clear_cache, compile_regex
+
+    rows, bitmask = [], torch.zeros(1, (len(tokens) + 31) // 32, dtype=torch.int32)
+    for name, (text, syntax, document) in REACH.items():
+        clear_cache(vocabularies=False)
+        auto = compile_regex(Grammar(text, syntax), tokens, eos)
+        ids, state, times = encode(document), auto.initial, []
+        for t in ids:
+            state = auto.walk([t], state)
+            ms, _ = cpu_ms(lambda a=auto, s=state: a.fill_bitmask(bitmask, torch.tensor([s])))
+            times.append(ms)
+        assert auto.bytes.accepting(state), name
+        first, last = np.median(times[:200]) * 1e3, np.median(times[-200:]) * 1e3
+        rows.append(f"| {name} | {len(ids):,} | {first:.0f} | {last:.0f} | {auto.bytes.size:,} |")
+    return rows
+
+
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=Path("../shared/data"))
@@ -165,6 +205,7 @@ def parse_args(argv=None):
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--samples", type=int, default=100)
     ap.add_argument("--max-length", type=int, default=48)
+    ap.add_argument("--reach", action="store_true", help="also the reach grammars (decodekit only)")
     return ap.parse_args(argv)
 
 
@@ -222,6 +263,10 @@ def main(argv=None) -> None:
     )
     print("|---|---|---|---|---|---|")
     print("\n".join(rows))
+    if args.reach:
+        print("\n| reach | tokens | mask median, first 200 (µs) | last 200 (µs) | states |")
+        print("|---|---|---|---|---|")
+        print("\n".join(reach(tokens, eos, encode)))
 
 
 if __name__ == "__main__":
