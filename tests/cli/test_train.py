@@ -150,3 +150,15 @@ def test_the_options_are_the_configs_fields():
             elif isinstance(f.default, int | float) and not isinstance(f.default, bool):
                 assert isinstance(params[name].type, click.types.IntParamType | click.types.FloatParamType)
     assert params["epochs"].default == TrainConfig.epochs and params["lr"].default == TrainConfig.lr
+
+
+def test_train_defaults_threads_like_the_other_commands(corpus, tmp_path, monkeypatch):
+    """Issue 36 item 10: a tiny LSTM trained with torch's thread default burned 164 s of CPU at
+    load 36; like eval / score / generate, train now takes one thread for a small model."""
+    import torch
+
+    torch.set_num_threads(2)  # what torch would choose here (restored by the one_thread fixture)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, [*TRAIN, "--epochs", "1", "--data", str(corpus), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert torch.get_num_threads() == 1
