@@ -7,8 +7,8 @@ plus optional per-line ``constraint`` and any :class:`GenerationConfig` option (
 ignored. The format, the output and the guarantees are documented in docs/decoding.md ("Batch
 generation").
 
-Output: per line, ``{"id": ..., "hypotheses": [{"text", "tokens", "logprob", "score",
-"finished"}, ...]}`` (plus ``"matched": false`` when a constrained search found nothing), or an
+Output: per line, ``{"id": ..., "prompt": ... (as the line wrote it), "hypotheses": [{"text",
+"tokens", "logprob", "score", "finished"}, ...]}`` (plus ``"matched": false`` when a constrained search found nothing), or an
 error record ``{"id": ... or null, "line": N, "error": "..."}``. A bad line (invalid UTF-8 or
 JSON, nesting too deep, a bad option, an unknown or out-of-vocabulary token id, a lone surrogate,
 a search too large for the memory, a duplicate id, a model failure) gets its own error record and
@@ -77,6 +77,7 @@ class _Record:
     key: str
     prompt: list[int]
     config: GenerationConfig
+    given: object = None  # the line's "prompt" as written (text or ids), echoed in its record
 
 
 def record_seed(seed: int, key: str) -> int:
@@ -124,7 +125,7 @@ def parse_line(model: LanguageModel, number: int, text: str | bytes, defaults: G
         prompt = _prompt(model, obj.get("prompt"))
     except ValueError as e:
         raise LineError(str(e), rid) from None
-    return _Record(number, rid, results.id_key(rid), prompt, config)
+    return _Record(number, rid, results.id_key(rid), prompt, config, obj.get("prompt"))
 
 
 def _prompt(model: LanguageModel, prompt: object) -> list[int]:
@@ -420,7 +421,7 @@ class _Run:
             return
         out = []
         for r, h in zip(batch, hyps):
-            record = {"id": r.id, "hypotheses": [x.to_dict(self.vocab) for x in h]}
+            record = {"id": r.id, "prompt": r.given, "hypotheses": [x.to_dict(self.vocab) for x in h]}
             if config.constrained and not h:
                 record["matched"] = False
             out.append(record)

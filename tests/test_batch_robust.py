@@ -162,7 +162,7 @@ def test_a_second_writer_is_refused(model_dir, tmp_path, capfd):
         ({"max_length": 2.0}, "max_length must be an integer"),
         ({"beam_size": True}, "beam_size must be an integer >= 1, got True"),
         ({"temperature": "hot"}, "temperature must be a finite number > 0, got 'hot'"),
-        ({"temperature": 0}, "temperature must be a finite number > 0"),
+        ({"temperature": -0.5}, "temperature must be a finite number > 0"),  # 0 is greedy (issue 36)
         ({"length_penalty": float("nan")}, "length_penalty must be a finite number, got nan"),
         ({"top_p": 1.5}, "top_p must be a finite number in (0, 1]"),
         ({"min_p": -0.1}, "min_p must be a finite number in [0, 1]"),

@@ -87,12 +87,13 @@ def test_cli_options_and_batch_lines(ckpt, tmp_path):
     assert len(tokens) == len(set(tokens)), tokens  # no unigram twice (the prompt's "the" included)
 
 
-def test_beam_sampling_and_temperature_zero_are_one_error_each(ckpt, capfd):
+def test_beam_sampling_and_a_negative_temperature_are_one_error_each(ckpt, capfd):
+    """(temperature 0 was refused here too; it now means greedy: tests/test_api_frictions.py)"""
     from decodekit.cli import main
 
     for args, message in (
         (["--num-beams", "4", "--do-sample"], "beam sampling"),
-        (["--temperature", "0"], "temperature must be a finite number > 0"),  # was a warning, then this
+        (["--temperature", "-0.5"], "temperature must be a finite number > 0"),
     ):
         with pytest.raises(SystemExit) as e:
             main(["generate", "the", "--model", ckpt, *args])

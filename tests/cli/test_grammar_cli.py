@@ -85,6 +85,7 @@ def test_json_lines_take_a_grammar(char_model, tmp_path):
     records = {x["id"]: x for x in map(json.loads, out.read_text().splitlines())}
     for i in range(3):
         assert records[i]["hypotheses"] and all(_member(h["text"]) for h in records[i]["hypotheses"])
+        assert records[i]["prompt"] == "["  # the record echoes its prompt (issue 36 item 10)
     assert "itm" in records[9]["error"]
 
 
