@@ -8,12 +8,13 @@ ignored. The format, the output and the guarantees are documented in docs/decodi
 generation").
 
 Output: per line, ``{"id": ..., "prompt": ... (as the line wrote it), "hypotheses": [{"text",
-"tokens", "logprob", "score", "finished"}, ...]}`` (plus ``"matched": false`` when a constrained search found nothing), or an
-error record ``{"id": ... or null, "line": N, "error": "..."}``. A bad line (invalid UTF-8 or
-JSON, nesting too deep, a bad option, an unknown or out-of-vocabulary token id, a lone surrogate,
-a search too large for the memory, a duplicate id, a model failure) gets its own error record and
-the other lines go on. With ``resume=True`` the ids with a result are skipped and error records
-are dropped and retried (:mod:`decodekit.result_file`), so no record is ever written twice.
+"tokens", "logprob", "score", "finished"}, ...]}`` (plus ``"matched": false`` when a constrained
+search found nothing), or an error record ``{"id": ... or null, "line": N, "error": "..."}``. A bad
+line (invalid UTF-8 or JSON, nesting too deep, a bad option, an unknown or out-of-vocabulary token
+id, a lone surrogate, a search too large for the memory, a duplicate id, a model failure) gets its
+own error record and the other lines go on. With ``resume=True`` the ids with a result are skipped
+and error records are dropped and retried (:mod:`decodekit.result_file`), so no record is ever
+written twice.
 
 Sampling with a seed draws each record from its own generator seeded by (seed, id)
 (:func:`record_seed`): a record's samples do not depend on the batch size, on the other lines or on

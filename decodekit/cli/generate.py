@@ -123,6 +123,14 @@ JSON_FORMS = {
     help="Let the model generate <unk> (by default the vocabulary's <unk> is suppressed).",
 )
 @click.option(
+    "--truncate",
+    "truncation",
+    type=click.Choice(["left", "right"]),
+    default=None,
+    help="Cut a prompt longer than the model's window (with --max-length new tokens): left keeps its "
+    "last tokens, right its first (transformers' truncation_side).",
+)
+@click.option(
     "--stop",
     multiple=True,
     metavar="TEXT",

@@ -67,6 +67,7 @@ class GenerationConfig(Settings):
     no_repeat_ngram_size: int = 0
     min_new_tokens: int = 0
     stop: tuple[str, ...] = ()
+    truncation: str | None = None  # "left" / "right": cut prompts to fit the model's window
     # transformers' names, folded into ours at construction (not fields: never stored twice)
     max_new_tokens: dataclasses.InitVar[int | None] = None
     num_beams: dataclasses.InitVar[int | None] = None
@@ -105,6 +106,8 @@ class GenerationConfig(Settings):
                 object.__setattr__(self, name, value)
         if self.strategy is not None:
             one_of("strategy", self.strategy, tuple(STRATEGIES))
+        if self.truncation is not None:
+            one_of("truncation", self.truncation, ("left", "right"))
         self._check_constraint()
         at_least("max_length", self.max_length, 0)
         for name in ("beam_size", "n_best", "num_samples"):
@@ -298,6 +301,25 @@ def transformers_names() -> dict[str, str]:
     return names
 
 
+def truncated(model: LanguageModel, prompts: list[list[int]], config: GenerationConfig) -> list[list[int]]:
+    """``prompts`` cut to fit the model's window (``max_positions``) with ``max_length`` new tokens
+    as ``config.truncation`` says: ``"left"`` keeps each prompt's last tokens (transformers'
+    ``truncation_side="left"``, the usual choice for generation), ``"right"`` its first; None:
+    unchanged (:func:`check_positions` refuses what does not fit)."""
+    limit = getattr(model, "max_positions", None)
+    if config.truncation is None or limit is None:
+        return prompts
+    room = limit - config.max_length - (model.bos_id is not None)
+    require(
+        room >= 1,
+        f"max_length {config.max_length:,} leaves no room for a prompt in the model's window of "
+        f"{limit:,} positions: lower max_length",
+    )
+    if config.truncation == "left":
+        return [p[-room:] if len(p) > room else p for p in prompts]
+    return [p[:room] for p in prompts]
+
+
 def check_positions(model: LanguageModel, prompts: list[list[int]], max_length: int) -> None:
     """ConfigError when the longest prompt (with the model's ``bos_id``) plus ``max_length`` does not
     fit in the model's position limit (``max_positions``: a transformers model's; None: no limit)."""
@@ -305,10 +327,19 @@ def check_positions(model: LanguageModel, prompts: list[list[int]], max_length: 
     if limit is None:
         return
     longest = max((len(p) for p in prompts), default=0) + (model.bos_id is not None)
+    if longest + max_length <= limit:
+        return
+    keep = limit - max_length - (model.bos_id is not None)
+    cut = (
+        f"or truncate it (truncation='left', --truncate left: keeps its last {keep:,} tokens)"
+        if keep >= 1
+        else "and lower max_length"
+    )
+    fix = "shorten it " if longest >= limit else f"lower max_length to {limit - longest:,}, shorten it "
     require(
-        longest + max_length <= limit,
+        False,
         f"prompt + max_length = {longest:,} + {max_length:,} = {longest + max_length:,} tokens, the model's "
-        f"limit is {limit:,}; lower max_length to {max(limit - longest, 0):,} or shorten the prompt",
+        f"limit is {limit:,}; {fix}{cut}",
     )
 
 
@@ -339,6 +370,7 @@ def generate(
     the search)."""
     config = _config(config, options)
     prompts, single = as_prompts(model, prompts)
+    prompts = truncated(model, prompts, config)
     if not prompts:
         return []
     config = default_search(model, config)  # under a constraint: the grid, or banked where it is large
@@ -386,6 +418,7 @@ def stream(
     config = _config(config, options)
     ids, single = as_prompts(model, prompt)
     require(single, "stream() takes one prompt (generate() takes a batch)")
+    ids = truncated(model, ids, config)
     strategy = config.search
     require(
         not strategy.ranked and config.num_samples == 1,

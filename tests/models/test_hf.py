@@ -276,3 +276,19 @@ def test_a_directory_without_tokenizer_files_is_one_line_naming_them(tmp_path, c
         err = [x for x in capfd.readouterr().err.splitlines() if not x.startswith("[transformers]")]
         assert e.value.code == 2 and len(err) == 1, err
         assert f"{args[0]} needs text in and out, but {tmp_path / 'm'} holds no tokenizer" in err[0]
+
+
+def test_truncation_fits_a_long_prompt_in_the_window(tiny):
+    """Issue 36 item 4: a prompt longer than the window got advice that could not work ("lower
+    max_length to 0"); now the advice names truncation, and truncation='left' keeps the prompt's
+    last tokens (the same output as giving those tokens), 'right' its first."""
+    lm = _short_context(tiny, 16)
+    prompt = (lm.encode("the cat sat on the mat ") * 4)[:20]
+    with pytest.raises(ValueError, match="truncation='left'") as e:
+        decodekit.generate(lm, [prompt], decodekit.GenerationConfig(max_length=4))
+    assert "lower max_length to 0" not in str(e.value)
+    room = 16 - 4 - (lm.bos_id is not None)
+    left = decodekit.generate(lm, [prompt], max_length=4, truncation="left")[0][0]
+    assert left.tokens == decodekit.generate(lm, [prompt[-room:]], max_length=4)[0][0].tokens
+    right = decodekit.generate(lm, [prompt], max_length=4, truncation="right")[0][0]
+    assert right.tokens == decodekit.generate(lm, [prompt[:room]], max_length=4)[0][0].tokens
