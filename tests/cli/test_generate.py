@@ -54,7 +54,7 @@ def test_generate_json_with_constraint_matches(model_dir, strategy):
     [
         (["--beam-size", "0"], "beam-size"),
         (["--max-length", "-1"], "max-length"),
-        (["--strategy", "sample", "--temperature", "0"], "temperature"),
+        (["--strategy", "sample", "--temperature", "-1"], "temperature"),
         (["--strategy", "sample", "--top-p", "1.5"], "top_p"),
         (["--constraint", "(a"], "regex"),
         (["--constraint", "(?=a)b"], "unsupported"),
