@@ -195,7 +195,7 @@ def _lines(f: BinaryIO, path: object, what: str, close: bool = True) -> Iterator
 def generate_jsonl(
     model: LanguageModel,
     lines: Iterable[str | bytes],
-    output: str | Path,
+    output: str | Path | None,
     defaults: GenerationConfig | None = None,
     *,
     batch_size: int = 16,
@@ -225,6 +225,16 @@ def generate_jsonl(
     defaults = defaults or GenerationConfig()
     job = _Job(model, defaults, batch_size, progress, max_memory)
     rank, size = distributed.world()
+    if output is None:  # standard output, as `llm` and jq pipelines read it
+        if resume or size > 1:
+            raise ConfigError(
+                "resuming needs an output file (--output FILE): standard output keeps no records to skip"
+                if resume
+                else "several torchrun processes cannot share standard output: give --output FILE"
+            )
+        run = _Run(model, _StandardOutput(), batch_size, progress, max_memory)
+        run.read(lines, defaults, set(), None)
+        return run.counts | {"first_error": run.first_error}
     if size == 1:
         return job.write(lines, output, resume=resume)
     joined = distributed.joined()
@@ -234,6 +244,20 @@ def generate_jsonl(
     finally:
         if not joined:  # a group the caller set up stays up
             distributed.shutdown()
+
+
+class _StandardOutput:
+    """Where records go without an output file: standard output's bytes, flushed per batch (a
+    pipe is not synced to disk)."""
+
+    durable = False
+    name = "<stdout>"
+
+    def write(self, data) -> int:
+        return sys.stdout.buffer.write(data)
+
+    def flush(self) -> None:
+        sys.stdout.buffer.flush()
 
 
 def share(rank: int, size: int) -> Callable[[int], bool]:

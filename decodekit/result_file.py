@@ -123,7 +123,8 @@ def append(handle, records: list[dict]) -> None:
         while data:  # an unbuffered file may take part of it: nothing is left in a buffer to retry
             data = data[handle.write(data) :]
         handle.flush()
-        os.fsync(handle.fileno())
+        if getattr(handle, "durable", True):  # a pipe (standard output) has nothing to sync
+            os.fsync(handle.fileno())
     except OSError as e:
         name = getattr(handle, "name", None)
         raise (os_error(e, name) if isinstance(name, str | Path) else e) from None

@@ -249,8 +249,8 @@ def generate(
         raise UsageError(f"--input {input_path}: no such file")  # before loading torch and the model
     if (prompt is None) == (input_path is None):
         raise UsageError("give either a PROMPT (or text on standard input) or --input FILE")
-    if input_path is not None and output_path is None:
-        raise UsageError("--input needs --output FILE")
+    if resume and output_path is None:
+        raise UsageError("--resume needs --output FILE (standard output keeps no records to skip)")
     if input_path is not None and dot_path is not None:
         raise UsageError("--dot draws the search of one PROMPT; it cannot be used with --input")
     _check_outputs(output_path, dot_path)

@@ -56,16 +56,15 @@ def run_batch(model, input_path, output_path, config, resume, batch_size, max_me
     if rank != 0:
         raise SystemExit(1 if counts["errors"] else 0)
     errors = counts["errors"]
+    where = output_path if output_path is not None else "standard output"
     click.echo(
         f"{counts['written']} written, {counts['skipped']} skipped (already done), "
-        f"{errors} errors -> {output_path}",
+        f"{errors} errors -> {where}",
         err=True,
     )
     if errors:
         first = f" (first: {counts['first_error']})" if counts.get("first_error") else ""
-        click.echo(
-            f"Error: {errors} line(s) failed{first}; their error records are in {output_path} "
-            "and --resume retries them",
-            err=True,
-        )
+        retry = " and --resume retries them" if output_path is not None else ""
+        said = f"Error: {errors} line(s) failed{first}; their error records are in {where}{retry}"
+        click.echo(said, err=True)
         raise SystemExit(1)

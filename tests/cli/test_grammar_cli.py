@@ -125,3 +125,19 @@ def test_a_bad_regex_is_one_line_before_the_model_loads(capfd, monkeypatch):
     )
     code, err = exit_and_stderr(capfd, "generate", "x", "--constraint", "a(b")
     assert code == 2 and err[-1].startswith("Error: invalid regex 'a(b'"), err
+
+
+def test_input_without_output_writes_json_lines_to_stdout(char_model, tmp_path, capfd):
+    """Issue 36 item 10: ``--input -`` required ``--output``; JSON lines now go to standard output
+    (as `llm` and jq pipelines expect), and only ``--resume`` asks for a file."""
+    import subprocess
+    import sys
+
+    lines = "".join(json.dumps({"id": i, "prompt": "[", "max_length": 4}) + "\n" for i in range(3))
+    cmd = [sys.executable, "-m", "decodekit", "generate", "--model", char_model, "--input", "-"]
+    done = subprocess.run(cmd, input=lines, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(x) for x in done.stdout.splitlines()]
+    assert [r["id"] for r in records] == [0, 1, 2] and all(r["prompt"] == "[" for r in records)
+    refused = subprocess.run([*cmd, "--resume"], input=lines, capture_output=True, text=True, timeout=600)
+    assert refused.returncode == 2 and "--resume needs --output" in refused.stderr
