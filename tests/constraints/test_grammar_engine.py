@@ -13,6 +13,7 @@ import torch
 
 from decodekit.constraints.grammar.cfg import CFG, Rule, Terminal
 from decodekit.constraints.grammar.earley import GrammarBytes
+from tests.support.grammars import lark_oracle
 
 lark = pytest.importorskip("lark", reason="lark is the oracle of the grammar tests")
 
@@ -65,17 +66,7 @@ GRAMMARS = {
 
 
 def _oracle(lark_text):
-    parser = lark.Lark(lark_text, parser="earley", lexer="dynamic_complete")
-
-    @functools.cache
-    def member(text: str) -> bool:
-        try:
-            parser.parse(text)
-        except lark.exceptions.LarkError:
-            return False
-        return True
-
-    return member
+    return functools.lru_cache(maxsize=None)(lark_oracle(lark_text, posix=False))
 
 
 def _run(gb: GrammarBytes, text: str) -> int:

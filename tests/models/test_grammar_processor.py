@@ -12,7 +12,7 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
 from decodekit import ConstraintLogitsProcessor, Grammar  # noqa: E402
-from tests.support.fakes import byte_bpe  # noqa: E402
+from tests.support.fakes import generate_with, tiny_gpt2  # noqa: E402
 from tests.support.grammars import lark_oracle  # noqa: E402
 
 TEXTS = ['{"café": [1, 2.5, "déjà"], "naïve": {"ü": null}}', "(1 + 22) * 3 - x"] * 20
@@ -30,25 +30,13 @@ WORD: /[a-zé]+/
 
 @pytest.fixture(scope="module")
 def gpt2():
-    tok = byte_bpe(TEXTS, 300, bos=False)
-    torch.manual_seed(0)
-    config = transformers.GPT2Config(
-        vocab_size=len(tok), n_positions=64, n_embd=16, n_layer=1, n_head=2, bos_token_id=0, eos_token_id=0
-    )
-    return transformers.GPT2LMHeadModel(config).eval(), tok
+    return tiny_gpt2(TEXTS)
 
 
-def _generate(model, tok, processor, max_new_tokens, **options):
-    inputs = tok(["the café"], return_tensors="pt")
-    out = model.generate(
-        **inputs,
-        logits_processor=transformers.LogitsProcessorList([processor]),
-        max_new_tokens=max_new_tokens,
-        pad_token_id=tok.eos_token_id,
-        **options,
-    )
-    new = out[:, inputs["input_ids"].shape[1] :]
-    return [tok.decode(row[row != tok.eos_token_id].tolist()) for row in new]
+def _generate(model, tok, processor, prompt, max_new_tokens, **options):
+    return [
+        tok.decode(row) for row in generate_with(model, tok, processor, prompt, max_new_tokens, **options)
+    ]
 
 
 @pytest.mark.parametrize("max_new_tokens", [4, 9])
@@ -59,5 +47,5 @@ def test_outputs_are_complete_sentences_within_the_budget(gpt2, max_new_tokens, 
     for seed in range(3):
         torch.manual_seed(seed)
         processor = ConstraintLogitsProcessor(LIST, tok, max_new_tokens=max_new_tokens)
-        for text in _generate(model, tok, processor, max_new_tokens, **options):
+        for text in _generate(model, tok, processor, "the café", max_new_tokens, **options):
             assert member(text), (options, max_new_tokens, text)

@@ -17,7 +17,7 @@ pytest.importorskip("tokenizers")
 import decodekit  # noqa: E402
 from decodekit import ConstraintLogitsProcessor  # noqa: E402
 from decodekit.models.hf import HuggingFaceLM  # noqa: E402
-from tests.support.fakes import byte_bpe  # noqa: E402
+from tests.support.fakes import generate_with, tiny_gpt2  # noqa: E402
 
 TEXTS = ["the café opened in 2024-05-17 — déjà vu", "naïve dates 1999-12-31 and 2000-01-01 ünd so"] * 20
 DATE = r"\d{4}-\d{2}-\d{2}"
@@ -25,26 +25,12 @@ DATE = r"\d{4}-\d{2}-\d{2}"
 
 @pytest.fixture(scope="module")
 def gpt2():
-    tok = byte_bpe(TEXTS, 300, bos=False)
-    torch.manual_seed(0)
-    config = transformers.GPT2Config(
-        vocab_size=len(tok), n_positions=64, n_embd=16, n_layer=1, n_head=2, bos_token_id=0, eos_token_id=0
-    )
-    model = transformers.GPT2LMHeadModel(config).eval()
-    return model, tok
+    return tiny_gpt2(TEXTS)
 
 
 def run(model, tok, processor, max_new_tokens, **options):
-    inputs = tok(["the café"], return_tensors="pt")
-    out = model.generate(
-        **inputs,
-        logits_processor=transformers.LogitsProcessorList([processor]),
-        max_new_tokens=max_new_tokens,
-        pad_token_id=tok.eos_token_id,
-        **options,
-    )
-    new = out[:, inputs["input_ids"].shape[1] :]
-    return [row[row != tok.eos_token_id].tolist() for row in new], inputs["input_ids"][0].tolist()
+    rows = generate_with(model, tok, processor, "the café", max_new_tokens, **options)
+    return rows, tok(["the café"], return_tensors="pt")["input_ids"][0].tolist()
 
 
 def texts(tok, rows):

@@ -13,7 +13,7 @@ pytest.importorskip("tokenizers")
 
 from decodekit import ConstraintLogitsProcessor  # noqa: E402
 from decodekit.errors import ConstraintError  # noqa: E402
-from tests.support.fakes import byte_bpe  # noqa: E402
+from tests.support.fakes import generate_with, tiny_gpt2  # noqa: E402
 
 TEXTS = ["the café opened in 2024-05-17 — déjà vu", "naïve dates 1999-12-31 and 2000-01-01 ünd so"] * 20
 DATE = r"\d{4}-\d{2}-\d{2}"
@@ -21,12 +21,7 @@ DATE = r"\d{4}-\d{2}-\d{2}"
 
 @pytest.fixture(scope="module")
 def gpt2():
-    tok = byte_bpe(TEXTS, 300, bos=False)
-    torch.manual_seed(0)
-    config = transformers.GPT2Config(
-        vocab_size=len(tok), n_positions=64, n_embd=16, n_layer=1, n_head=2, bos_token_id=0, eos_token_id=0
-    )
-    return transformers.GPT2LMHeadModel(config).eval(), tok
+    return tiny_gpt2(TEXTS)
 
 
 @pytest.mark.parametrize(("pattern", "budget"), [(DATE, 3), ("[a-z]{50}", 5), ("a{99999}", 60)])
@@ -64,16 +59,9 @@ def test_a_live_row_with_nothing_allowed_raises_instead_of_an_all_minus_inf_row(
 
 
 def _generate(model, tok, processor, prompt, max_new_tokens, **options):
-    inputs = tok([prompt], return_tensors="pt")
-    out = model.generate(
-        **inputs,
-        logits_processor=transformers.LogitsProcessorList([processor]),
-        max_new_tokens=max_new_tokens,
-        pad_token_id=tok.eos_token_id,
-        **options,
-    )
-    new = out[:, inputs["input_ids"].shape[1] :]
-    return [tok.decode(row[row != tok.eos_token_id].tolist()) for row in new]
+    return [
+        tok.decode(row) for row in generate_with(model, tok, processor, prompt, max_new_tokens, **options)
+    ]
 
 
 def test_a_reused_processor_restarts_for_each_prompt(gpt2):

@@ -130,6 +130,36 @@ def byte_bpe(texts, vocab_size: int, bos: bool = True):
     return transformers.PreTrainedTokenizerFast(tokenizer_object=trained._tokenizer, eos_token=EOT, **extra)
 
 
+def tiny_gpt2(texts, vocab_size: int = 300):
+    """(model, tokenizer): a seeded 1-layer random GPT-2 (eval mode) over a byte-level BPE of
+    ``vocab_size`` trained on ``texts`` (EOS ``<|endoftext|>``, id 0)."""
+    import transformers
+
+    tok = byte_bpe(texts, vocab_size, bos=False)
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(
+        vocab_size=len(tok), n_positions=64, n_embd=16, n_layer=1, n_head=2, bos_token_id=0, eos_token_id=0
+    )
+    return transformers.GPT2LMHeadModel(config).eval(), tok
+
+
+def generate_with(model, tok, processor, prompt: str, max_new_tokens: int, **options) -> list[list[int]]:
+    """``model.generate`` on ``prompt`` with ``processor`` as its only logits processor: the new
+    tokens of each returned row, EOS and padding dropped."""
+    import transformers
+
+    inputs = tok([prompt], return_tensors="pt")
+    out = model.generate(
+        **inputs,
+        logits_processor=transformers.LogitsProcessorList([processor]),
+        max_new_tokens=max_new_tokens,
+        pad_token_id=tok.eos_token_id,
+        **options,
+    )
+    new = out[:, inputs["input_ids"].shape[1] :]
+    return [row[row != tok.eos_token_id].tolist() for row in new]
+
+
 def save_tiny_gpt2(path, texts, vocab_size: int):
     """A seeded 1-layer GPT-2 and its byte-level BPE saved in ``path`` (a transformers directory)."""
     import transformers
