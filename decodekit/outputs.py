@@ -10,12 +10,30 @@ from dataclasses import asdict, dataclass, field
 from decodekit.vocab import Vocab
 
 
+class TokenIds(tuple):
+    """Token ids: a tuple (a hypothesis stays immutable and hashable: batch jobs and sets of
+    outputs key on it) that also equals a list of the same ids, as transformers' outputs and
+    plain Python write them: ``out.sequences[0, n:].tolist() == h.tokens`` is True."""
+
+    __slots__ = ()
+
+    def __eq__(self, other):
+        return tuple.__eq__(self, tuple(other) if isinstance(other, list) else other)
+
+    def __ne__(self, other):
+        same = self.__eq__(other)
+        return same if same is NotImplemented else not same
+
+    __hash__ = tuple.__hash__
+
+
 @dataclass(frozen=True)
 class Hypothesis:
     """One generated continuation.
 
     Attributes:
-        tokens: generated token ids; the prompt and a final EOS are excluded.
+        tokens: generated token ids (:class:`TokenIds`: a tuple equal to a list of the same ids);
+            the prompt and a final EOS are excluded.
         logprob: sum of the log-probabilities of the generated tokens, EOS included.
         score: what the search ranked by (``logprob / len**length_penalty`` for beam searches,
             ``len`` counting EOS; ``logprob`` for greedy and sampling).
@@ -33,6 +51,10 @@ class Hypothesis:
     finished: bool
     token_logprobs: tuple[float, ...] = ()
     text: str | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if type(self.tokens) is not TokenIds:
+            object.__setattr__(self, "tokens", TokenIds(self.tokens))
 
     def decode(self, vocab: Vocab) -> str:
         """The continuation as text, detokenised by ``vocab``."""

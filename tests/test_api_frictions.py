@@ -42,3 +42,11 @@ def test_an_unknown_option_lists_the_known_ones_and_names_max_new_tokens():
     with pytest.raises(ConfigError, match="max_new_tokens") as e:
         GenerationConfig(max_tokens=5)
     assert "known:" in str(e.value) and "temperature" in str(e.value)
+
+
+def test_hypothesis_tokens_equal_a_list_of_the_same_ids():
+    """Issue 36 item 10: ``hf_ids == h.tokens`` was False (a tuple); tokens stay hashable."""
+    h = decodekit.generate(_model(), [2], max_new_tokens=4)[0]
+    ids = list(h.tokens)
+    assert ids == h.tokens and h.tokens == ids and h.tokens != ids[:-1]
+    assert hash(h) == hash(decodekit.Hypothesis(ids, h.logprob, h.score, h.finished, h.token_logprobs))
