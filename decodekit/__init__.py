@@ -57,6 +57,7 @@ _LAZY: dict[str, str] = {
     "results": "decodekit.result_file:",  # the module, under its public name
     "sample": "decodekit.decoding",
     "stream": "decodekit.decoding.generation",
+    "stream_text": "decodekit.decoding.generation",
 }
 
 __all__ = [
@@ -96,6 +97,7 @@ __all__ = [
     "results",
     "sample",
     "stream",
+    "stream_text",
 ]
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ imports on demand
@@ -106,7 +108,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from decodekit.constraints.grammar.grammar import Grammar
     from decodekit.data import load_data
     from decodekit.decoding import beam_search, constrained_beam_search, greedy, sample
-    from decodekit.decoding.generation import GenerationConfig, generate, stream
+    from decodekit.decoding.generation import GenerationConfig, generate, stream, stream_text
     from decodekit.decoding.strategies import STRATEGIES
     from decodekit.errors import (
         CheckpointError,

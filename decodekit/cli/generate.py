@@ -340,20 +340,14 @@ def generate(
 
 
 def _stream(model, ids: list[int], config, vocab, max_memory) -> None:
-    """Print the continuation as its tokens come (decodekit.stream): each time the part of the
+    """Print the continuation as its tokens come (decodekit.stream_text): each time the part of the
     decoded text not printed yet, holding back a character still split across tokens."""
-    from decodekit import stream
+    from decodekit import stream_text
 
-    tokens, shown = [], ""
-    for token in stream(model, ids, config, max_memory=max_memory):
-        tokens.append(token)
-        text = vocab.decode(tokens).rstrip("\ufffd")  # U+FFFD: a character's bytes not all here
-        if text.startswith(shown) and len(text) > len(shown):
-            click.echo(text[len(shown) :], nl=False)
-            sys.stdout.flush()
-            shown = text
-    rest = vocab.decode(tokens)
-    click.echo(rest[len(shown) :] if rest.startswith(shown) else "")
+    for piece in stream_text(model, ids, config, max_memory=max_memory):
+        click.echo(piece, nl=False)
+        sys.stdout.flush()
+    click.echo("")
 
 
 def _check_outputs(output_path: str | None, dot_path: str | None) -> None:

@@ -461,6 +461,36 @@ def stream(
         worker.join()  # ends at its next step: a search left running aborts the interpreter's exit
 
 
+def stream_text(
+    model: LanguageModel,
+    prompt,
+    config: GenerationConfig | None = None,
+    *,
+    max_memory: int | str | None = None,
+    **options: Any,
+) -> Iterator[str]:
+    """:func:`stream` as text: each time a token is chosen, the part of the continuation's text
+    not yielded yet, a character whose bytes are split across tokens held back until it is whole
+    (``model.vocab`` decodes; joined, the pieces are the continuation's text)."""
+    vocab = getattr(model, "vocab", None)
+    require(vocab is not None, "stream_text() needs a model with a vocab (stream() yields token ids)")
+    tokens: list[int] = []
+    shown = ""
+    ids = stream(model, prompt, config, max_memory=max_memory, **options)
+    try:
+        for token in ids:
+            tokens.append(token)
+            text = vocab.decode(tokens).rstrip("\ufffd")  # U+FFFD: a character's bytes not all here
+            if text.startswith(shown) and len(text) > len(shown):
+                yield text[len(shown) :]
+                shown = text
+        rest = vocab.decode(tokens)
+        if rest.startswith(shown) and len(rest) > len(shown):
+            yield rest[len(shown) :]
+    finally:
+        ids.close()  # the search stops with the caller
+
+
 class _StreamClosed(Exception):
     """Raised inside a stream's search when its caller stopped iterating."""
 
