@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import sys
+import threading
 import warnings
 from pathlib import Path
 
@@ -310,9 +312,15 @@ def generate(
 
     # a bar on a terminal's stderr once a run has taken 3 s (a grid over a large automaton)
     bar = tqdm(total=config.max_length, unit="step", delay=3, leave=False, disable=not sys.stderr.isatty())
-    step = lambda _: bar.update()  # noqa: E731
+    stopped = _Interrupt()
+
+    def step(_) -> bool:
+        bar.update()
+        return stopped.asked  # Ctrl-C: end after this step and print the best so far
+
     try:
-        hyps = run(model, [ids], config, max_memory=max_memory, record=tree, observe=step)[0]
+        with stopped:
+            hyps = run(model, [ids], config, max_memory=max_memory, record=tree, observe=step)[0]
     except ValueError as e:  # decodekit's own errors: printed as they are, the library's names as flags
         raise flagged(e) or e from None
     except (RuntimeError, IndexError, MemoryError) as e:  # the model failed (a backend limit, ...)
@@ -320,6 +328,9 @@ def generate(
         raise UsageError(f"the model failed on this input: {type(e).__name__}: {reason}") from None
     finally:
         bar.close()
+    if not hyps and stopped.asked:
+        click.echo("Interrupted before any hypothesis was complete", err=True)
+        raise SystemExit(130)
     if not hyps:
         click.echo(
             f"Error: no continuation matching {described_constraints(config)} was found within "
@@ -337,6 +348,31 @@ def generate(
             raise UsageError(f"cannot write --dot {dot_path}: {e.strerror}") from None
     for h in hyps:
         click.echo(json.dumps(h.to_dict(vocab), ensure_ascii=False) if as_json else h.decode(vocab))
+    if stopped.asked:  # Ctrl-C: the best so far are printed; the status says they are not the end
+        click.echo("Interrupted: the hypotheses above are the best found so far", err=True)
+        raise SystemExit(130)
+
+
+class _Interrupt:
+    """While it is entered (in the main thread): the first Ctrl-C only asks the search to stop
+    after its step (``asked``), so that the best hypotheses so far are printed and the command
+    exits 130; a second one interrupts at once, as without it."""
+
+    def __init__(self) -> None:
+        self.asked, self._before = False, None
+
+    def _handle(self, signum, frame) -> None:
+        self.asked = True
+        signal.signal(signal.SIGINT, self._before)  # a second Ctrl-C: the usual KeyboardInterrupt
+
+    def __enter__(self) -> _Interrupt:
+        if threading.current_thread() is threading.main_thread():
+            self._before = signal.signal(signal.SIGINT, self._handle) or signal.default_int_handler
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._before is not None and signal.getsignal(signal.SIGINT) == self._handle:
+            signal.signal(signal.SIGINT, self._before)
 
 
 def _stream(model, ids: list[int], config, vocab, max_memory) -> None:

@@ -118,7 +118,9 @@ def decode(
     row can beat its ``n_best`` by ``logprob / len ** length_penalty`` (``Pool.update``); else
     (greedy, sampling) each row is its own item, done when the row ends. At the end the live rows
     (under a constraint: the accepting ones) join the pool unfinished; ``record`` is filled with
-    the search. Returns the hypotheses of each prompt (a prompt's rows' together)."""
+    the search. ``observe(selection)`` returning true stops the search after that step, as if
+    ``max_length`` were reached (the live rows join the pool unfinished). Returns the hypotheses
+    of each prompt (a prompt's rows' together)."""
     model, automaton, settings = search.model, search.automaton, search.settings
     ranked, max_length = search.strategy.ranked, settings.max_length
     select, rows = search.strategy.start(search, len(prompts))
@@ -137,8 +139,8 @@ def decode(
         if sel.parents is not None:
             items = items[sel.parents]
         trace.push(sel.parents, sel.tokens, sel.logprob, sel.states, items)
-        if observe is not None:
-            observe(sel)
+        if observe is not None and observe(sel):  # asked to stop (Ctrl-C in the CLI): end here
+            break
         if ranked and (automaton is not None or pool.has_candidates(pool.n_best)):
             cum = rows.logprob.view(len(prompts), -1)  # W rows per prompt (over visited states: grows)
             pool.update(cum, _shortest(automaton, rows.states, t + 1, max_length, eos, cum.shape), max_length)

@@ -141,3 +141,34 @@ def test_input_without_output_writes_json_lines_to_stdout(char_model, tmp_path, 
     assert [r["id"] for r in records] == [0, 1, 2] and all(r["prompt"] == "[" for r in records)
     refused = subprocess.run([*cmd, "--resume"], input=lines, capture_output=True, text=True, timeout=600)
     assert refused.returncode == 2 and "--resume needs --output" in refused.stderr
+
+
+def test_ctrl_c_during_a_beam_search_prints_the_best_so_far(monkeypatch, capsys):
+    """Issue 36 item 10: Ctrl-C during a beam search returned nothing; now the search ends after
+    its step, the best hypotheses so far are printed, and the status is 130."""
+    import os
+    import signal
+
+    import decodekit.cli.generate as generate_cli
+    from decodekit.cli import main
+    from tests.support.fakes import HistoryLM, word_vocab
+
+    vocab = word_vocab(["the", "cat", "sat", "on", "mat"])
+
+    class Interrupted(HistoryLM):  # the user presses Ctrl-C during the fourth step
+        def step(self, state, tokens):
+            if self.calls == 3:
+                os.kill(os.getpid(), signal.SIGINT)
+            return super().step(state, tokens)
+
+    model = Interrupted(len(vocab), seed=1, bos_id=1, eos_id=None, vocab=vocab)
+    monkeypatch.setattr(generate_cli, "load_model_option", lambda *a, **k: model)
+    with pytest.raises(SystemExit) as e:
+        main(
+            ["generate", "the cat", "--strategy", "beam", "--beam-size", "3", "--max-length", "50", "--json"]
+        )
+    out, err = capsys.readouterr()
+    assert e.value.code == 130 and "best found so far" in err
+    hyps = [json.loads(line) for line in out.splitlines()]
+    assert hyps and all(len(h["tokens"]) <= 5 and not h["finished"] for h in hyps)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
