@@ -346,8 +346,9 @@ def generate(
             atomic_write(Path(dot_path), lambda p: p.write_text(text, encoding="utf-8"), "--dot")
         except OSError as e:
             raise UsageError(f"cannot write --dot {dot_path}: {e.strerror}") from None
-    for h in hyps:
-        click.echo(json.dumps(h.to_dict(vocab), ensure_ascii=False) if as_json else h.decode(vocab))
+    for h in hyps:  # a --json line echoes its prompt, as a batch record does
+        line = {"prompt": prompt, **h.to_dict(vocab)} if as_json else None
+        click.echo(json.dumps(line, ensure_ascii=False) if as_json else h.decode(vocab))
     if stopped.asked:  # Ctrl-C: the best so far are printed; the status says they are not the end
         click.echo("Interrupted: the hypotheses above are the best found so far", err=True)
         raise SystemExit(130)
