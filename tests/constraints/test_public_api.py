@@ -47,3 +47,14 @@ def test_describe_and_to_dot():
     assert "doublecircle" in dot and "start -> 0;" in dot
     assert dot.count(" -> ") == 1 + 5  # the start arrow and one per (state, next state) pair
     assert '0 -> 1 [label="\\"a\\", ... (2 tokens)"];' in dot  # "a" and "c": one shown, both counted
+
+
+def test_the_expression_functions_the_docs_name_import():
+    """Issue 35 item 11: docs/constraints.md named concat, repeat and excluding as functions of
+    decodekit.constraints, where only intersect, union and complement imported."""
+    from decodekit.constraints import Pattern, complement, concat, excluding, intersect, repeat, union
+
+    a, b = Pattern("a+"), Pattern("b")
+    assert concat(a, b) == a + b and repeat(b, 1, 2) == b.repeat(1, 2)
+    assert excluding(a, ["aa"]) is not None and intersect(a, b) == (a & b)
+    assert union(a, b) == (a | b) and complement(a) == ~a
