@@ -196,6 +196,69 @@ def reach(tokens, eos, encode) -> list[str]:
     return rows
 
 
+def beams(hf, tokens, data: Path, grammar_name: str, prompts: int, max_new_tokens: int, num_beams: int):
+    """Inside transformers' ``model.generate(num_beams=...)`` on a tiny random GPT-2 over the
+    benchmark's tokenizer: decodekit's processor and xgrammar's (``xgrammar.contrib.hf``) on the
+    same grammar, each returned sequence judged by lark (``dynamic_complete``): a complete
+    sentence, or not (cut at ``max_new_tokens``, or unparsable). Returns table rows."""
+    import transformers
+
+    from decodekit import ConstraintLogitsProcessor, Grammar
+    from tests.support.grammars import lark_oracle
+
+    text = (data / "grammars" / grammar_name).read_text()
+    grammar = Grammar(text, "gbnf")
+    member = lark_oracle(grammar.cfg)
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(
+        vocab_size=len(tokens),
+        n_positions=256,
+        n_embd=32,
+        n_layer=1,
+        n_head=2,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
+    model = transformers.GPT2LMHeadModel(config).eval()
+    makers = {"decodekit": lambda: ConstraintLogitsProcessor(grammar, hf, max_new_tokens=max_new_tokens)}
+    try:
+        import xgrammar as xgr
+        import xgrammar.contrib.hf as xhf
+
+        info = xgr.TokenizerInfo.from_huggingface(hf, vocab_size=len(tokens))
+        compiled = xgr.GrammarCompiler(info, max_threads=1).compile_grammar(text)
+        makers["xgrammar"] = lambda: xhf.LogitsProcessor(compiled)
+    except Exception as e:  # noqa: BLE001 (a peer's failure is a row, not a crash)
+        print(f"xgrammar: n/a ({str(e)[:120]})")
+    rows = []
+    for name, make in makers.items():
+        complete = total = failed = 0
+        cpu = 0.0
+        for i in range(prompts):
+            inputs = hf([f"x{i} ="], return_tensors="pt")
+            t = time.process_time()
+            try:
+                out = model.generate(
+                    **inputs, logits_processor=transformers.LogitsProcessorList([make()]),
+                    max_new_tokens=max_new_tokens, num_beams=num_beams, num_return_sequences=num_beams,
+                    do_sample=False, pad_token_id=0,
+                )  # fmt: skip
+            except Exception as e:  # noqa: BLE001
+                failed += 1
+                print(f"{name}: generate failed ({type(e).__name__}: {str(e)[:100]})")
+                continue
+            cpu += time.process_time() - t
+            for row in out[:, inputs["input_ids"].shape[1] :]:
+                ids = [t for t in row.tolist() if t != 0]
+                total += 1
+                complete += member(hf.decode(ids))
+        per_prompt = cpu / max(prompts, 1)
+        rows.append(
+            f"| {grammar_name} | {name} | {total} | {total - complete} | {failed} | {per_prompt:.2f} |"
+        )
+    return rows
+
+
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=Path("../shared/data"))
@@ -206,6 +269,9 @@ def parse_args(argv=None):
     ap.add_argument("--samples", type=int, default=100)
     ap.add_argument("--max-length", type=int, default=48)
     ap.add_argument("--reach", action="store_true", help="also the reach grammars (decodekit only)")
+    ap.add_argument("--beams", type=int, default=0, help="prompts for the num_beams=4 run inside generate")
+    ap.add_argument("--beams-grammar", default="arithmetic.gbnf")
+    ap.add_argument("--beams-new-tokens", type=int, default=16)
     return ap.parse_args(argv)
 
 
@@ -263,6 +329,16 @@ def main(argv=None) -> None:
     )
     print("|---|---|---|---|---|---|")
     print("\n".join(rows))
+    if args.beams:
+        print(
+            f"\nnum_beams=4, num_return_sequences=4, max_new_tokens={args.beams_new_tokens}, random GPT-2\n"
+        )
+        print(
+            "| grammar | processor | sequences | not a complete sentence | generate failed | CPU s / prompt |"
+        )
+        print("|---|---|---|---|---|---|")
+        rows = beams(hf, tokens, args.data, args.beams_grammar, args.beams, args.beams_new_tokens, 4)
+        print("\n".join(rows))
     if args.reach:
         print("\n| reach | tokens | mask median, first 200 (µs) | last 200 (µs) | states |")
         print("|---|---|---|---|---|")
