@@ -50,3 +50,11 @@ def test_hypothesis_tokens_equal_a_list_of_the_same_ids():
     ids = list(h.tokens)
     assert ids == h.tokens and h.tokens == ids and h.tokens != ids[:-1]
     assert hash(h) == hash(decodekit.Hypothesis(ids, h.logprob, h.score, h.finished, h.token_logprobs))
+
+
+def test_the_sample_function_at_temperature_zero_draws_the_most_probable_token():
+    """decodekit.sample(temperature=0): the limit of softmax(logp / T) as T -> 0 (greedy when
+    the argmax is unique), not a refusal."""
+    model = _model()
+    drawn = decodekit.sample(model, [2], 6, temperature=0, generator=5)[0]
+    assert drawn.tokens == decodekit.greedy(model, [2], 6)[0].tokens

@@ -17,9 +17,14 @@ def temperature(logprobs: torch.Tensor, t: float) -> torch.Tensor:
     """p_i ∝ exp(logprob_i / t). For a tiny t (``1e-40``) ``logprob / t`` overflows to -inf (or
     +inf) even for the most probable token; such rows are divided after subtracting their
     maximum, ``(logprob_i - max_j logprob_j) / t`` (the same distribution: the argmax tokens
-    share the mass as t -> 0). Other rows are exactly ``logprob / t``."""
+    share the mass as t -> 0). Other rows are exactly ``logprob / t``. ``t = 0`` is that limit:
+    the most probable tokens of each row share the mass (0), the others are -inf (greedy when the
+    argmax is unique; the OpenAI API's and ``llm``'s temperature 0)."""
     if t == 1.0:
         return logprobs
+    if t == 0:
+        top = logprobs.amax(-1, keepdim=True)
+        return torch.where(logprobs == top, torch.zeros_like(logprobs), float("-inf"))
     out = logprobs / t
     if t < 1.0:  # no host decision: the rows that overflowed are replaced where they are
         top = logprobs.amax(-1, keepdim=True)  # [N, 1]
@@ -100,5 +105,5 @@ def process(
 
 def validate(t: float, k: int | None, p: float | None, minp: float | None) -> None:
     """Raise :class:`~decodekit.errors.ConfigError` for out-of-range sampling parameters."""
-    real("temperature", t, 0.0, open_low=True), at_least("top_k", k, optional=True)
+    real("temperature", t, 0.0), at_least("top_k", k, optional=True)
     real("top_p", p, 0.0, 1.0, open_low=True, optional=True), real("min_p", minp, 0.0, 1.0, optional=True)
