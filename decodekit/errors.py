@@ -19,6 +19,21 @@ class ConstraintError(DecodekitError):
     """A regex constraint is invalid, unsupported, too large, or unsatisfiable with this vocabulary."""
 
 
+class ConstraintTooLarge(ConstraintError):
+    """A constraint would exceed one of the compiler's size bounds (states, characters, steps).
+
+    Code that tries a smaller or lazier form on refusal catches this class, never a message's
+    text. ``bound`` names what was counted (``"states"``, ``"characters"``, ``"steps"``, ...),
+    ``limit`` is the bound and ``size`` the count reached when known (else ``None``).
+    """
+
+    def __init__(self, message: str, *, bound: str = "", limit: int | None = None, size: int | None = None):
+        super().__init__(message)
+        self.bound = bound
+        self.limit = limit
+        self.size = size
+
+
 class CheckpointError(DecodekitError):
     """A checkpoint is missing, truncated, tampered with, or belongs to another model kind."""
 
