@@ -138,3 +138,31 @@ def test_the_budget_forces_a_complete_sentence(bpe):
         for t2 in last:
             text = b'{"a": [1' + tokens[t] + (tokens[t2] if t2 != eos else b"")
             assert member(text.decode("utf-8")), text
+
+
+@pytest.mark.parametrize("take_whole", [1, 512])
+@pytest.mark.parametrize("name", list(GRAMMARS))
+def test_rows_shared_by_parse_shape_equal_each_tokens_own_steps(bpe, name, take_whole, monkeypatch):
+    """Positions whose parses agree over the next token's bytes share one cached row
+    (``GrammarBytes.row_key``), and a walk takes whole the subtrees a state keeps (from
+    ``TAKE_WHOLE`` alive nodes on): each row equals every token stepped byte by byte on its own,
+    and the sharing happens (fewer distinct keys than states)."""
+    monkeypatch.setattr("decodekit.constraints.tokens.derived.TAKE_WHOLE", take_whole)
+    tok, tokens, eos = bpe
+    text, syntax = GRAMMARS[name]
+    auto = compile_regex(Grammar(text, syntax), tokens, eos)
+    samples = generate_texts(Grammar(text, syntax).cfg, 12, seed=5, max_depth=6)
+    samples += [TEXTS[0], TEXTS[3]] if name == "json.gbnf" else [TEXTS[1]]
+    states = set()
+    for sentence in samples:
+        state = auto.initial
+        for t in tok.encode(sentence, add_special_tokens=False):
+            state = auto.walk([t], state)
+            states.add(state)
+    keys = {}
+    for state in sorted(states):
+        shared = auto.allowed(torch.tensor([state]))[0].nonzero()[:, 0].tolist()
+        own = [t for t in range(len(tokens)) if t != eos and auto._next(state, t) >= 0]
+        assert shared == sorted(own + ([eos] if auto.bytes.accepting(state) else [])), (name, state)
+        keys.setdefault(auto._key(state), []).append(state)
+    assert len(keys) < len(states)

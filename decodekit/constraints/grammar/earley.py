@@ -246,6 +246,10 @@ class GrammarBytes:
         self._moves: dict[int, list] = {}
         self._costs: dict[int, dict[int, tuple[int, tuple | None]]] = {}
         self._start: dict[int, tuple[int, tuple | None]] = {}
+        self._row_keys: dict[tuple[int, int], int] = {}  # (state, horizon) -> row key id
+        self._consulted_keys: dict[tuple[int, int], int] = {}  # (set, bytes left) -> key id
+        self._key_ids: dict[tuple, int] = {}
+        self._lexer_live = np.zeros(0, dtype=np.int8)  # per lexer state: 1 live, 0 dead, -1 unknown
         closure_items, closure_terms = g.closure(0)
         rules = frozenset((r, d, SELF) for r, d in closure_items)
         expect = frozenset((t, SELF) for t in closure_terms)
@@ -266,8 +270,52 @@ class GrammarBytes:
     def accepting(self, s: int) -> bool:
         return self.sets[s].accepting
 
-    def row_key(self, s: int, horizon: int) -> None:
-        return None
+    def row_key(self, s: int, horizon: int) -> int:
+        """A key equal for states that read the next ``horizon`` bytes alike: the state with each
+        origin replaced by the origin's :meth:`_consulted` key at the bytes that can be left when
+        it is consulted, so that two positions whose parses agree that far share one row (the
+        strings of a JSON document at the same depth, whatever lies deeper)."""
+        got = self._row_keys.get((s, horizon))
+        if got is None:
+            here = self.sets[s]
+            lex = frozenset((t, q, self._consulted(o, horizon - 1)) for t, q, o in here.lex)
+            got = self._key_ids.setdefault(("top", self._consulted(s, horizon), lex), len(self._key_ids))
+            self._row_keys[(s, horizon)] = got
+        return got
+
+    def _consulted(self, x: int, left: int) -> int:
+        """What of set x a parse can still read when x is consulted (a terminal or symbol it awaits
+        completes) with at most ``left`` bytes to go: nothing when none is left (the state after
+        that byte is live whatever x holds: it keeps the lexeme that read the byte); else x's
+        acceptance, its items (each origin at the bytes left once the rest of the rule is read,
+        :attr:`_Tables.suffix`) and its expected terminals (each origin at one byte less: a
+        lexeme completes only on a byte). Memoised and interned as ints; iterative over origins."""
+        memo, ids, g = self._consulted_keys, self._key_ids, self.g
+        stack = [(x, left)]
+        while stack:
+            y, h = stack[-1]
+            if (y, h) in memo:
+                stack.pop()
+                continue
+            if h <= 0:
+                memo[(y, h)] = -1
+                stack.pop()
+                continue
+            here = self.sets[y]
+            needs = [(o, h - g.suffix[r][d + 1]) for r, d, o in here.rules if o != SELF]
+            needs += [(o, h - 1) for _, o in here.expect if o != SELF]
+            missing = [n if n[1] > 0 else (n[0], 0) for n in needs if (n[0], max(n[1], 0)) not in memo]
+            if missing:
+                stack.extend(missing)
+                continue
+            stack.pop()
+            rules = frozenset(
+                (r, d, SELF if o == SELF else memo[(o, max(h - g.suffix[r][d + 1], 0))])
+                for r, d, o in here.rules
+            )
+            expect = frozenset((t, SELF if o == SELF else memo[(o, h - 1)]) for t, o in here.expect)
+            memo[(y, h)] = ids.setdefault((here.accepting, rules, expect), len(ids))
+        return memo[(x, left)]
 
     def reach(self, s: int) -> None:
         return None
@@ -298,13 +346,31 @@ class GrammarBytes:
             rows, cols = np.nonzero(unknown)
             lexer.fill(qs[rows], codes[cols])
             nxt = lexer.table[qs[:, None], codes[None, :]]
-        seen = np.unique(nxt[nxt >= 0]).tolist()
-        dead = [q for q in seen if lexer.distance(q) < 0]
-        if dead:
-            nxt = np.where(np.isin(nxt, dead), -1, nxt)
-        columns, inverse = np.unique(nxt.T, axis=0, return_inverse=True)
+        nxt = np.where(self._live_lexemes(nxt), nxt, -1).astype(np.int64)
+        # bytes that take every lexeme alike lead to one set: the distinct columns, each a number
+        base = lexer.size + 1
+        if base ** len(qs) < 1 << 62:
+            keys = ((nxt + 1) * base ** np.arange(len(qs), dtype=np.int64)[:, None]).sum(axis=0)
+            _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+            columns = nxt[:, first].T
+        else:
+            columns, inverse = np.unique(nxt.T, axis=0, return_inverse=True)
         out = [self._advance(s, moving, col.tolist()) for col in columns]
         self.table[s, codes] = np.array(out, dtype=np.int32)[inverse.reshape(-1)]
+
+    def _live_lexemes(self, qs: np.ndarray) -> np.ndarray:
+        """bool, the shape of ``qs`` (lexer states, -1 dead): which can still complete their terminal."""
+        known = self._lexer_live
+        if len(known) < self.lexer.size:
+            known = self._lexer_live = np.concatenate(
+                [known, np.full(self.lexer.size - len(known) + 64, -1, dtype=np.int8)]
+            )
+        flat = qs[qs >= 0]
+        unknown = known[flat] < 0
+        if unknown.any():
+            for q in set(flat[unknown].tolist()):
+                known[q] = self.lexer.distance(q) >= 0
+        return (qs >= 0) & (known[np.maximum(qs, 0)] == 1)
 
     def step(self, s: int, b: int) -> int:
         """The state after byte b from state s (module docstring), computed on first need."""

@@ -66,6 +66,7 @@ from decodekit.constraints.tokens.trie import EncodedVocab, as_bytes
 from decodekit.errors import ConstraintError
 
 ROWS = 256  # static rows kept (LRU)
+TAKE_WHOLE = 512  # a depth's alive nodes from which subtrees a state keeps are taken whole
 WALKS = 64  # per-state walks kept for the length check (LRU)
 NEED_WALKS = 1024  # walks the fewest-tokens search takes before the whole automaton decides
 WITNESS_BYTES = 4096  # longest shortest-text spelled into tokens for a successor's upper bound
@@ -109,6 +110,7 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
             int, tuple[int, int]
         ] = {}  # state -> (largest R known no, least R known yes)
         self._reach: dict[int, int] = {}
+        self._dist_table = np.zeros(0, dtype=np.int64)  # per byte state: its distance, -2 unknown
         self._upper: dict[int, int] = {}  # state -> tokens of one accepted continuation
         self._copies: dict = {}
         self._stats = dict(stats or {})
@@ -275,6 +277,10 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
             if not len(keep):
                 break
             alive, state = child[keep], nxt[keep].astype(np.int64)
+            if len(alive) >= TAKE_WHOLE:
+                taken = self._take_whole(d, alive, state, found_t, found_e)
+                if taken is not None:
+                    alive, state = alive[~taken], state[~taken]
             ids, nodes = enc.by_depth[d]
             if len(ids):
                 every = np.full(len(enc.byte[d - 1]), -1, dtype=np.int64)
@@ -289,10 +295,43 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
         tok, ends = np.concatenate(found_t), np.concatenate(found_e)
         keep = self._usable[tok]
         tok, ends = tok[keep], ends[keep]
-        uniq, inverse = np.unique(ends, return_inverse=True)
-        dist = np.array([lb.distance(e) for e in uniq.tolist()], dtype=np.int64)[inverse.reshape(-1)]
+        dist = self._distances(ends)
         live = dist >= 0
         return tok[live], ends[live], dist[live]
+
+    def _take_whole(self, d: int, alive, state, found_t: list, found_e: list) -> np.ndarray | None:
+        """Of the nodes ``alive`` of depth d (in byte states ``state``), those whose state every
+        byte below them steps to itself (a string's body): their subtrees' tokens, all ending in
+        that state, are appended to ``found_t`` / ``found_e`` at once (:attr:`EncodedVocab.subtrees`).
+        Returns [len(alive)] bool, the nodes taken, or None when no state there loops."""
+        present = np.flatnonzero(np.bincount(state))
+        loops = self.bytes.table[present] == present[:, None]  # [U, 256]; unknown steps never loop
+        if not loops.any():
+            return None
+        bits = np.ascontiguousarray(np.packbits(loops, axis=1, bitorder="little")).view("<u8")
+        sub = self._enc.subtrees
+        taken = ~(sub.below[d - 1][alive] & ~bits[np.searchsorted(present, state)]).any(axis=1)
+        if taken.any():
+            lo, count = sub.lo[d - 1][alive[taken]], sub.count[d - 1][alive[taken]]
+            found_t.append(sub.order[spans(lo, count, int(count.sum()))])
+            found_e.append(np.repeat(state[taken], count))
+        return taken
+
+    def _distances(self, states: np.ndarray) -> np.ndarray:
+        """int64, the shape of ``states`` (byte states): each one's fewest bytes to acceptance (-1:
+        none), gathered from a table filled on first need (a row's tokens end in few states)."""
+        known = self._dist_table
+        if len(known) < self.bytes.size:
+            grown = np.full(max(2 * len(known), self.bytes.size), -2, dtype=np.int64)
+            grown[: len(known)] = known
+            known = self._dist_table = grown
+        out = known[states]
+        unknown = out == -2
+        if unknown.any():
+            for e in np.flatnonzero(np.bincount(states[unknown])).tolist():
+                known[e] = self.bytes.distance(e)
+            out = known[states]
+        return out
 
     def _walked(self, s: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         got = self._walks.get(s)
