@@ -91,6 +91,8 @@ def warn_ignored(options: dict, given: set[str]) -> None:
         owners.update({option: strategy.name for option in strategy.reads if option not in owners})
     for option, owner in owners.items():
         if option not in reads and option in given:
+            if option == "temperature" and options.get("temperature") == 0 and name == "greedy":
+                continue  # temperature 0 asks for what greedy does
             flag = "--" + option.replace("_", "-")
             click.echo(
                 f"Warning: {flag} is ignored: it applies to --strategy {owner}; this run uses {name}",

@@ -123,7 +123,8 @@ class HFVocab(Vocab):
         return self.tokenizer.convert_ids_to_tokens(self.encode(text))
 
     def encode(self, text: str, *, warn_unknown: bool = True) -> list[int]:
-        ids = list(self.tokenizer.encode(text, add_special_tokens=False))
+        # verbose=False: a prompt past the window is decodekit's to report (truncation= or an error)
+        ids = list(self.tokenizer.encode(text, add_special_tokens=False, verbose=False))
         size = len(self)
         beyond = next((i for i in ids if i >= size), None)
         if beyond is not None:

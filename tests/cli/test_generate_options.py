@@ -60,6 +60,10 @@ def test_options_the_strategy_ignores_are_warned_about(model_dir):
     assert "Warning: --n-best is ignored" in r.stderr
     quiet = run("generate", "the", "--model", model_dir, "--strategy", "sample", "--top-k", "5")
     assert "Warning" not in quiet.stderr
+    zero = run("generate", "the", "--model", model_dir, "--strategy", "greedy", "--temperature", "0")
+    assert zero.exit_code == 0 and "Warning" not in zero.stderr  # temperature 0 is what greedy does
+    hot = run("generate", "the", "--model", model_dir, "--strategy", "greedy", "--temperature", "0.7")
+    assert "Warning: --temperature is ignored" in hot.stderr
 
 
 def test_prompt_from_standard_input(model_dir):

@@ -292,3 +292,24 @@ def test_truncation_fits_a_long_prompt_in_the_window(tiny):
     assert left.tokens == decodekit.generate(lm, [prompt[-room:]], max_length=4)[0][0].tokens
     right = decodekit.generate(lm, [prompt], max_length=4, truncation="right")[0][0]
     assert right.tokens == decodekit.generate(lm, [prompt[:room]], max_length=4)[0][0].tokens
+
+
+def test_a_prompt_past_the_tokenizers_length_leaks_no_transformers_warning(tiny):
+    """decodekit reports a prompt past the window itself (truncation= or one line); the
+    tokenizer's own "Token indices sequence length is longer than ..." stays quiet."""
+    import logging
+
+    model, tok = tiny
+    lm = HuggingFaceLM(model, tok)
+    said = []
+    handler = logging.Handler()
+    handler.emit = lambda record: said.append(record.getMessage())
+    logging.getLogger("transformers").addHandler(handler)
+    saved = tok.model_max_length
+    tok.model_max_length = 4
+    try:
+        assert len(lm.encode("the cat sat on the mat and the dog sat on the log")) > 4
+    finally:
+        tok.model_max_length = saved
+        logging.getLogger("transformers").removeHandler(handler)
+    assert not [m for m in said if "sequence length" in m], said
