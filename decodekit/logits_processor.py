@@ -36,7 +36,7 @@ import torch
 
 from decodekit.constraints import compile_regex, json_schema
 from decodekit.errors import ConstraintError
-from decodekit.models.hf import HFVocab
+from decodekit.models.hf import prepared_vocab
 
 NEG_INF = float("-inf")
 
@@ -97,7 +97,7 @@ class ConstraintLogitsProcessor:
         self._states: dict[tuple[int, ...], int] = {}
 
     def _compile(self, vocab_size: int):
-        vocab = HFVocab(self.tokenizer, vocab_size)
+        vocab = prepared_vocab(self.tokenizer, vocab_size)
         patterns = () if self.patterns is None else self.patterns
         if isinstance(patterns, (list, tuple)) and not patterns:
             patterns = r"(?s:.*)"  # excludes only: any text but

@@ -143,6 +143,32 @@ class HFVocab(Vocab):
         raise DecodekitError("an HFVocab is the tokenizer's: save the tokenizer with save_pretrained instead")
 
 
+PREPARED = "_decodekit_prepared"  # the attribute of a tokenizer holding its prepared vocabularies
+PREPARED_WIDTHS = 4  # widths kept per tokenizer
+
+
+def prepared_vocab(tokenizer, size: int) -> HFVocab:
+    """``HFVocab(tokenizer, size)``, made once per tokenizer and width and kept on the tokenizer
+    (so it lives and dies with it): reading 50,000 tokens' bytes costs some 0.2 s of CPU, which
+    a processor made per ``generate`` call should not pay each time. Made again when the
+    tokenizer's length, EOS or special tokens change. Safe to share: an ``HFVocab`` is not
+    changed after it is made."""
+    key = (size, len(tokenizer), tokenizer.eos_token_id, tuple(tokenizer.all_special_ids))
+    kept = getattr(tokenizer, "__dict__", {}).get(PREPARED)
+    if kept is None:
+        kept = {}
+        try:
+            tokenizer.__dict__[PREPARED] = kept
+        except (AttributeError, TypeError):  # no instance dictionary: made each time
+            return HFVocab(tokenizer, size)
+    got = kept.get(key)
+    if got is None:
+        while len(kept) >= PREPARED_WIDTHS:
+            kept.pop(next(iter(kept)))
+        got = kept[key] = HFVocab(tokenizer, size)
+    return got
+
+
 def _byte_decoder() -> dict[str, int]:
     """GPT-2's reversible byte <-> printable character table, inverted."""
     bs = (
@@ -208,7 +234,7 @@ class HuggingFaceLM:
         self._device: torch.device | None = None
         self.tokenizer = tokenizer
         self.vocab_size = int(model.get_output_embeddings().weight.shape[0])
-        self.vocab = HFVocab(tokenizer, self.vocab_size) if tokenizer is not None else None
+        self.vocab = prepared_vocab(tokenizer, self.vocab_size) if tokenizer is not None else None
         self.bos_id = _bos_of(tokenizer)
         eos = getattr(tokenizer, "eos_token_id", None)
         if eos is None:

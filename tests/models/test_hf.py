@@ -313,3 +313,20 @@ def test_a_prompt_past_the_tokenizers_length_leaks_no_transformers_warning(tiny)
         tok.model_max_length = saved
         logging.getLogger("transformers").removeHandler(handler)
     assert not [m for m in said if "sequence length" in m], said
+
+
+def test_the_prepared_vocabulary_is_made_once_per_tokenizer_and_again_when_it_changes():
+    """A processor made per ``generate`` call reads the tokenizer's 50,000 token bytes once, not
+    each time; a token added to the tokenizer is seen."""
+    from decodekit.logits_processor import ConstraintLogitsProcessor
+    from decodekit.models.hf import prepared_vocab
+
+    tok = byte_bpe(TEXTS, 300, bos=False)
+    first = prepared_vocab(tok, len(tok))
+    assert prepared_vocab(tok, len(tok)) is first
+    assert prepared_vocab(tok, len(tok) + 8) is not first  # another width: its own
+    assert ConstraintLogitsProcessor("[a-z]+", tok).automaton.vocab_size == len(tok)
+    assert prepared_vocab(tok, len(tok)) is first  # the processor took the kept one
+    tok.add_tokens(["<new>"])
+    again = prepared_vocab(tok, len(tok))
+    assert again is not first and len(again) == len(first) + 1
