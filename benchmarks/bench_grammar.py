@@ -55,6 +55,19 @@ SECOND_DOCUMENTS = {
     "json.gbnf": json.dumps(SECOND, indent=1, ensure_ascii=False),
     "json.lark": json.dumps(SECOND, separators=(",", ": "), ensure_ascii=False),
 }
+# llama.cpp's c.gbnf as it reads C: no space after "(" or "{", one before a call's "(", a
+# parenthesised expression spaced inside; xgrammar reads it, so all three engines meet here
+DOCUMENTS["c.gbnf"] = (
+    "int gcd(int a){int b = 12;while(b!=0){int t = b;b = a-( a/b )*b;a = t;}return a;}"
+    "float mean(int n){float s = 0;for(int i = 0; i<n; i = i+1){s = s+value(i);}return s/n;}"
+    "int main(){int x = gcd(48);// the entry point\n"
+    "if(x>=2){print (x, mean(x));}else{print (0);}/* done */return 0;}"
+)
+SECOND_DOCUMENTS["c.gbnf"] = (
+    "char upper(char c){if(c>=97){return c-32;}return c;}"
+    "int sum(int n){int s = 0;int i = 1;while(i<=n){s = s+i*i;i = i+1;}return s;}"
+    "int main(){int k = sum(10);for(k = 0; k<3; k = k+1){emit (upper(k), -k);}return ( k+1 )*2;}"
+)
 
 
 def cpu_ms(f):
@@ -275,7 +288,7 @@ def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=Path("../shared/data"))
     ap.add_argument("--cache", type=Path, default=Path("runs/byte-bpe"), help="trained tokenizers")
-    ap.add_argument("--grammars", nargs="+", default=["json.gbnf", "json.lark"])
+    ap.add_argument("--grammars", nargs="+", default=["json.gbnf", "json.lark", "c.gbnf"])
     ap.add_argument("--engines", nargs="+", default=["decodekit", "llguidance", "xgrammar"])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--samples", type=int, default=100)

@@ -249,6 +249,7 @@ class GrammarBytes:
         self._row_keys: dict[tuple[int, int], int] = {}  # (state, horizon) -> row key id
         self._consulted_keys: dict[tuple[int, int], int] = {}  # (set, bytes left) -> key id
         self._key_ids: dict[tuple, int] = {}
+        self._partitions: dict[tuple[int, ...], tuple[list[list[int]], np.ndarray]] = {}
         self._lexer_live = np.zeros(0, dtype=np.int8)  # per lexer state: 1 live, 0 dead, -1 unknown
         closure_items, closure_terms = g.closure(0)
         rules = frozenset((r, d, SELF) for r, d in closure_items)
@@ -338,25 +339,32 @@ class GrammarBytes:
         if not moving:  # a complete sentence that nothing may follow
             self.table[s, codes] = -1
             return
-        lexer = self.lexer
-        qs = np.array([q for _, q, _ in moving], dtype=np.int64)
-        nxt = lexer.table[qs[:, None], codes[None, :]]  # [M, C]
-        unknown = nxt == UNKNOWN
-        if unknown.any():
-            rows, cols = np.nonzero(unknown)
-            lexer.fill(qs[rows], codes[cols])
-            nxt = lexer.table[qs[:, None], codes[None, :]]
-        nxt = np.where(self._live_lexemes(nxt), nxt, -1).astype(np.int64)
-        # bytes that take every lexeme alike lead to one set: the distinct columns, each a number
-        base = lexer.size + 1
-        if base ** len(qs) < 1 << 62:
-            keys = ((nxt + 1) * base ** np.arange(len(qs), dtype=np.int64)[:, None]).sum(axis=0)
-            _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-            columns = nxt[:, first].T
-        else:
+        columns, inverse = self._partition(tuple(q for _, q, _ in moving))
+        which = inverse[codes]
+        made = np.full(len(columns), -1, dtype=np.int32)
+        for j in set(which.tolist()):
+            made[j] = self._advance(s, moving, columns[j])
+        self.table[s, codes] = made[which]
+
+    def _partition(self, qs: tuple[int, ...]) -> tuple[list[list[int]], np.ndarray]:
+        """Lexemes in lexer states ``qs``, as one byte moves them all: the distinct outcomes over
+        the 256 bytes (each the lexemes' next lexer states, -1 where one dies) and [256] each
+        byte's outcome. Kept per tuple: every position with lexemes in these lexer states, whatever
+        their origins, splits the bytes alike (bytes that move every lexeme alike lead to one set)."""
+        got = self._partitions.get(qs)
+        if got is None:
+            lexer, every = self.lexer, np.arange(256, dtype=np.int64)
+            q = np.array(qs, dtype=np.int64)
+            nxt = lexer.table[q[:, None], every[None, :]]  # [M, 256]
+            unknown = nxt == UNKNOWN
+            if unknown.any():
+                rows, cols = np.nonzero(unknown)
+                lexer.fill(q[rows], every[cols])
+                nxt = lexer.table[q[:, None], every[None, :]]
+            nxt = np.where(self._live_lexemes(nxt), nxt, -1).astype(np.int64)
             columns, inverse = np.unique(nxt.T, axis=0, return_inverse=True)
-        out = [self._advance(s, moving, col.tolist()) for col in columns]
-        self.table[s, codes] = np.array(out, dtype=np.int32)[inverse.reshape(-1)]
+            got = self._partitions[qs] = ([c.tolist() for c in columns], inverse.reshape(-1))
+        return got
 
     def _live_lexemes(self, qs: np.ndarray) -> np.ndarray:
         """bool, the shape of ``qs`` (lexer states, -1 dead): which can still complete their terminal."""
