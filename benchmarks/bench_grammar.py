@@ -284,16 +284,76 @@ def beams(hf, tokens, data: Path, grammar_name: str, prompts: int, max_new_token
     return rows
 
 
+HOSTILE_CHILD = r"""
+import json, resource, sys, time
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
+import tokenizers, torch, transformers
+from decodekit.models.hf import HFVocab
+from decodekit import Grammar
+from decodekit.constraints import compile_regex
+from decodekit.errors import ConstraintError
+from tests.support.grammars import HOSTILE
+raw = tokenizers.Tokenizer.from_file(sys.argv[3])
+tok = transformers.PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="<|endoftext|>")
+vocab = HFVocab(tok, len(tok))
+tokens, eos = vocab.surface_bytes(), vocab.eos_id
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t = time.process_time()
+try:
+    auto = compile_regex(Grammar(HOSTILE[sys.argv[4]][0]), tokens, eos)
+    auto.allowed(torch.tensor([auto.initial]))
+    outcome = "compiled, first mask"
+except ConstraintError as e:
+    outcome = "refused: " + str(e)[:90]
+cpu = time.process_time() - t
+grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+print(json.dumps({"cpu": cpu, "mib": grown / 1024, "outcome": outcome}))
+"""
+
+
+def hostile(cache_file: Path, timeout: float) -> list[str]:
+    """Each hostile grammar of tests/support/grammars.py read and compiled to its first mask over
+    the 50,000-token vocabulary, in a fresh process each: CPU seconds, peak memory grown (MiB,
+    after the vocabulary is loaded) and the outcome; a case past ``timeout`` seconds says so."""
+    import subprocess
+
+    from tests.support.grammars import HOSTILE
+
+    root = Path(__file__).resolve().parents[1]
+    rows = []
+    for name in HOSTILE:
+        args = [
+            sys.executable,
+            "-c",
+            HOSTILE_CHILD,
+            str(root),
+            str(root / "benchmarks"),
+            str(cache_file),
+            name,
+        ]
+        try:
+            out = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+            got = json.loads(out.stdout.strip().splitlines()[-1])
+            rows.append(f"| {name} | {got['cpu']:.2f} | {got['mib']:.0f} | {got['outcome']} |")
+        except subprocess.TimeoutExpired:
+            rows.append(f"| {name} | > {timeout:.0f} (wall) | | not finished |")
+        except (IndexError, ValueError):
+            rows.append(f"| {name} | | | failed: {(out.stderr.strip().splitlines() or [''])[-1][:90]} |")
+    return rows
+
+
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=Path("../shared/data"))
     ap.add_argument("--cache", type=Path, default=Path("runs/byte-bpe"), help="trained tokenizers")
-    ap.add_argument("--grammars", nargs="+", default=["json.gbnf", "json.lark", "c.gbnf"])
+    ap.add_argument("--grammars", nargs="*", default=["json.gbnf", "json.lark", "c.gbnf"])
     ap.add_argument("--engines", nargs="+", default=["decodekit", "llguidance", "xgrammar"])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--samples", type=int, default=100)
     ap.add_argument("--max-length", type=int, default=48)
     ap.add_argument("--reach", action="store_true", help="also the reach grammars (decodekit only)")
+    ap.add_argument("--hostile", action="store_true", help="also the hostile grammars (decodekit only)")
+    ap.add_argument("--hostile-timeout", type=float, default=300.0)
     ap.add_argument("--beams", type=int, default=0, help="prompts for the num_beams=4 run inside generate")
     ap.add_argument("--beams-grammar", default="arithmetic.gbnf")
     ap.add_argument("--beams-new-tokens", type=int, default=16)
@@ -352,17 +412,18 @@ def main(argv=None) -> None:
             n, bad, cut = sample_check(tokens, eos, text, syntax, args.samples, args.max_length)
             said = f"{gname}: {n} masked samples (max_length {args.max_length}): "
             print(f"{said}{bad} not parsed by lark, {cut} cut")
-    print(
-        "\nmasks at every position of a document on a fresh compile (decodekit: every position new), "
-        "then of a second document on the same compiled grammar (warm: decodekit's positions new, "
-        "its rows shared where the parses agree over a token's bytes)\n"
-    )
-    print(
-        "| grammar | engine | compile+first mask (ms) | first doc median (µs) | p99 (µs) "
-        "| second doc median (µs) | p99 (µs) | decodekit / peer (compile / medians and p99s) |"
-    )
-    print("|---|---|---|---|---|---|---|---|")
-    print("\n".join(rows))
+    if rows:
+        print(
+            "\nmasks at every position of a document on a fresh compile (decodekit: every position new), "
+            "then of a second document on the same compiled grammar (warm: decodekit's positions new, "
+            "its rows shared where the parses agree over a token's bytes)\n"
+        )
+        print(
+            "| grammar | engine | compile+first mask (ms) | first doc median (µs) | p99 (µs) "
+            "| second doc median (µs) | p99 (µs) | decodekit / peer (compile / medians and p99s) |"
+        )
+        print("|---|---|---|---|---|---|---|---|")
+        print("\n".join(rows))
     if args.beams:
         print(
             f"\nnum_beams=4, num_return_sequences=4, max_new_tokens={args.beams_new_tokens}, random GPT-2\n"
@@ -373,6 +434,11 @@ def main(argv=None) -> None:
         print("|---|---|---|---|---|---|")
         rows = beams(hf, tokens, args.data, args.beams_grammar, args.beams, args.beams_new_tokens, 4)
         print("\n".join(rows))
+    if args.hostile:
+        print("\n| hostile grammar | CPU s (read, compile, first mask) | peak MiB grown | outcome |")
+        print("|---|---|---|---|")
+        trained = max(args.cache.glob("byte-bpe-50000-*.json"), key=lambda f: f.stat().st_mtime)
+        print("\n".join(hostile(trained, args.hostile_timeout)))
     if args.reach:
         print("\n| reach | tokens | mask median, first 200 (µs) | last 200 (µs) | states |")
         print("|---|---|---|---|---|")

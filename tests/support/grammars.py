@@ -10,8 +10,38 @@ import random
 import regex
 
 from decodekit.constraints.grammar.cfg import CFG
+from decodekit.constraints.grammar.grammar import MAX_GRAMMAR_BYTES
 from decodekit.constraints.syntax.nodes import Kind
 from decodekit.constraints.syntax.parser import parse
+
+# hostile grammars (issue 38 item 7) -> None (read) or a piece of the one-line refusal; the tests
+# read each, benchmarks/bench_grammar.py --hostile also compiles each to its first mask
+HOSTILE = {
+    "60,000 nested groups (GBNF)": ("root ::= " + "(" * 60_000 + '"a"' + ")" * 60_000, "nest more than"),
+    "deep groups (Lark)": ("start: " + "(" * 5_000 + '"a"' + ")" * 5_000, "nest more than"),
+    "10,000 rules (GBNF)": (
+        "root ::= r0\n"
+        + "".join(f'r{i} ::= "x" r{i + 1} | "y"\n' for i in range(10_000))
+        + 'r10000 ::= "z"\n',
+        None,
+    ),
+    "10,000 rules (Lark)": (
+        "start: r0\n" + "".join(f'r{i}: "x" r{i + 1} | "y"\n' for i in range(10_000)),
+        "longer than",
+    ),
+    "x? x? x? ... (GBNF)": ("root ::= " + ' "x"?' * 2_000, None),
+    "x? x? x? ... (Lark)": ("start: " + ' "x"?' * 500, None),
+    "deep left recursion": (
+        "root ::= r0\n"
+        + "".join(f'r{i} ::= r{i} "a" | r{i + 1}\n' for i in range(5_000))
+        + 'r5000 ::= "z"\n',
+        None,
+    ),
+    "1 MB (GBNF)": ("root ::= " + " | ".join(f'"w{i}"' for i in range(60_000)) + "\n#" + "x" * 300_000, None),
+    "over the size limit": ("# " + "x" * MAX_GRAMMAR_BYTES, "larger than"),
+    "huge repeats": ('root ::= (("x"{10000}){10000}){10000}', None),
+}
+
 
 # characters a negated class or a predicate (\w \d \s) is sampled from
 _POOL = [chr(c) for c in range(0x20, 0x7F)] + [

@@ -13,7 +13,7 @@ from decodekit.constraints.grammar.cfg import CFG, Rule, Terminal
 from decodekit.constraints.grammar.grammar import MAX_GRAMMAR_BYTES, GrammarAndPattern
 from decodekit.constraints.grammar.render import to_lark
 from decodekit.errors import ConstraintError
-from tests.support.grammars import cfg_accepts, generate_texts, lark_oracle
+from tests.support.grammars import HOSTILE, cfg_accepts, generate_texts, lark_oracle
 
 GBNF = 'root ::= "[" (item ("," item)*)? "]"\nitem ::= [a-z]+ | root\n'
 LARK = 'start: "[" [item ("," item)*] "]"\n?item: WORD | start\n%import common.WORD\n%ignore " "\n'
@@ -127,33 +127,6 @@ def test_generated_texts_are_in_the_language():
     accepts = lark_oracle(LARK)
     for text in generate_texts(g.cfg, 50, seed=0, max_depth=4):
         assert accepts(text), text
-
-
-HOSTILE = {
-    "60,000 nested groups (GBNF)": ("root ::= " + "(" * 60_000 + '"a"' + ")" * 60_000, "nest more than"),
-    "deep groups (Lark)": ("start: " + "(" * 5_000 + '"a"' + ")" * 5_000, "nest more than"),
-    "10,000 rules (GBNF)": (
-        "root ::= r0\n"
-        + "".join(f'r{i} ::= "x" r{i + 1} | "y"\n' for i in range(10_000))
-        + 'r10000 ::= "z"\n',
-        None,
-    ),
-    "10,000 rules (Lark)": (
-        "start: r0\n" + "".join(f'r{i}: "x" r{i + 1} | "y"\n' for i in range(10_000)),
-        "longer than",
-    ),
-    "x? x? x? ... (GBNF)": ("root ::= " + ' "x"?' * 2_000, None),
-    "x? x? x? ... (Lark)": ("start: " + ' "x"?' * 500, None),
-    "deep left recursion": (
-        "root ::= r0\n"
-        + "".join(f'r{i} ::= r{i} "a" | r{i + 1}\n' for i in range(5_000))
-        + 'r5000 ::= "z"\n',
-        None,
-    ),
-    "1 MB (GBNF)": ("root ::= " + " | ".join(f'"w{i}"' for i in range(60_000)) + "\n#" + "x" * 300_000, None),
-    "over the size limit": ("# " + "x" * MAX_GRAMMAR_BYTES, "larger than"),
-    "huge repeats": ('root ::= (("x"{10000}){10000}){10000}', None),
-}
 
 
 @pytest.mark.parametrize(
