@@ -265,3 +265,36 @@ def test_masked_searches_compile_lazily_and_anderson_whole(bpe):
         decodekit.greedy(model, prompt, eager.shortest - 1, constraint=pattern)
     out = decodekit.constrained_beam_search(model, prompt, pattern, 2, 12)
     assert out and regex.fullmatch(pattern, _text(vocab, out[0].tokens))
+
+
+@pytest.mark.parametrize("pattern", ["[a-z ]{0,12}x", r"(\d+\.)+[a-z]+"])
+def test_a_batch_of_rows_is_masked_as_each_row_alone(bpe, pattern):
+    """Rows in different states, some with few allowed tokens (touched one by one) and some with
+    many (a bias added): ``mask`` of the batch equals each row's ``allowed`` applied, in place or
+    not, the input untouched unless in place."""
+    _, vocab = bpe
+    lazy = compile_regex(pattern, vocab.surface_bytes(), vocab.eos_id, vocab.separator, lazy="masked")
+    rng = random.Random(7)
+    states = [lazy.initial]
+    while len(states) < 12:
+        row = lazy.allowed(torch.tensor([states[-1]]))[0]
+        choices = [t for t in row.nonzero()[:, 0].tolist() if t != vocab.eos_id]
+        states.append(
+            lazy.step(torch.tensor([states[-1]]), torch.tensor([rng.choice(choices)]))[0].item()
+            if choices
+            else lazy.initial
+        )
+    states = torch.tensor(states)
+    from decodekit.constraints.tokens.masks import SPARSE
+
+    sizes, few = lazy.allowed(states).sum(dim=1), len(vocab) // SPARSE
+    assert int(sizes.min()) <= few < int(sizes.max()) < len(vocab) - few  # ids touched, and a bias added
+    for remaining in (None, 3, torch.tensor([rng.randint(1, 9) for _ in states])):
+        want = lazy.allowed(states, remaining)
+        logits = torch.randn(len(states), len(vocab))
+        before = logits.clone()
+        expected = logits.masked_fill(~want, float("-inf"))
+        assert torch.equal(lazy.mask(logits, states, remaining), expected)
+        assert torch.equal(logits, before)
+        assert lazy.mask(logits, states, remaining, inplace=True) is logits
+        assert torch.equal(logits, expected)

@@ -106,8 +106,12 @@ def check_allowed_and_mask(a, oracle):
         rows = a.allowed(states, remaining)
         assert rows.shape == (len(live), a.vocab_size) and rows.dtype == torch.bool
         logprobs = torch.randn(len(live), a.vocab_size)
+        before = logprobs.clone()
         masked = a.mask(logprobs, states, remaining)
+        assert torch.equal(logprobs, before)  # not in place unless asked
         assert torch.equal(masked == float("-inf"), ~rows) and torch.equal(masked[rows], logprobs[rows])
+        into = logprobs.clone()
+        assert a.mask(into, states, remaining, inplace=True) is into and torch.equal(into, masked)
         for p, row in zip(live, rows):
             if remaining is None:  # the brute force sees DEPTH tokens: what it finds is allowed
                 assert row_set(row) >= oracle.allowed(p, DEPTH - len(p)), p
