@@ -166,3 +166,28 @@ def test_rows_shared_by_parse_shape_equal_each_tokens_own_steps(bpe, name, take_
         assert shared == sorted(own + ([eos] if auto.bytes.accepting(state) else [])), (name, state)
         keys.setdefault(auto._key(state), []).append(state)
     assert len(keys) < len(states)
+
+
+def test_rows_under_a_budget_asked_again_equal_a_fresh_automatons(bpe):
+    """Rows a length budget cuts are kept per (state, budget), and where it cuts nothing the
+    static row answers: asked again, in any order, every row equals a fresh automaton's."""
+    tok, tokens, eos = bpe
+    grammar = Grammar(JSON_GBNF, "gbnf")
+    kept = compile_regex(grammar, tokens, eos)
+    states = [
+        kept.walk(tok.encode(p, add_special_tokens=False)) for p in ['{"a": [1', '{"ü', "[", '{"x": {"y": ']
+    ]
+    asks = [(s, r) for s in states for r in (1, 2, 3, 5, 8, 30)]
+    first = {q: kept.allowed(torch.tensor([q[0]]), q[1]) for q in asks}
+    random.Random(3).shuffle(asks)
+    assert all(torch.equal(kept.allowed(torch.tensor([s]), r), first[(s, r)]) for s, r in asks)
+    from decodekit.constraints import clear_cache
+
+    clear_cache(vocabularies=False)
+    fresh = compile_regex(grammar, tokens, eos)
+    assert fresh is not kept
+    for p, s in zip(['{"a": [1', '{"ü', "[", '{"x": {"y": '], states):
+        f = fresh.walk(tok.encode(p, add_special_tokens=False))
+        for r in (1, 2, 3, 5, 8, 30):
+            assert torch.equal(fresh.allowed(torch.tensor([f]), r), first[(s, r)]), (p, r)
+    assert any(not first[(s, 2)].equal(first[(s, 30)]) for s in states)  # some budget cuts

@@ -66,6 +66,7 @@ from decodekit.constraints.tokens.trie import EncodedVocab, as_bytes
 from decodekit.errors import ConstraintError
 
 ROWS = 256  # static rows kept (LRU)
+CUT_ROWS = 1024  # (state, budget) -> the row a length budget cuts, or None where it cuts nothing
 TAKE_WHOLE = 512  # a depth's alive nodes from which subtrees a state keeps are taken whole
 WALKS = 64  # per-state walks kept for the length check (LRU)
 NEED_WALKS = 1024  # walks the fewest-tokens search takes before the whole automaton decides
@@ -103,6 +104,7 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
         self._usable = enc.usable(eos_id)
         self._longest = max(1, int(enc.lengths.max(initial=1)))
         self._rows: OrderedDict = OrderedDict()
+        self._cut: OrderedDict = OrderedDict()  # (state, budget) -> a row the budget cuts (LRU)
         self._walks: OrderedDict = OrderedDict()
         self._keys: dict[int, object] = {}
         self._codes: dict[int, list[int]] = {}
@@ -174,7 +176,7 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
         if device not in self._copies:
             copy = object.__new__(DerivedTokenAutomaton)
             copy.__dict__.update(self.__dict__)
-            copy.device, copy._rows = device, OrderedDict()
+            copy.device, copy._rows, copy._cut = device, OrderedDict(), OrderedDict()
             self._copies[device] = copy
         return self._copies[device]
 
@@ -351,20 +353,32 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
             return self._empty()
         accept = self.bytes.accepting(c)
         if remaining is not None and remaining - 1 < self._reach_of(c):
-            tok, ends, dist = self._walked(c)
             budget = remaining - 1
-            ok = dist <= budget
-            gap = np.flatnonzero(~ok & (-(-dist // self._longest) <= budget))
-            if len(gap):
-                uniq = np.unique(ends[gap]).tolist()
-                yes = {e for e in uniq if self._within(e, budget)}
-                ok[gap] = np.isin(ends[gap], list(yes))
-            return self._entry(tok[ok], accept)
+            entry = self._cut.get((c, budget), self._cut)  # the dict itself: not asked yet
+            if entry is self._cut:
+                tok, ends, dist = self._walked(c)
+                ok = dist <= budget
+                gap = np.flatnonzero(~ok & (-(-dist // self._longest) <= budget))
+                if len(gap):
+                    uniq = np.unique(ends[gap]).tolist()
+                    yes = {e for e in uniq if self._within(e, budget)}
+                    ok[gap] = np.isin(ends[gap], list(yes))
+                # a row the budget cuts, kept per (state, budget); None: it cuts nothing here, the
+                # static row is the answer (no row made per step)
+                entry = self._cut[(c, budget)] = None if ok.all() else self._entry(tok[ok], accept)
+                if len(self._cut) > CUT_ROWS:
+                    self._cut.popitem(last=False)
+            else:
+                self._cut.move_to_end((c, budget))
+            if entry is not None:
+                return entry
         key = self._key(c)
         entry = self._rows.get(key)
         if entry is None:
-            tok, _, _ = self._walked(c) if key[0] == "state" else self._walk(c)
-            entry = self._rows[key] = self._entry(tok, accept)
+            walked = self._walks.get(c)
+            if walked is None:
+                walked = self._walked(c) if key[0] == "state" else self._walk(c)
+            entry = self._rows[key] = self._entry(walked[0], accept)
             if len(self._rows) > ROWS:
                 self._rows.popitem(last=False)
         else:
