@@ -191,3 +191,16 @@ def test_rows_under_a_budget_asked_again_equal_a_fresh_automatons(bpe):
         for r in (1, 2, 3, 5, 8, 30):
             assert torch.equal(fresh.allowed(torch.tensor([f]), r), first[(s, r)]), (p, r)
     assert any(not first[(s, 2)].equal(first[(s, 30)]) for s in states)  # some budget cuts
+
+
+def test_a_copy_on_another_device_keeps_its_own_rows(bpe):
+    """Rows warmed on the CPU are not served to a copy on another device (``meta`` here: any
+    device but the CPU; CUDA in the device tests)."""
+    _, tokens, eos = bpe
+    auto = compile_regex(Grammar(JSON_GBNF, "gbnf"), tokens, eos)
+    states = torch.tensor([auto.initial, auto.initial])
+    assert auto.allowed(states).device.type == "cpu"  # rows warm on the CPU
+    auto.mask(torch.zeros(2, len(tokens)), states)
+    elsewhere = auto.to("meta")
+    assert elsewhere.allowed(states).device.type == "meta"
+    assert elsewhere.mask(torch.zeros(2, len(tokens), device="meta"), states).device.type == "meta"

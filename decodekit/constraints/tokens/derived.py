@@ -177,6 +177,7 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
             copy = object.__new__(DerivedTokenAutomaton)
             copy.__dict__.update(self.__dict__)
             copy.device, copy._rows, copy._cut = device, OrderedDict(), OrderedDict()
+            copy._warm = None  # rows are per device
             self._copies[device] = copy
         return self._copies[device]
 

@@ -289,10 +289,8 @@ class LazyTokenAutomaton:
                     raw[:] = r.raw
                     return bitmask
         if remaining is None or type(remaining) is int:  # _rows_of, inlined: the call costs 10 %
-            rows = [
-                self._row(c, remaining)
-                for c in (states if states.dim() == 1 else states.reshape(-1)).tolist()
-            ]
+            row = self._row if self._hot is not None else self._warm_row
+            rows = [row(c, remaining) for c in (states if states.dim() == 1 else states.reshape(-1)).tolist()]
         else:
             rows = self._rows_of(states, remaining)
         if len(rows) != target[2]:
@@ -319,20 +317,28 @@ class LazyTokenAutomaton:
         budget threshold ``_reach_of(c)``, None when only known for no budget, and its
         :class:`_Row`), so that a warm state is a lookup and a copy as here; ``target`` as
         :meth:`_target` gives it, the bitmask returned."""
+        r = self._warm_row(c, remaining)
+        target[3][:] = r.raw if r.raw is not None else self._pack(r)
+        return target[0]
+
+    def _warm_row(self, c: int, remaining: int | None) -> _Row:
+        """The :class:`_Row` of state c under ``remaining`` for a subclass with its own rows,
+        through ``_warm`` (its static row and the budget threshold ``_reach_of(c)`` above which
+        it holds; None when only known for no budget): a warm state is a lookup."""
         warm = self._warm
         if warm is None:
             warm = self._warm = {}
+        got = warm.get(c)
+        if got is not None and (remaining is None or (got[0] is not None and remaining > got[0])):
+            return got[1]
         r = self._row(c, remaining)
-        if r.raw is None:
-            self._pack(r)
-        target[3][:] = r.raw
         if c >= 0:  # the row is its static one when the budget cannot bite (as the subclass's _row)
             reach = None if remaining is None else self._reach_of(c)
             if reach is None or remaining - 1 >= reach:
                 if len(warm) >= STATIC_ROWS:
                     warm.clear()
                 warm[c] = (reach, r)
-        return target[0]
+        return r
 
     def mask(
         self,
@@ -457,12 +463,10 @@ class LazyTokenAutomaton:
 
     def _rows_of(self, states: torch.Tensor, remaining) -> list[_Row]:
         """The :class:`_Row` of each of ``states`` [N] under ``remaining``."""
+        row = self._row if self._hot is not None else self._warm_row
         if remaining is None or isinstance(remaining, int):  # the common case: no per-row budgets
-            return [
-                self._row(c, remaining)
-                for c in (states if states.dim() == 1 else states.reshape(-1)).tolist()
-            ]
-        return [self._row(c, r) for c, r in zip(*self._args(states, remaining))]
+            return [row(c, remaining) for c in (states if states.dim() == 1 else states.reshape(-1)).tolist()]
+        return [row(c, r) for c, r in zip(*self._args(states, remaining))]
 
     def _target(self, bitmask: torch.Tensor) -> tuple:
         """``bitmask`` checked (int32, ``ceil(V / 32)`` words a row, contiguous), as (bitmask, its
