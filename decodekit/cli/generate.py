@@ -87,6 +87,11 @@ JSON_FORMS = {
 @click.option("--top-k", type=click.IntRange(min=1), default=None)
 @click.option("--top-p", type=float, default=None)
 @click.option("--min-p", type=float, default=None)
+@click.option("--typical-p", type=float, help="Locally typical sampling's mass (Meister et al.).")
+@click.option("--epsilon-cutoff", type=float, default=None, help="Drop tokens of probability < this.")
+@click.option(
+    "--eta-cutoff", type=float, default=None, help="Drop tokens below min(eta, sqrt(eta) * exp(-entropy))."
+)
 @click.option(
     "--num-samples", type=click.IntRange(min=1), default=1, show_default=True, help="Samples per prompt."
 )

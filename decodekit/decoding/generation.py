@@ -119,6 +119,9 @@ class GenerationConfig(Settings):
         real("temperature", self.temperature, 0.0, open_low=True)
         real("top_p", self.top_p, 0.0, 1.0, open_low=True, optional=True, note=" or null")
         real("min_p", self.min_p, 0.0, 1.0, optional=True, note=" or null")
+        real("typical_p", self.typical_p, 0.0, 1.0, open_low=True, optional=True, note=" or null")
+        for name in ("epsilon_cutoff", "eta_cutoff"):  # 0: off, as transformers' default
+            real(name, getattr(self, name), 0.0, 1.0, open_high=True, optional=True, note=" or null")
         seed = self.seed
         ok = seed is None or (
             isinstance(seed, int) and not isinstance(seed, bool) and SEED_RANGE[0] <= seed <= SEED_RANGE[1]

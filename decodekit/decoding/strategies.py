@@ -108,6 +108,9 @@ class Settings:
     top_k: int | None = None
     top_p: float | None = None
     min_p: float | None = None
+    typical_p: float | None = None
+    epsilon_cutoff: float | None = None
+    eta_cutoff: float | None = None
     num_samples: int = 1
     seed: Any = None
 
