@@ -151,6 +151,30 @@ JSON_FORMS = {
     help="Multiply the log-probability of every token already seen by this (> 1 discourages repeats).",
 )
 @click.option(
+    "--presence-penalty",
+    type=click.FloatRange(-2, 2),
+    default=0.0,
+    help="Subtract this from the logit of every token already generated (the OpenAI API's, in [-2, 2]).",
+)
+@click.option(
+    "--frequency-penalty",
+    type=click.FloatRange(-2, 2),
+    default=0.0,
+    help="Subtract this times its count so far from each generated token's logit (OpenAI's, in [-2, 2]).",
+)
+@click.option(
+    "--logit-bias",
+    multiple=True,
+    metavar="TOKEN=BIAS",
+    help="Add BIAS (in [-100, 100]) to TOKEN's logit (repeatable; TOKEN as --suppress takes it).",
+)
+@click.option(
+    "--bad-words",
+    multiple=True,
+    metavar="TEXT",
+    help="Never generate TEXT's token sequence (repeatable): transformers' bad_words_ids, vLLM's bad_words.",
+)
+@click.option(
     "--no-repeat-ngram-size",
     type=click.IntRange(min=0),
     default=0,
@@ -270,6 +294,8 @@ def generate(
             raise UsageError(f"--max-memory: {e}") from None
     options["suppress"] = tuple(options["suppress"])
     options["stop"] = tuple(options["stop"])
+    options["logit_bias"] = _biases(options["logit_bias"])
+    options["bad_words"] = tuple(options["bad_words"])
     threads = options.pop("threads")
     if grammar_path is not None:
         if patterns or json_schema_path is not None or options["exclude"]:
@@ -400,6 +426,20 @@ def _check_outputs(output_path: str | None, dot_path: str | None) -> None:
     for path, what in ((output_path, "--output"), (dot_path, "--dot")):
         if path is not None:
             writable_target(path, what)
+
+
+def _biases(given: tuple[str, ...]) -> tuple[tuple[str, float], ...]:
+    """--logit-bias TOKEN=BIAS values as (token, bias) pairs (split at the last '=')."""
+    out = []
+    for item in given:
+        token, sep, bias = item.rpartition("=")
+        try:
+            out.append((token, float(bias)))
+        except ValueError:
+            sep = ""
+        if not sep or not token:
+            raise UsageError(f"--logit-bias takes TOKEN=BIAS (' the=-5', '50256=-100'), got {item!r}")
+    return tuple(out)
 
 
 def _finite(value: float) -> float:
