@@ -202,6 +202,16 @@ JSON_FORMS = {
     is_flag=True,
     help="One JSON object per hypothesis per line (with per-token log-probabilities).",
 )
+@click.option(
+    "--logprobs",
+    type=click.IntRange(min=0),
+    help="With --json: the N most probable tokens at each position (OpenAI's logprobs.content layout).",
+)
+@click.option(
+    "--prompt-logprobs",
+    type=click.IntRange(min=0),
+    help="With --json: each prompt token's log-probability and the N most probable there (vLLM's).",
+)
 @file_option(
     "--dot",
     "dot_path",

@@ -16,9 +16,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from decodekit.decoding.banked import default_search
 from decodekit.decoding.memory import check as check_memory
-from decodekit.decoding.prompts import compile_constraint, token_ids
+from decodekit.decoding.prompts import compile_constraint, prompt_logprobs, token_ids
 from decodekit.decoding.search import run
 from decodekit.decoding.strategies import STRATEGIES, Settings
 from decodekit.errors import ConfigError
@@ -74,6 +76,7 @@ class GenerationConfig(Settings):
     frequency_penalty: float = 0.0
     logit_bias: Any = ()
     bad_words: tuple[str | tuple[int, ...], ...] = ()
+    prompt_logprobs: int | None = None  # vLLM's: Hypothesis.prompt_logprobs (``logprobs``: Settings)
     truncation: str | None = None  # "left" / "right": cut prompts to fit the model's window
     # transformers' names, folded into ours at construction (not fields: never stored twice)
     max_new_tokens: dataclasses.InitVar[int | None] = None
@@ -154,6 +157,8 @@ class GenerationConfig(Settings):
         require(ok, f"stop must be a list of non-empty strings, got {shown(self.stop)}")
         object.__setattr__(self, "stop", tuple(stop))
         self._check_openai_controls()
+        at_least("logprobs", self.logprobs, 0, optional=True, note=" or null")
+        at_least("prompt_logprobs", self.prompt_logprobs, 0, optional=True, note=" or null")
 
     @property
     def controlled(self) -> bool:
@@ -428,8 +433,12 @@ def generate(
     if not prompts:
         return []
     config = default_search(model, config)  # under a constraint: the grid, or banked where it is large
-    model = _checked(model, prompts, config, max_memory)
-    out = run(model, prompts, config, record=record, max_memory=max_memory, observe=observe)
+    searched = _checked(model, prompts, config, max_memory)
+    out = run(searched, prompts, config, record=record, max_memory=max_memory, observe=observe)
+    if config.prompt_logprobs:  # the model's own (the controls are about the generated tokens)
+        with torch.inference_mode():
+            scored = prompt_logprobs(model, prompts, config.prompt_logprobs)
+        out = [[dataclasses.replace(h, prompt_logprobs=p) for h in hyps] for hyps, p in zip(out, scored)]
     return out[0] if single else out
 
 

@@ -110,9 +110,10 @@ def eta_cutoff(logprobs: torch.Tensor, epsilon: float) -> torch.Tensor:
     ``p_i >= eta = min(epsilon, sqrt(epsilon) * exp(-H))``, H the row's entropy in nats, and
     the most probable token always."""
     entropy = -(logprobs * logprobs.exp()).nansum(-1, keepdim=True)  # [N, 1]
-    eta = torch.clamp(math.sqrt(epsilon) * torch.exp(-entropy), max=epsilon)
+    # p < eta as log p < log eta: log(min(e, sqrt(e) exp(-H))) = min(log e, log(e) / 2 - H)
+    log_eta = torch.clamp(0.5 * math.log(epsilon) - entropy, max=math.log(epsilon))
     top = logprobs.amax(-1, keepdim=True)
-    return logprobs.masked_fill((logprobs.exp() < eta) & (logprobs < top), float("-inf"))
+    return logprobs.masked_fill((logprobs < log_eta) & (logprobs < top), float("-inf"))
 
 
 def log_normalise(weights: torch.Tensor) -> torch.Tensor:

@@ -113,6 +113,7 @@ class Settings:
     eta_cutoff: float | None = None
     num_samples: int = 1
     seed: Any = None
+    logprobs: int | None = None  # the loop's, every strategy: Hypothesis.top_logprobs
 
     @property
     def constrained(self) -> bool:

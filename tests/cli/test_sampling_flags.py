@@ -52,3 +52,36 @@ def test_bad_values_are_one_line_exit_2(model_dir, args, msg, capfd):
     assert e.value.code == 2
     err = capfd.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("Error") and msg.lower() in err.lower(), err
+
+
+def test_logprobs_in_the_openai_layout(model_dir):
+    r = run(
+        "generate", "the company", "--model", model_dir, "--max-length", "4", "--json",
+        "--strategy", "beam", "--logprobs", "3", "--prompt-logprobs", "2",
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    line = json.loads(r.stdout)
+    content = line["logprobs"]["content"]
+    assert [c["token"] for c in content] == line["token_texts"]
+    assert [c["logprob"] for c in content] == line["token_logprobs"]
+    for c in content:
+        assert set(c) == {"token", "token_id", "logprob", "bytes", "top_logprobs"}
+        top = c["top_logprobs"]
+        assert len(top) == 3 and [t["logprob"] for t in top] == sorted(
+            (t["logprob"] for t in top), reverse=True
+        )
+        assert c["logprob"] <= top[0]["logprob"] + 1e-5 and set(top[0]) == {
+            "token",
+            "token_id",
+            "logprob",
+            "bytes",
+        }
+        assert all(t["bytes"] == list(t["token"].encode()) for t in top if t["bytes"] is not None)
+    prompt = line["prompt_logprobs"]  # the model has a BOS: every prompt token has an entry
+    assert [p["token"] for p in prompt] == ["the", "company"] and all(
+        len(p["top_logprobs"]) == 2 for p in prompt
+    )
+    plain = json.loads(
+        run("generate", "the company", "--model", model_dir, "--max-length", "4", "--json").stdout
+    )
+    assert "logprobs" not in plain and "prompt_logprobs" not in plain
