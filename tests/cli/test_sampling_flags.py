@@ -85,3 +85,29 @@ def test_logprobs_in_the_openai_layout(model_dir):
         run("generate", "the company", "--model", model_dir, "--max-length", "4", "--json").stdout
     )
     assert "logprobs" not in plain and "prompt_logprobs" not in plain
+
+
+def test_json_lines_fields(model_dir, tmp_path):
+    lines = [
+        {"id": 1, "prompt": "the", "logprobs": 2, "logit_bias": {"profit": 100}, "min_new_tokens": 3},
+        {
+            "id": 2,
+            "prompt": "the",
+            "strategy": "sample",
+            "typical_p": 0.5,
+            "bad_words": ["profit"],
+            "seed": 1,
+        },
+        {"id": 3, "prompt": "the", "presence_penalty": 9},
+    ]
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    out = tmp_path / "out.jsonl"
+    r = run(
+        "generate", "--model", model_dir, "--input", str(source), "--output", str(out), "--max-length", "3"
+    )
+    records = {x["id"]: x for x in map(json.loads, out.read_text().splitlines())}
+    best = records[1]["hypotheses"][0]
+    assert best["text"] == "profit profit profit" and len(best["logprobs"]["content"][0]["top_logprobs"]) == 2
+    assert "profit" not in records[2]["hypotheses"][0]["text"].split()
+    assert "presence_penalty" in records[3]["error"], r.output
