@@ -266,9 +266,9 @@ def fold_transformers_names(
 
     ``max_new_tokens`` -> ``max_length``; ``num_beams=K`` (K > 1) -> beam search of width K;
     ``do_sample=True`` -> sampling; ``num_return_sequences`` -> ``n_best`` or ``num_samples``;
-    ``suppress_tokens`` -> ``suppress``. ConfigError for contradictions (``max_length`` and
-    ``max_new_tokens`` apart, a named strategy they contradict) and for beam sampling
-    (``num_beams > 1`` with ``do_sample``), which decodekit does not have."""
+    ``suppress_tokens`` -> ``suppress``; ``bad_words_ids`` -> ``bad_words``. ConfigError for
+    contradictions (``max_length`` and ``max_new_tokens`` apart, a named strategy they contradict)
+    and for beam sampling (``num_beams > 1`` with ``do_sample``), which decodekit does not have."""
     changes: dict[str, Any] = {}
     new_tokens = given.get("max_new_tokens")
     if new_tokens is not None:
