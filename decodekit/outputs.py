@@ -43,6 +43,16 @@ class Hypothesis:
         text: the continuation as text, when the search knew the model's vocabulary (every
             search does for a model with ``vocab``); else None (then :meth:`decode` with one).
             Not compared: hypotheses are equal by their tokens and scores.
+        top_logprobs: with ``logprobs=N`` (the OpenAI API's name): per position, aligned with
+            ``token_logprobs``, the N most probable tokens as ``(id, logprob)`` pairs, most
+            probable first, of the **model's** distribution at that position (the one
+            ``token_logprobs`` reads: after the controls and suppression, which are part of the
+            model, before a constraint's mask and the sampling processors; tokens of probability
+            0 left out); () without. Not compared.
+        prompt_logprobs: with ``prompt_logprobs=N`` (vLLM's): per prompt token, None for a first
+            token with no BOS before it, else ``(its id, its logprob, the N most probable (id,
+            logprob) pairs)`` under the model without the controls; the same for every hypothesis
+            of a prompt; () without. Not compared.
     """
 
     tokens: tuple[int, ...]
@@ -51,6 +61,8 @@ class Hypothesis:
     finished: bool
     token_logprobs: tuple[float, ...] = ()
     text: str | None = field(default=None, compare=False)
+    top_logprobs: tuple[tuple[tuple[int, float], ...], ...] = field(default=(), compare=False)
+    prompt_logprobs: tuple = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         if type(self.tokens) is not TokenIds:
@@ -65,12 +77,36 @@ class Hypothesis:
         ``token_logprobs``; with ``vocab`` also ``text`` and ``token_texts`` (each generated
         token's text, EOS included when finished: aligned with ``token_logprobs``)."""
         d = asdict(self)
-        del d["text"]
+        del d["text"], d["top_logprobs"], d["prompt_logprobs"]
         d["tokens"], d["token_logprobs"] = list(self.tokens), list(self.token_logprobs)
         if vocab is not None:
             ids = [*self.tokens, vocab.eos_id] if self.finished and vocab.eos_id is not None else self.tokens
             d = {"text": self.decode(vocab), **d, "token_texts": [token_text(vocab, i) for i in ids]}
+        if self.top_logprobs:  # the EOS's id is known from the vocabulary only (else None)
+            eos = [] if not self.finished else [getattr(vocab, "eos_id", None)]
+            ids = [*self.tokens, *eos]
+            rows = zip(ids, self.token_logprobs, self.top_logprobs)
+            d["logprobs"] = {"content": [_logprob_entry(vocab, i, lp, top) for i, lp, top in rows]}
+        if self.prompt_logprobs:
+            d["prompt_logprobs"] = [
+                None if e is None else _logprob_entry(vocab, *e) for e in self.prompt_logprobs
+            ]
         return d
+
+
+def _logprob_entry(vocab: Vocab | None, i: int | None, logprob: float, top) -> dict:
+    """One position in the OpenAI API's layout (``{"token", "logprob", "bytes", "top_logprobs":
+    [{"token", "logprob", "bytes"}]}``), with each token's ``token_id`` (vLLM's) added; ``token``
+    and ``bytes`` only with a vocabulary."""
+
+    def one(token: int | None, value: float) -> dict:
+        out: dict = {"token_id": token, "logprob": value}
+        if vocab is not None and token is not None:
+            raw = vocab.surface_bytes()[token]
+            out = {"token": token_text(vocab, token), **out, "bytes": None if raw is None else list(raw)}
+        return out
+
+    return {**one(i, logprob), "top_logprobs": [one(j, v) for j, v in top]}
 
 
 def token_text(vocab: Vocab, i: int) -> str:

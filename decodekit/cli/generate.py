@@ -87,6 +87,11 @@ JSON_FORMS = {
 @click.option("--top-k", type=click.IntRange(min=1), default=None)
 @click.option("--top-p", type=float, default=None)
 @click.option("--min-p", type=float, default=None)
+@click.option("--typical-p", type=float, help="Locally typical sampling's mass (Meister et al.).")
+@click.option("--epsilon-cutoff", type=float, default=None, help="Drop tokens of probability < this.")
+@click.option(
+    "--eta-cutoff", type=float, default=None, help="Drop tokens below min(eta, sqrt(eta) * exp(-entropy))."
+)
 @click.option(
     "--num-samples", type=click.IntRange(min=1), default=1, show_default=True, help="Samples per prompt."
 )
@@ -146,6 +151,30 @@ JSON_FORMS = {
     help="Multiply the log-probability of every token already seen by this (> 1 discourages repeats).",
 )
 @click.option(
+    "--presence-penalty",
+    type=click.FloatRange(-2, 2),
+    default=0.0,
+    help="Subtract this from the logit of every token already generated (the OpenAI API's, in [-2, 2]).",
+)
+@click.option(
+    "--frequency-penalty",
+    type=click.FloatRange(-2, 2),
+    default=0.0,
+    help="Subtract this times its count so far from each generated token's logit (OpenAI's, in [-2, 2]).",
+)
+@click.option(
+    "--logit-bias",
+    multiple=True,
+    metavar="TOKEN=BIAS",
+    help="Add BIAS (in [-100, 100]) to TOKEN's logit (repeatable; TOKEN as --suppress takes it).",
+)
+@click.option(
+    "--bad-words",
+    multiple=True,
+    metavar="TEXT",
+    help="Never generate TEXT's token sequence (repeatable): transformers' bad_words_ids, vLLM's bad_words.",
+)
+@click.option(
     "--no-repeat-ngram-size",
     type=click.IntRange(min=0),
     default=0,
@@ -172,6 +201,16 @@ JSON_FORMS = {
     "as_json",
     is_flag=True,
     help="One JSON object per hypothesis per line (with per-token log-probabilities).",
+)
+@click.option(
+    "--logprobs",
+    type=click.IntRange(min=0),
+    help="With --json: the N most probable tokens at each position (OpenAI's logprobs.content layout).",
+)
+@click.option(
+    "--prompt-logprobs",
+    type=click.IntRange(min=0),
+    help="With --json: each prompt token's log-probability and the N most probable there (vLLM's).",
 )
 @file_option(
     "--dot",
@@ -265,6 +304,8 @@ def generate(
             raise UsageError(f"--max-memory: {e}") from None
     options["suppress"] = tuple(options["suppress"])
     options["stop"] = tuple(options["stop"])
+    options["logit_bias"] = _biases(options["logit_bias"])
+    options["bad_words"] = tuple(options["bad_words"])
     threads = options.pop("threads")
     if grammar_path is not None:
         if patterns or json_schema_path is not None or options["exclude"]:
@@ -395,6 +436,20 @@ def _check_outputs(output_path: str | None, dot_path: str | None) -> None:
     for path, what in ((output_path, "--output"), (dot_path, "--dot")):
         if path is not None:
             writable_target(path, what)
+
+
+def _biases(given: tuple[str, ...]) -> tuple[tuple[str, float], ...]:
+    """--logit-bias TOKEN=BIAS values as (token, bias) pairs (split at the last '=')."""
+    out = []
+    for item in given:
+        token, sep, bias = item.rpartition("=")
+        try:
+            out.append((token, float(bias)))
+        except ValueError:
+            sep = ""
+        if not sep or not token:
+            raise UsageError(f"--logit-bias takes TOKEN=BIAS (' the=-5', '50256=-100'), got {item!r}")
+    return tuple(out)
 
 
 def _finite(value: float) -> float:

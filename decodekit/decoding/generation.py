@@ -16,9 +16,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from decodekit.decoding.banked import default_search
 from decodekit.decoding.memory import check as check_memory
-from decodekit.decoding.prompts import compile_constraint, token_ids
+from decodekit.decoding.prompts import compile_constraint, prompt_logprobs, token_ids
 from decodekit.decoding.search import run
 from decodekit.decoding.strategies import STRATEGIES, Settings
 from decodekit.errors import ConfigError
@@ -34,6 +36,7 @@ TRANSFORMERS_KEYWORDS = (
     "num_return_sequences",
     "suppress_tokens",
     "stop_strings",
+    "bad_words_ids",
     "grammar",  # not transformers': a grammar's text (JSON lines), read into constraint
 )
 
@@ -67,6 +70,13 @@ class GenerationConfig(Settings):
     no_repeat_ngram_size: int = 0
     min_new_tokens: int = 0
     stop: tuple[str, ...] = ()
+    # the OpenAI API's / vLLM's controls (models.controls.Controlled); logit_bias is stored as
+    # (token, bias) pairs, bad_words as token strings or id tuples (hashable)
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    logit_bias: Any = ()
+    bad_words: tuple[str | tuple[int, ...], ...] = ()
+    prompt_logprobs: int | None = None  # vLLM's: Hypothesis.prompt_logprobs (``logprobs``: Settings)
     truncation: str | None = None  # "left" / "right": cut prompts to fit the model's window
     # transformers' names, folded into ours at construction (not fields: never stored twice)
     max_new_tokens: dataclasses.InitVar[int | None] = None
@@ -75,6 +85,7 @@ class GenerationConfig(Settings):
     num_return_sequences: dataclasses.InitVar[int | None] = None
     suppress_tokens: dataclasses.InitVar[Any] = None
     stop_strings: dataclasses.InitVar[Any] = None
+    bad_words_ids: dataclasses.InitVar[Any] = None
     grammar: dataclasses.InitVar[Any] = None  # Lark or GBNF text (or a Grammar): the constraint
 
     def __post_init__(  # the InitVars, in order
@@ -85,6 +96,7 @@ class GenerationConfig(Settings):
         num_return_sequences=None,
         suppress_tokens=None,
         stop_strings=None,
+        bad_words_ids=None,
         grammar=None,
     ) -> None:
         """Every field is checked here (a JSON line may hold anything): ConfigError, one line.
@@ -96,6 +108,7 @@ class GenerationConfig(Settings):
             "num_return_sequences": num_return_sequences,
             "suppress_tokens": suppress_tokens,
             "stop_strings": stop_strings,
+            "bad_words_ids": bad_words_ids,
             "grammar": grammar,
         }
         given = {k: v for k, v in given.items() if v is not None}
@@ -119,6 +132,9 @@ class GenerationConfig(Settings):
         real("temperature", self.temperature, 0.0, open_low=True)
         real("top_p", self.top_p, 0.0, 1.0, open_low=True, optional=True, note=" or null")
         real("min_p", self.min_p, 0.0, 1.0, optional=True, note=" or null")
+        real("typical_p", self.typical_p, 0.0, 1.0, open_low=True, optional=True, note=" or null")
+        for name in ("epsilon_cutoff", "eta_cutoff"):  # 0: off, as transformers' default
+            real(name, getattr(self, name), 0.0, 1.0, open_high=True, optional=True, note=" or null")
         seed = self.seed
         ok = seed is None or (
             isinstance(seed, int) and not isinstance(seed, bool) and SEED_RANGE[0] <= seed <= SEED_RANGE[1]
@@ -140,12 +156,48 @@ class GenerationConfig(Settings):
         ok = isinstance(stop, (list, tuple)) and all(isinstance(x, str) and x for x in stop)
         require(ok, f"stop must be a list of non-empty strings, got {shown(self.stop)}")
         object.__setattr__(self, "stop", tuple(stop))
+        self._check_openai_controls()
+        at_least("logprobs", self.logprobs, 0, optional=True, note=" or null")
+        at_least("prompt_logprobs", self.prompt_logprobs, 0, optional=True, note=" or null")
 
     @property
     def controlled(self) -> bool:
         """Whether a control of :class:`decodekit.models.controls.Controlled` is on."""
         c = self
-        return c.repetition_penalty != 1.0 or bool(c.no_repeat_ngram_size or c.min_new_tokens or c.stop)
+        return c.repetition_penalty != 1.0 or bool(
+            c.no_repeat_ngram_size
+            or c.min_new_tokens
+            or c.stop
+            or c.presence_penalty
+            or c.frequency_penalty
+            or c.logit_bias
+            or c.bad_words
+        )
+
+    def _check_openai_controls(self) -> None:
+        """``presence_penalty``, ``frequency_penalty`` in [-2, 2]; ``logit_bias`` a mapping (or
+        pairs) from token ids or token strings to biases in [-100, 100]; ``bad_words`` a list of
+        texts or of non-empty token id lists."""
+        real("presence_penalty", self.presence_penalty, -2.0, 2.0)
+        real("frequency_penalty", self.frequency_penalty, -2.0, 2.0)
+        bias = self.logit_bias
+        pairs = list(bias.items()) if isinstance(bias, dict) else bias
+        ok = isinstance(pairs, (list, tuple)) and all(
+            isinstance(p, (list, tuple)) and len(p) == 2 and _is_token(p[0]) for p in pairs
+        )
+        require(ok, f"logit_bias must map token ids or token strings to numbers, got {shown(bias)}")
+        for token, value in pairs:
+            real(f"logit_bias[{token!r}]", value, -100.0, 100.0)
+        object.__setattr__(self, "logit_bias", tuple((k, float(v)) for k, v in pairs))
+        words = self.bad_words
+        ids = (list, tuple)
+        ok = isinstance(words, ids) and all(
+            (isinstance(w, str) and w)
+            or (isinstance(w, ids) and w and all(_is_token(t) and not isinstance(t, str) for t in w))
+            for w in words
+        )
+        require(ok, f"bad_words must be a list of texts or of token id lists, got {shown(words)}")
+        object.__setattr__(self, "bad_words", tuple(w if isinstance(w, str) else tuple(w) for w in words))
 
     def _check_constraint(self) -> None:
         """``constraint``: None, a regex, a non-empty list of regexes (stored as a tuple) or a
@@ -214,9 +266,9 @@ def fold_transformers_names(
 
     ``max_new_tokens`` -> ``max_length``; ``num_beams=K`` (K > 1) -> beam search of width K;
     ``do_sample=True`` -> sampling; ``num_return_sequences`` -> ``n_best`` or ``num_samples``;
-    ``suppress_tokens`` -> ``suppress``. ConfigError for contradictions (``max_length`` and
-    ``max_new_tokens`` apart, a named strategy they contradict) and for beam sampling
-    (``num_beams > 1`` with ``do_sample``), which decodekit does not have."""
+    ``suppress_tokens`` -> ``suppress``; ``bad_words_ids`` -> ``bad_words``. ConfigError for
+    contradictions (``max_length`` and ``max_new_tokens`` apart, a named strategy they contradict)
+    and for beam sampling (``num_beams > 1`` with ``do_sample``), which decodekit does not have."""
     changes: dict[str, Any] = {}
     new_tokens = given.get("max_new_tokens")
     if new_tokens is not None:
@@ -258,6 +310,8 @@ def fold_transformers_names(
             "give constraint or grammar, not both",
         )
         changes["constraint"] = read_grammar(given["grammar"])
+    if given.get("bad_words_ids") is not None:
+        changes["bad_words"] = tuple(given["bad_words_ids"])
     if given.get("stop_strings") is not None:
         stops = given["stop_strings"]
         changes["stop"] = (stops,) if isinstance(stops, str) else tuple(stops)
@@ -289,7 +343,12 @@ def _constrained(options: dict[str, Any]) -> bool:
 def transformers_names() -> dict[str, str]:
     """transformers' ``generate()`` options -> ours, from the strategies' declarations
     (docs/decoding.md has the table)."""
-    names = {"max_new_tokens": "max_length", "suppress_tokens": "suppress", "stop_strings": "stop"}
+    names = {
+        "max_new_tokens": "max_length",
+        "suppress_tokens": "suppress",
+        "stop_strings": "stop",
+        "bad_words_ids": "bad_words",
+    }
     returns: dict[str, str] = {}  # the setting -> the first strategy counting its results with it
     for s in STRATEGIES.values():
         if s.transformers is not None:
@@ -374,8 +433,12 @@ def generate(
     if not prompts:
         return []
     config = default_search(model, config)  # under a constraint: the grid, or banked where it is large
-    model = _checked(model, prompts, config, max_memory)
-    out = run(model, prompts, config, record=record, max_memory=max_memory, observe=observe)
+    searched = _checked(model, prompts, config, max_memory)
+    out = run(searched, prompts, config, record=record, max_memory=max_memory, observe=observe)
+    if config.prompt_logprobs:  # the model's own (the controls are about the generated tokens)
+        with torch.inference_mode():
+            scored = prompt_logprobs(model, prompts, config.prompt_logprobs)
+        out = [[dataclasses.replace(h, prompt_logprobs=p) for h in hyps] for hyps, p in zip(out, scored)]
     return out[0] if single else out
 
 
@@ -560,7 +623,12 @@ def suppressed_ids(model: LanguageModel, config: GenerationConfig) -> list[int]:
     return ids
 
 
-def _token_ids(vocab, token: str) -> list[int]:
+def _is_token(t: Any) -> bool:
+    """A token id (an int >= 0, not a bool) or a token string."""
+    return isinstance(t, str) or (isinstance(t, int) and not isinstance(t, bool) and t >= 0)
+
+
+def _token_ids(vocab, token: str, what: str = "suppress") -> list[int]:
     """The ids a token string names: a vocabulary entry (``Ġis``), else every token whose text is
     that string (`` is``: what a user sees generated), else, for digits, the id itself."""
     index = getattr(vocab, "index", {})
@@ -573,7 +641,7 @@ def _token_ids(vocab, token: str) -> list[int]:
     if token.isdigit():
         return [int(token)]
     raise ConfigError(
-        f"cannot suppress {token!r}: it is neither a token of the model's vocabulary, nor the text of "
+        f"cannot {what} {token!r}: it is neither a token of the model's vocabulary, nor the text of "
         "one, nor a token id"
     )
 
@@ -590,7 +658,8 @@ def with_suppression(model: LanguageModel, config: GenerationConfig) -> Language
 
 def with_controls(model: LanguageModel, config: GenerationConfig) -> LanguageModel:
     """``model``, or :class:`~decodekit.models.controls.Controlled` when a control is on
-    (repetition penalty, no repeated n-grams, a minimum length, stop strings)."""
+    (repetition, presence and frequency penalties, logit bias, bad words, no repeated n-grams, a
+    minimum length, stop strings); token strings resolved through ``model.vocab``."""
     if not config.controlled:
         return model
     from decodekit.models.controls import Controlled
@@ -601,7 +670,46 @@ def with_controls(model: LanguageModel, config: GenerationConfig) -> LanguageMod
         no_repeat_ngram_size=config.no_repeat_ngram_size,
         min_new_tokens=config.min_new_tokens,
         stop=config.stop,
+        presence_penalty=config.presence_penalty,
+        frequency_penalty=config.frequency_penalty,
+        logit_bias=logit_bias_ids(model, config),
+        bad_words=bad_word_ids(model, config),
     )
+
+
+def logit_bias_ids(model: LanguageModel, config: GenerationConfig) -> dict[int, float]:
+    """``config.logit_bias`` by token id: a string key is a vocabulary entry, the text of tokens
+    (all of them) or an id in digits (JSON's keys are strings: the OpenAI API's ``{"50256": -100}``);
+    ConfigError naming a string that is none of these (a text of several tokens, say)."""
+    vocab = getattr(model, "vocab", None)
+    out: dict[int, float] = {}
+    for key, bias in config.logit_bias:
+        for i in _token_ids(vocab, key, "bias") if isinstance(key, str) else [key]:
+            out[i] = out.get(i, 0.0) + bias
+    return out
+
+
+def bad_word_ids(model: LanguageModel, config: GenerationConfig) -> list[tuple[int, ...]]:
+    """``config.bad_words`` as id sequences: a text encoded by ``model.vocab`` (as it would be
+    generated after the prompt: ``" word"`` and ``"word"`` may differ), id lists as given.
+    ConfigError for a text the vocabulary cannot spell (an ``<unk>`` in its encoding)."""
+    vocab = getattr(model, "vocab", None)
+    out = []
+    for word in config.bad_words:
+        if isinstance(word, str):
+            require(vocab is not None, f"bad word {word!r} is text: the model has no vocabulary to encode it")
+            with warnings.catch_warnings():  # an unknown word is refused below, not warned about
+                warnings.simplefilter("ignore")
+                ids = tuple(vocab.encode(word))
+            unk = getattr(vocab, "unk_id", None)
+            require(
+                bool(ids) and (unk is None or unk not in ids),
+                f"bad word {word!r} is not spelled by the model's vocabulary (it encodes to {list(ids)})",
+            )
+            out.append(ids)
+        else:
+            out.append(tuple(word))
+    return out
 
 
 def _checked_init(init):

@@ -99,6 +99,40 @@ def prefill(model: LanguageModel, prompts: list[list[int]], copies: int = 1) -> 
     return logprobs, state
 
 
+def prompt_logprobs(model: LanguageModel, prompts: list[list[int]], n: int) -> list[tuple]:
+    """vLLM's ``prompt_logprobs``: per prompt, per prompt token, None when no token precedes it
+    (a first token without ``bos_id``), else ``(token id, log p(token | the tokens before), the n
+    most probable (id, logprob) pairs)``. Prompts of equal length are stepped together (one ``step``
+    per position for the group; ``prefill`` gives only the last position's distribution)."""
+    device = model_device(model)
+    out: list[tuple] = [()] * len(prompts)
+    groups: dict[int, list[int]] = {}
+    for i, p in enumerate(prompts):
+        groups.setdefault(len(p), []).append(i)
+    for length, members in groups.items():
+        tokens = torch.tensor([prompts[i] for i in members], dtype=torch.long, device=device).view(-1, length)
+        state = model.initial_state(len(members))
+        entries: list[list] = [[] for _ in members]
+        logprobs = None
+        if model.bos_id is not None:
+            logprobs, state = model.step(state, tokens.new_full((len(members),), model.bos_id))
+        for t in range(length):
+            if logprobs is None:
+                for e in entries:
+                    e.append(None)
+            else:
+                own = logprobs.gather(1, tokens[:, t : t + 1])[:, 0].double().tolist()
+                values, ids = logprobs.topk(min(n, logprobs.shape[-1]), dim=-1)
+                rows = zip(entries, tokens[:, t].tolist(), own, values.double().tolist(), ids.tolist())
+                for e, token, lp, vs, js in rows:
+                    e.append((token, lp, tuple((j, v) for j, v in zip(js, vs) if v > float("-inf"))))
+            if t < length - 1:
+                logprobs, state = model.step(state, tokens[:, t])
+        for i, e in zip(members, entries):
+            out[i] = tuple(e)
+    return out
+
+
 def is_check_step(step: int) -> bool:
     """Full normalisation checks run at steps 0, 1, 2, 4, 8, ...: a constant number of passes
     over [N, V] per doubling of the length, so their cost vanishes on long generations."""

@@ -56,25 +56,30 @@ def sample(
     generator: torch.Generator | int | None = None,
     num_samples: int = 1,
     *,
+    typical_p: float | None = None,
+    epsilon_cutoff: float | None = None,
+    eta_cutoff: float | None = None,
     constraint: Constraint | None = None,
     record: SearchTree | None = None,
     max_memory: int | str | None = None,
 ) -> list[Hypothesis] | list[list[Hypothesis]]:
     """Ancestral sampling: each token drawn from ``softmax(process(logprobs))`` with temperature,
-    top-k, top-p and min-p applied in that order (:mod:`~decodekit.decoding.processors`), after
-    masking by the constraint. Draws use ``torch.multinomial`` with ``generator`` (an int seeds
-    a new generator on the model's device; None: torch's global one), so a fixed seed gives the
-    same samples. Returns ``num_samples`` hypotheses per prompt in draw order, less those that
-    ended unmatched under a constraint.
+    top-k, top-p, min-p, typical-p, epsilon and eta cutoffs applied in that order
+    (:mod:`~decodekit.decoding.processors`), after masking by the constraint. Draws use
+    ``torch.multinomial`` with ``generator`` (an int seeds a new generator on the model's device;
+    None: torch's global one), so a fixed seed gives the same samples. Returns ``num_samples``
+    hypotheses per prompt in draw order, less those that ended unmatched under a constraint.
     """
     settings = Settings(SAMPLE, max_length, constraint, num_samples=num_samples, seed=generator)
     settings = settings.replace(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p)
+    settings = settings.replace(typical_p=typical_p, epsilon_cutoff=epsilon_cutoff, eta_cutoff=eta_cutoff)
     return run(model, prompt, settings, record=record, max_memory=max_memory)
 
 
 def _check_sampling(settings) -> None:
     s = settings
-    processors.validate(s.temperature, s.top_k, s.top_p, s.min_p), at_least("num_samples", s.num_samples)
+    processors.validate(s.temperature, s.top_k, s.top_p, s.min_p, s.typical_p, s.epsilon_cutoff, s.eta_cutoff)
+    at_least("num_samples", s.num_samples)
 
 
 def _sampler(settings, model: LanguageModel) -> Chooser:
@@ -84,7 +89,16 @@ def _sampler(settings, model: LanguageModel) -> Chooser:
         generator = torch.Generator(device=model_device(model)).manual_seed(generator)
 
     def choose(logprobs: torch.Tensor) -> torch.Tensor:
-        weights = processors.process(logprobs, t=s.temperature, k=s.top_k, p=s.top_p, minp=s.min_p)
+        weights = processors.process(
+            logprobs,
+            t=s.temperature,
+            k=s.top_k,
+            p=s.top_p,
+            minp=s.min_p,
+            typical=s.typical_p,
+            epsilon=s.epsilon_cutoff,
+            eta=s.eta_cutoff,
+        )
         return torch.multinomial(torch.softmax(weights.float(), dim=-1), 1, generator=generator)[:, 0]
 
     return choose
@@ -149,8 +163,15 @@ SAMPLE = Strategy(
         + 0.5 * (s.top_k is not None)
         + 1 * (s.top_p is not None)
         + 0.5 * (s.min_p is not None)
+        # not measured: the [N, V] tensors each allocates (typical: a full sort, its order, the mass)
+        + 3 * (s.typical_p is not None)
+        + 1 * (s.epsilon_cutoff is not None)
+        + 1.5 * (s.eta_cutoff is not None)
     ),
-    reads=("temperature", "top_k", "top_p", "min_p", "num_samples", "seed"),
+    reads=(
+        *("temperature", "top_k", "top_p", "min_p", "typical_p", "epsilon_cutoff", "eta_cutoff"),
+        *("num_samples", "seed"),
+    ),
     knob="num_samples",
     returns="num_samples",
     transformers=("do_sample", None),

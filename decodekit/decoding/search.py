@@ -131,7 +131,10 @@ def decode(
     eos, vocab = model.eos_id, logprobs.shape[1]
     items = torch.arange(rows.logprob.shape[0], device=logprobs.device) // (width if ranked else 1)
     trace, steps = Trace(), 0
+    top = getattr(settings, "logprobs", None)  # the model's n most probable tokens, every step
     for t in range(max_length):
+        if top:
+            trace.push_top(logprobs, top)
         sel = select(logprobs, rows, max_length - t)
         if sel.ended is not None:
             pool.add_many(items[sel.ended], sel.ended, sel.ended_logprob, t, eos is not None)

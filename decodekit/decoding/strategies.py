@@ -108,8 +108,12 @@ class Settings:
     top_k: int | None = None
     top_p: float | None = None
     min_p: float | None = None
+    typical_p: float | None = None
+    epsilon_cutoff: float | None = None
+    eta_cutoff: float | None = None
     num_samples: int = 1
     seed: Any = None
+    logprobs: int | None = None  # the loop's, every strategy: Hypothesis.top_logprobs
 
     @property
     def constrained(self) -> bool:

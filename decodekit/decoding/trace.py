@@ -26,9 +26,41 @@ class Trace:
     def __init__(self) -> None:
         self.steps: list[tuple] = []
         self._host: tuple[list, list, list, list] | None = None
+        self.tops: list[tuple[torch.Tensor, torch.Tensor]] = []  # per step: (values, ids) [N_t-1, n]
+        self._tops_host: tuple[list, list, list] | None = None
 
     def push(self, parents, tokens, logprob, states, items) -> None:
         self.steps.append((parents, tokens, logprob, states, items))
+
+    def push_top(self, logprobs: torch.Tensor, n: int) -> None:
+        """Step t's ``logprobs [N, V]`` (the rows that enter it: step t-1's), as their n most
+        probable tokens ``(values [N, n], ids [N, n])``, most probable first."""
+        self.tops.append(logprobs.topk(min(n, logprobs.shape[-1]), dim=-1))
+
+    def top_logprobs(self, c: Candidate) -> tuple[tuple[tuple[int, float], ...], ...]:
+        """Per position of candidate ``c`` (EOS included when finished), the ``(id, logprob)``
+        pairs :meth:`push_top` kept of the distribution its token was chosen from (-inf ones
+        left out); () when no step pushed them."""
+        if not self.tops:
+            return ()
+        if self._tops_host is None:
+            starts = [0, *itertools.accumulate(v.shape[0] for v, _ in self.tops)]
+            values = torch.cat([v.double() for v, _ in self.tops]).tolist() if self.tops else []
+            self._tops_host = (values, torch.cat([i for _, i in self.tops]).tolist(), starts)
+        values, ids, top_starts = self._tops_host
+        parents, _, _, starts = self.host()
+        rows, row = [], c.row  # the row of step s-1 each position's token was chosen from
+        if c.finished:
+            rows.append(c.row)
+        for s in range(c.last_step, -1, -1):
+            row = parents[starts[s] + row]
+            rows.append(row)
+        rows.reverse()
+        out = []
+        for s, r in enumerate(rows):
+            k = top_starts[s] + r
+            out.append(tuple((i, v) for i, v in zip(ids[k], values[k]) if v > -math.inf))
+        return tuple(out)
 
     def host(self) -> tuple[list, list, list, list]:
         """(parents, tokens, logprob, step starts), all steps in one list each: one device->host copy."""
@@ -176,4 +208,7 @@ class Pool:
 
     def results(self, trace: Trace) -> list[list[Hypothesis]]:
         """The n-best hypotheses of each item, best first."""
-        return [[Hypothesis(*trace.history(c)) for c in self.best(b)] for b in range(len(self.items))]
+        return [
+            [Hypothesis(*trace.history(c), top_logprobs=trace.top_logprobs(c)) for c in self.best(b)]
+            for b in range(len(self.items))
+        ]

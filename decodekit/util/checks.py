@@ -61,18 +61,19 @@ def real(
     high: float = math.inf,
     *,
     open_low: bool = False,
+    open_high: bool = False,
     optional: bool = False,
     note: str = "",
 ) -> None:
-    """``value`` must be a finite real number (not a bool) in ``[low, high]`` (``(low, high]`` when
-    ``open_low``), or None when ``optional``."""
+    """``value`` must be a finite real number (not a bool) in ``[low, high]`` (``(low, ...`` when
+    ``open_low``, ``..., high)`` when ``open_high``), or None when ``optional``."""
     if value is None and optional:
         return
     ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-    if ok and (low < value if open_low else low <= value) and value <= high:
+    if ok and (low < value if open_low else low <= value) and (value < high if open_high else value <= high):
         return
     if high != math.inf:
-        where = f" in {'(' if open_low else '['}{low:g}, {high:g}]"
+        where = f" in {'(' if open_low else '['}{low:g}, {high:g}{')' if open_high else ']'}"
     else:
         where = "" if low == -math.inf else f" {'>' if open_low else '>='} {low:g}"
     raise ConfigError(f"{name} must be a finite number{where}{note}, got {shown(value)}")

@@ -11,6 +11,7 @@ import regex
 import torch
 
 from decodekit import STRATEGIES, GenerationConfig, compile_regex, generate
+from decodekit.models import base
 from tests.models.test_conformance import NAMES, VOCAB, model_of
 
 PATTERN = r"(?:a|b)(?: [cd])*(?: e)?"  # over VOCAB's words, joined by " "
@@ -112,3 +113,84 @@ def test_every_constrained_strategy_on_every_engine(name):
             assert [[(h.tokens, h.finished) for h in hyps] for hyps in other] == [
                 [(h.tokens, h.finished) for h in hyps] for hyps in first
             ], (name, strategy)
+
+
+def rescore_top(model, prompt: list[int], tokens: tuple[int, ...], finished: bool) -> list[torch.Tensor]:
+    """The model's log-probabilities [V] at each position of a hypothesis: the prompt prefilled
+    (a controlled model counts only the tokens stepped after it as generated), then stepping."""
+    fed = ([] if model.bos_id is None else [model.bos_id]) + prompt
+    logprobs, state = base.prefill(model, model.initial_state(1), torch.tensor([fed]))
+    out = []
+    with torch.no_grad():
+        for t in [*tokens, model.eos_id] if finished else tokens:
+            out.append(logprobs[0])
+            logprobs, state = model.step(state, torch.tensor([t]))
+    return out
+
+
+def issue_39_configs(eos: int | None):
+    """Every strategy with the samplers, the OpenAI controls and logprobs=3 (issue 39)."""
+    automaton = compile_regex(PATTERN, VOCAB.surfaces(), eos, VOCAB.separator)
+    for name in STRATEGIES:
+        for constraint in (None, automaton):
+            if constraint is None and name == "masked-beam":
+                continue
+            yield GenerationConfig(
+                strategy=name, max_length=5, beam_size=3, n_best=2, num_samples=2, seed=3,
+                constraint=constraint, logprobs=3, prompt_logprobs=2,
+                typical_p=0.9 if name == "sample" else None, eta_cutoff=0.05 if name == "sample" else None,
+                presence_penalty=0.5, frequency_penalty=0.3, logit_bias={"4": 1.5, 3: -0.5},
+                bad_words=[[5, 5], [2, 5]],
+            )  # fmt: skip
+
+
+# the model axis of the issue-39 options: recurrent, wrapped (controls, suppression), n-gram with
+# and without EOS and BOS, MLP, stack (all models: ~100 s, the transformers one a quarter of it)
+ISSUE_39_MODELS = [
+    "controlled-lstm",
+    "lstm",
+    "mlp",
+    "ngram-kn1",
+    "ngram-kn2-no-eos",
+    "stack-rns-window3",
+    "suppressed-lstm",
+]
+
+
+@pytest.mark.parametrize("name", ISSUE_39_MODELS)
+def test_every_strategy_with_the_samplers_controls_and_logprobs(name):
+    """The hypotheses' log-probabilities are the controlled model's (a re-score by stepping
+    it), no bad word is generated, and top_logprobs / prompt_logprobs are the controlled /
+    plain model's n most probable tokens at each position (a re-score by stepping)."""
+    from decodekit.decoding.generation import with_controls
+
+    model = model_of(name)
+    for config in issue_39_configs(model.eos_id):
+        controlled = with_controls(model, config)
+        batch = generate(model, PROMPTS, config)
+        assert any(batch), (name, config.strategy)
+        for prompt, hyps in zip(PROMPTS, batch):
+            for h in hyps:
+                label = (name, config.strategy, config.constraint is not None)
+                steps = rescore_top(controlled, prompt, h.tokens, h.finished)  # the prompt prefilled:
+                targets = [*h.tokens, model.eos_id] if h.finished else h.tokens  # not counted as generated
+                want = sum(float(lp[t]) for lp, t in zip(steps, targets))
+                assert math.isclose(h.logprob, want, rel_tol=1e-4, abs_tol=1e-4), label
+                pairs = list(
+                    zip([*prompt, *h.tokens][len(prompt) - 1 :], h.tokens)
+                )  # each ending in a new token
+                assert not any(a == b == 5 or (a, b) == (2, 5) for a, b in pairs), label
+                assert len(h.top_logprobs) == len(steps) == len(h.token_logprobs), label
+                for top, lp in zip(h.top_logprobs, steps):
+                    finite = lp[lp > -math.inf].sort(descending=True).values[:3].tolist()
+                    assert [v for _, v in top] == pytest.approx(finite, abs=1e-4), label
+                    assert all(math.isclose(float(lp[i]), v, abs_tol=1e-4) for i, v in top), label
+                assert len(h.prompt_logprobs) == len(prompt)
+                plain = rescore_top(model, [], tuple(prompt), False) if model.bos_id is not None else None
+                for k, entry in enumerate(h.prompt_logprobs):
+                    if plain is None:  # no BOS: the first token has no distribution; the rest, stepped
+                        assert (entry is None) == (k == 0)
+                        continue
+                    token, value, top = entry
+                    assert token == prompt[k] and math.isclose(value, float(plain[k][token]), abs_tol=1e-4)
+                    assert [v for _, v in top] == pytest.approx(plain[k].topk(2).values.tolist(), abs=1e-4)
