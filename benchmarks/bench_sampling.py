@@ -20,10 +20,11 @@ from pathlib import Path
 
 import torch
 
-import decodekit
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's decodekit
 from bench_decoding import NoEOS, make_model  # noqa: E402 (the decoding benchmark's model)
+
+import decodekit  # noqa: E402
 
 BAD_WORDS = [[10 + i, 20 + i] for i in range(10)]
 CONTENDERS = {
