@@ -43,6 +43,13 @@ class Hypothesis:
         text: the continuation as text, when the search knew the model's vocabulary (every
             search does for a model with ``vocab``); else None (then :meth:`decode` with one).
             Not compared: hypotheses are equal by their tokens and scores.
+        sample_logprob: stochastic beam search: its log-probability under the distribution the
+            search sampled from (the model's at temperature 1 without a constraint; else
+            tempered, or masked and renormalised at each step); None for other searches.
+        inclusion_probability: stochastic beam search: ``q = 1 - exp(-exp(sample_logprob - kappa))``,
+            the probability that it is in a sample of the same size, kappa the next key
+            (Kool et al. 2019); ``sum(exp(h.sample_logprob) / h.inclusion_probability * f(h))``
+            estimates the expectation of f without bias. None for other searches.
     """
 
     tokens: tuple[int, ...]
@@ -51,6 +58,8 @@ class Hypothesis:
     finished: bool
     token_logprobs: tuple[float, ...] = ()
     text: str | None = field(default=None, compare=False)
+    sample_logprob: float | None = None
+    inclusion_probability: float | None = None
 
     def __post_init__(self) -> None:
         if type(self.tokens) is not TokenIds:
@@ -66,6 +75,9 @@ class Hypothesis:
         token's text, EOS included when finished: aligned with ``token_logprobs``)."""
         d = asdict(self)
         del d["text"]
+        for name in ("sample_logprob", "inclusion_probability"):  # stochastic beam search only
+            if d[name] is None:
+                del d[name]
         d["tokens"], d["token_logprobs"] = list(self.tokens), list(self.token_logprobs)
         if vocab is not None:
             ids = [*self.tokens, vocab.eos_id] if self.finished and vocab.eos_id is not None else self.tokens
