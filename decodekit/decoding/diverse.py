@@ -54,9 +54,10 @@ def diverse_selection(
             parents = at[sub.parents]  # [B * K/G] rows of the previous step
             live = sub.logprob > NEG_INF
             true = rows.logprob[parents] + logprobs[parents, sub.tokens]
-            ended = at[sub.ended]
+            ended = at[sub.ended] if sub.ended is not None else at[:0]
             ended_true = rows.logprob[ended] + (0.0 if eos is None else logprobs[ended, eos])
-            parts.append((sub, parents, true.masked_fill(~live, NEG_INF), ended, ended_true))
+            ended_key = sub.ended_logprob if sub.ended is not None else key[:0]
+            parts.append((sub, parents, true.masked_fill(~live, NEG_INF), ended, ended_true, ended_key))
             counts.scatter_add_(1, sub.tokens.view(batch, size), live.view(batch, size).to(counts.dtype))
 
         def joined(values):  # per group [B * K/G, ...] -> [N] in rows b * K + g * K/G + k
@@ -71,7 +72,7 @@ def diverse_selection(
             ended=torch.cat([p[3] for p in parts]),
             ended_logprob=torch.cat([p[4] for p in parts]),
             key=joined([s.logprob for s in subs]),
-            ended_key=torch.cat([s.ended_logprob for s in subs]),
+            ended_key=torch.cat([p[5] for p in parts]),
         )
 
     return select
