@@ -119,6 +119,12 @@ class GenerationConfig(Settings):
         real("temperature", self.temperature, 0.0, open_low=True)
         real("top_p", self.top_p, 0.0, 1.0, open_low=True, optional=True, note=" or null")
         real("min_p", self.min_p, 0.0, 1.0, optional=True, note=" or null")
+        at_least("num_beam_groups", self.num_beam_groups)
+        real("diversity_penalty", self.diversity_penalty, 0.0)
+        require(
+            callable(self.mbr_utility) or self.mbr_utility in ("exact", "f1", "chrf"),
+            f"unknown mbr_utility {shown(self.mbr_utility)}; choose exact, f1, chrf or pass a function",
+        )
         seed = self.seed
         ok = seed is None or (
             isinstance(seed, int) and not isinstance(seed, bool) and SEED_RANGE[0] <= seed <= SEED_RANGE[1]

@@ -83,10 +83,12 @@ def stochastic_selection(
                 ended = ends.nonzero()[:, 0]
                 ended_logprob, ended_key = rows.logprob[ended], rows.key[ended]
                 ended_phi = rows.sample_logprob[ended]
-        phi = rows.sample_logprob[:, None] + dist  # [N, V]
-        noise = torch.empty_like(phi).exponential_(generator=generator).log_().neg_()  # Gumbel(0)
+        # Gumbel(0) = -log(-log U); U >= 2**-30 (float32's rand has steps of 2**-24, 0 included)
+        noise = torch.rand(dist.shape, generator=generator, device=dist.device, dtype=dist.dtype)
+        noise = noise.clamp_(min=2**-30).log_().neg_().log_().neg_()  # [N, V]
         # the key is increasing in the perturbed value within a row: a row's best children first
-        perturbed, row_tok = (phi + noise).topk(per_row, dim=1)  # [N, K+1]
+        perturbed, row_tok = (dist + noise).topk(per_row, dim=1)  # [N, K+1], less the row's phi
+        perturbed = perturbed + rows.sample_logprob[:, None]  # phi_child + Gumbel(0)
         key = truncated_gumbel(rows.key[:, None], perturbed, perturbed[:, :1])
         flat = key.view(batch, -1)
         top_key, top_idx = flat.topk(n_cand, dim=1)  # [B, 2W], largest first
@@ -98,7 +100,7 @@ def stochastic_selection(
             done_rows = parent[:, :width][hit]
             ended, ended_key = done_rows, top_key[:, :width][hit]
             ended_logprob = rows.logprob[done_rows] + logprobs[done_rows, eos]
-            ended_phi = phi[done_rows, eos]
+            ended_phi = rows.sample_logprob[done_rows] + dist[done_rows, eos]
             # the first W non-EOS
             keep = torch.sort(is_eos.to(torch.uint8), dim=1, stable=True).indices[:, :width]
             top_key, parent, token = top_key.gather(1, keep), parent.gather(1, keep), token.gather(1, keep)
@@ -112,7 +114,8 @@ def stochastic_selection(
         return Selection(
             cum, states, parents, tokens, ended, ended_logprob,
             key=top_key, ended_key=ended_key,
-            sample_logprob=phi[parents, tokens].masked_fill(empty, NEG_INF), ended_sample_logprob=ended_phi,
+            sample_logprob=(rows.sample_logprob[parents] + dist[parents, tokens]).masked_fill(empty, NEG_INF),
+            ended_sample_logprob=ended_phi,
         )  # fmt: skip
 
     return select

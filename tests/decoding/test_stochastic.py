@@ -81,7 +81,8 @@ def check_frequencies(results, exact: dict) -> None:
     assert set(freq) <= set(exact)
     for subset, p in exact.items():
         sd = math.sqrt(p * (1 - p) / RUNS)
-        assert abs(freq[subset] / RUNS - p) <= Z * sd + 1e-12, (subset, freq[subset] / RUNS, p)
+        # + 3 counts: for a subset expected far less than once the normal bound is meaningless
+        assert abs(freq[subset] / RUNS - p) <= Z * sd + 3 / RUNS, (subset, freq[subset] / RUNS, p)
 
 
 def test_k_subsets_have_the_gumbel_top_k_frequencies_and_the_estimator_is_unbiased():
