@@ -14,13 +14,17 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
-import torch
-from bench_decoding import NoEOS, make_model
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # decodekit of this checkout
 
-import decodekit
-from decodekit import GenerationConfig
+import torch  # noqa: E402
+from bench_decoding import NoEOS, make_model  # noqa: E402
+
+import decodekit  # noqa: E402
+from decodekit import GenerationConfig  # noqa: E402
 
 PAIRS = [  # (label, baseline options, contender options)
     ("diverse-beam K=8, G=2, penalty 1 / beam K=8",

@@ -194,6 +194,8 @@ class GenerationConfig(Settings):
                 stacklevel=4,
             )
             object.__setattr__(self, "strategy", "greedy")
+        elif self.strategy is not None and "temperature" in STRATEGIES[self.strategy].reads:
+            require(False, f"temperature must be > 0 for strategy {self.strategy!r} (it samples), got 0")
         object.__setattr__(self, "temperature", 1.0)
 
     def replace(self, **changes: Any) -> GenerationConfig:

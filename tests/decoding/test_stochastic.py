@@ -163,3 +163,6 @@ def test_the_stable_truncated_gumbel_equals_the_direct_formula_and_keeps_the_max
 def test_bad_settings_are_one_line_errors():
     with pytest.raises(ConfigError, match="beam_size"):
         generate(HistoryLM(3), [[1]], GenerationConfig(strategy="stochastic-beam", beam_size=0))
+    for strategy in ("stochastic-beam", "mbr"):  # not silently 1, as for searches without a temperature
+        with pytest.raises(ConfigError, match="temperature must be > 0"):
+            GenerationConfig(strategy=strategy, temperature=0)
