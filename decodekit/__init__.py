@@ -52,6 +52,7 @@ _LAZY: dict[str, str] = {
     "load_data": "decodekit.data",
     "load_hf": "decodekit.models.hf",
     "load_model": "decodekit.loading",
+    "minimum_bayes_risk": "decodekit.decoding.mbr",
     "model_config": "decodekit.models.registry:make_config",
     "plot_runs": "decodekit.plotting",
     "results": "decodekit.result_file:",  # the module, under its public name
@@ -92,6 +93,7 @@ __all__ = [
     "load_data",
     "load_hf",
     "load_model",
+    "minimum_bayes_risk",
     "model_config",
     "plot_runs",
     "results",
@@ -109,6 +111,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from decodekit.data import load_data
     from decodekit.decoding import beam_search, constrained_beam_search, greedy, sample
     from decodekit.decoding.generation import GenerationConfig, generate, stream, stream_text
+    from decodekit.decoding.mbr import minimum_bayes_risk
     from decodekit.decoding.strategies import STRATEGIES
     from decodekit.errors import (
         CheckpointError,

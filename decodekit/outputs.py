@@ -53,6 +53,13 @@ class Hypothesis:
             token with no BOS before it, else ``(its id, its logprob, the N most probable (id,
             logprob) pairs)`` under the model without the controls; the same for every hypothesis
             of a prompt; () without. Not compared.
+        sample_logprob: stochastic beam search: its log-probability under the distribution the
+            search sampled from (the model's at temperature 1 without a constraint; else
+            tempered, or masked and renormalised at each step); None for other searches.
+        inclusion_probability: stochastic beam search: ``q = 1 - exp(-exp(sample_logprob - kappa))``,
+            the probability that it is in a sample of the same size, kappa the next key
+            (Kool et al. 2019); ``sum(exp(h.sample_logprob) / h.inclusion_probability * f(h))``
+            estimates the expectation of f without bias. None for other searches.
     """
 
     tokens: tuple[int, ...]
@@ -63,6 +70,8 @@ class Hypothesis:
     text: str | None = field(default=None, compare=False)
     top_logprobs: tuple[tuple[tuple[int, float], ...], ...] = field(default=(), compare=False)
     prompt_logprobs: tuple = field(default=(), compare=False)
+    sample_logprob: float | None = None
+    inclusion_probability: float | None = None
 
     def __post_init__(self) -> None:
         if type(self.tokens) is not TokenIds:
@@ -78,6 +87,9 @@ class Hypothesis:
         token's text, EOS included when finished: aligned with ``token_logprobs``)."""
         d = asdict(self)
         del d["text"], d["top_logprobs"], d["prompt_logprobs"]
+        for name in ("sample_logprob", "inclusion_probability"):  # stochastic beam search only
+            if d[name] is None:
+                del d[name]
         d["tokens"], d["token_logprobs"] = list(self.tokens), list(self.token_logprobs)
         if vocab is not None:
             ids = [*self.tokens, vocab.eos_id] if self.finished and vocab.eos_id is not None else self.tokens

@@ -37,7 +37,9 @@ from decodekit.cli.generate_options import (
 
 STRATEGY_HELP = (
     "Search strategy. beam with --constraint: Anderson-style (one beam per automaton state); "
-    "masked-beam: one beam, each step masked (huge patterns). Default: beam with a constraint, else greedy."
+    "masked-beam: one beam, each step masked (huge patterns); diverse-beam: --num-beam-groups groups; "
+    "stochastic-beam: --beam-size distinct samples without replacement; mbr: the best of --num-samples "
+    "samples by expected --mbr-utility. Default: beam with a constraint, else greedy."
 )
 
 
@@ -96,6 +98,27 @@ JSON_FORMS = {
     "--num-samples", type=click.IntRange(min=1), default=1, show_default=True, help="Samples per prompt."
 )
 @click.option("--seed", type=int, default=None, help="Random seed for sampling (reproducible output).")
+@click.option(
+    "--num-beam-groups",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="diverse-beam: groups of --beam-size / N beams (transformers' num_beam_groups).",
+)
+@click.option(
+    "--diversity-penalty",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="diverse-beam: subtracted per earlier group's use of a token at the same step (Hamming diversity).",
+)
+@click.option(
+    "--mbr-utility",
+    type=click.Choice(["f1", "exact", "chrf"]),
+    default="f1",
+    show_default=True,
+    help="mbr: token-level F1, exact match, or chrF (needs sacrebleu).",
+)
 @file_option(
     "--grammar",
     "grammar_path",

@@ -135,6 +135,12 @@ class GenerationConfig(Settings):
         real("typical_p", self.typical_p, 0.0, 1.0, open_low=True, optional=True, note=" or null")
         for name in ("epsilon_cutoff", "eta_cutoff"):  # 0: off, as transformers' default
             real(name, getattr(self, name), 0.0, 1.0, open_high=True, optional=True, note=" or null")
+        at_least("num_beam_groups", self.num_beam_groups)
+        real("diversity_penalty", self.diversity_penalty, 0.0)
+        require(
+            callable(self.mbr_utility) or self.mbr_utility in ("exact", "f1", "chrf"),
+            f"unknown mbr_utility {shown(self.mbr_utility)}; choose exact, f1, chrf or pass a function",
+        )
         seed = self.seed
         ok = seed is None or (
             isinstance(seed, int) and not isinstance(seed, bool) and SEED_RANGE[0] <= seed <= SEED_RANGE[1]
@@ -240,6 +246,8 @@ class GenerationConfig(Settings):
                 stacklevel=4,
             )
             object.__setattr__(self, "strategy", "greedy")
+        elif self.strategy is not None and "temperature" in STRATEGIES[self.strategy].reads:
+            require(False, f"temperature must be > 0 for strategy {self.strategy!r} (it samples), got 0")
         object.__setattr__(self, "temperature", 1.0)
 
     def replace(self, **changes: Any) -> GenerationConfig:

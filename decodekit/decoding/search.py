@@ -47,6 +47,12 @@ class Selection:
     tokens [N'] long: the token each row appended.
     ended [M] long: rows of the previous step whose hypothesis ends here, with total log-probability
     ``ended_logprob [M]``: with EOS (counted) when the model has an EOS, else unfinished.
+    key [N'] / ended_key [M]: what a ranked pool ranks by instead of the log-probability
+    (length-normalised as it is; None: the log-probability): diverse beam search's penalised sums,
+    stochastic beam search's perturbed log-probabilities.
+    sample_logprob [N'] / ended_sample_logprob [M]: cumulative log-probability under the
+    distribution a sampling search draws from (temperature, mask), carried to
+    ``Hypothesis.sample_logprob``; None when not drawn.
     """
 
     logprob: torch.Tensor
@@ -55,6 +61,10 @@ class Selection:
     tokens: torch.Tensor | None = None
     ended: torch.Tensor | None = None
     ended_logprob: torch.Tensor | None = None
+    key: torch.Tensor | None = None
+    ended_key: torch.Tensor | None = None
+    sample_logprob: torch.Tensor | None = None
+    ended_sample_logprob: torch.Tensor | None = None
 
 
 Select = Callable[[torch.Tensor, Selection, int], Selection]  # (logprobs [N, V], rows, remaining)
@@ -125,7 +135,9 @@ def decode(
     ranked, max_length = search.strategy.ranked, settings.max_length
     select, rows = search.strategy.start(search, len(prompts))
     width = rows.logprob.shape[0] // len(prompts)
-    n_best, alpha = (settings.n_best, settings.length_penalty) if ranked else (1, 0.0)
+    n_best, alpha = (search.strategy.keeps(settings), settings.length_penalty) if ranked else (1, 0.0)
+    if "length_penalty" not in search.strategy.reads:  # e.g. stochastic beam: ranks by its keys alone
+        alpha = 0.0
     pool = Pool(len(prompts) if ranked else rows.logprob.shape[0], n_best, alpha)
     logprobs, state = prefill(model, prompts, width)
     eos, vocab = model.eos_id, logprobs.shape[1]
@@ -137,7 +149,10 @@ def decode(
             trace.push_top(logprobs, top)
         sel = select(logprobs, rows, max_length - t)
         if sel.ended is not None:
-            pool.add_many(items[sel.ended], sel.ended, sel.ended_logprob, t, eos is not None)
+            pool.add_many(
+                items[sel.ended], sel.ended, sel.ended_logprob, t, eos is not None,
+                sel.ended_key, sel.ended_sample_logprob,
+            )  # fmt: skip
         rows, steps = sel, t + 1
         if sel.parents is not None:
             items = items[sel.parents]
@@ -145,7 +160,8 @@ def decode(
         if observe is not None and observe(sel):  # asked to stop (Ctrl-C in the CLI): end here
             break
         if ranked and (automaton is not None or pool.has_candidates(pool.n_best)):
-            cum = rows.logprob.view(len(prompts), -1)  # W rows per prompt (over visited states: grows)
+            # W rows per prompt (over visited states: grows)
+            cum = (rows.logprob if rows.key is None else rows.key).view(len(prompts), -1)
             pool.update(cum, _shortest(automaton, rows.states, t + 1, max_length, eos, cum.shape), max_length)
         if all(pool.done) or rows.logprob.numel() == 0 or t == max_length - 1:
             break
@@ -156,7 +172,8 @@ def decode(
     live = rows.logprob
     if automaton is not None:  # only matches end unfinished
         live = live.masked_fill(~automaton.is_accepting(rows.states), NEG_INF)
-    pool.add_many(items, torch.arange(live.shape[0], device=live.device), live, steps, False)
+    ends = torch.arange(live.shape[0], device=live.device)
+    pool.add_many(items, ends, live, steps, False, rows.key, rows.sample_logprob)
     if record is not None:
         trace.draw(record, pool, 1 if ranked else width)
     out = pool.results(trace)

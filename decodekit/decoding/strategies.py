@@ -35,6 +35,10 @@ def _unchanged(out: Any, settings: Any) -> Any:
     return out
 
 
+def _n_best(settings: Any) -> int:
+    return settings.n_best
+
+
 @dataclass(frozen=True)
 class Strategy:
     """One decoding strategy, as every part of the package sees it.
@@ -63,6 +67,7 @@ class Strategy:
         transformers: (transformers' ``generate()`` option that selects it, the setting the
             option's value sets, or None for a flag), or None.
         constrained: the strategy that runs instead under a constraint (None: this one).
+        keeps: ``keeps(settings) -> n``: the hypotheses a ranked pool keeps per prompt (``n_best``).
         check: ``check(settings)`` raises ConfigError for the settings it reads.
         finish: ``finish(results, settings) -> results`` (e.g. a warning), after the search.
     """
@@ -80,6 +85,7 @@ class Strategy:
     transformers: tuple[str, str | None] | None = None
     constrained: Strategy | None = None
     check: Callable[[Any], None] = _nothing
+    keeps: Callable[[Any], int] = _n_best
     finish: Callable[[Any, Any], Any] = _unchanged
 
     def under(self, constrained: bool) -> Strategy:
@@ -114,6 +120,10 @@ class Settings:
     num_samples: int = 1
     seed: Any = None
     logprobs: int | None = None  # the loop's, every strategy: Hypothesis.top_logprobs
+    # diverse beam search (transformers' names), minimum Bayes risk
+    num_beam_groups: int = 1
+    diversity_penalty: float = 0.0
+    mbr_utility: Any = "f1"
 
     @property
     def constrained(self) -> bool:
@@ -172,6 +182,9 @@ STRATEGIES = Registry(
         "beam": "decodekit.decoding.beam:BEAM",  # under a constraint: beam.ANDERSON
         "masked-beam": "decodekit.decoding.beam:MASKED_BEAM",
         "banked-beam": "decodekit.decoding.banked:BANKED",
+        "diverse-beam": "decodekit.decoding.diverse:DIVERSE_BEAM",
+        "stochastic-beam": "decodekit.decoding.stochastic:STOCHASTIC_BEAM",
+        "mbr": "decodekit.decoding.mbr:MBR",
     },
     default="greedy",
     default_constrained="beam",

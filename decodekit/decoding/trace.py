@@ -115,6 +115,7 @@ class Candidate:
     last_step: int = field(compare=False)  # step of its last non-EOS token (-1: none)
     row: int = field(compare=False)
     finished: bool = field(compare=False)
+    sample_logprob: float | None = field(default=None, compare=False)
 
 
 def length_denominator(length: int, length_penalty: float) -> float:
@@ -166,19 +167,23 @@ class Pool:
         self.done = [False] * items
         self._denominators: torch.Tensor | None = None  # [max_length + 1], built on first use
 
-    def add_many(self, items, rows, logprobs, step: int, finished: bool) -> None:
+    def add_many(
+        self, items, rows, logprobs, step: int, finished: bool, keys=None, sample_logprobs=None
+    ) -> None:
         """Hypotheses that end at ``step``: ``rows [M]`` of step ``step - 1`` (their tokens),
         in ``items [M]``, with total ``logprobs [M]``; with EOS (``finished``: ``step + 1``
-        tokens, EOS counted) or not (``step`` tokens). Rows with a -inf log-probability are
-        empty slots and skipped, as are items already done."""
+        tokens, EOS counted) or not (``step`` tokens). Rows with a -inf log-probability (or
+        key) are empty slots and skipped, as are items already done. ``keys [M]``: what they
+        rank by, length-normalised (None: ``logprobs``); ``sample_logprobs [M]``: carried."""
         if rows.numel() == 0:
             return
         length = step + finished
-        for b, r, v in zip(items.tolist(), rows.tolist(), logprobs.tolist()):
-            if v > -math.inf and not self.done[b]:
-                self.items[b].append(
-                    Candidate(length_normalised(v, length, self.alpha), v, step - 1, r, finished)
-                )
+        ranks = (logprobs if keys is None else keys).tolist()
+        carried = [None] * len(ranks) if sample_logprobs is None else sample_logprobs.tolist()
+        for b, r, v, k, s in zip(items.tolist(), rows.tolist(), logprobs.tolist(), ranks, carried):
+            if v > -math.inf and k > -math.inf and not self.done[b]:
+                score = length_normalised(k, length, self.alpha)
+                self.items[b].append(Candidate(score, v, step - 1, r, finished, s))
 
     def update(self, cum_logprob: torch.Tensor, shortest: int | torch.Tensor, max_length: int) -> None:
         """Mark items done after a step. ``cum_logprob`` [B, W]: the live rows; ``shortest``: the
@@ -209,6 +214,11 @@ class Pool:
     def results(self, trace: Trace) -> list[list[Hypothesis]]:
         """The n-best hypotheses of each item, best first."""
         return [
-            [Hypothesis(*trace.history(c), top_logprobs=trace.top_logprobs(c)) for c in self.best(b)]
+            [
+                Hypothesis(
+                    *trace.history(c), top_logprobs=trace.top_logprobs(c), sample_logprob=c.sample_logprob
+                )
+                for c in self.best(b)
+            ]
             for b in range(len(self.items))
         ]
