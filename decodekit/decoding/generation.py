@@ -68,6 +68,11 @@ class GenerationConfig(Settings):
     min_new_tokens: int = 0
     stop: tuple[str, ...] = ()
     truncation: str | None = None  # "left" / "right": cut prompts to fit the model's window
+    # speculative decoding (decoding/speculative.py), transformers' names: a draft model (or an
+    # ARPA / model path for the CLI), its draft length (None: adaptive), prompt lookup's length
+    assistant_model: Any = None
+    num_assistant_tokens: int | None = None
+    prompt_lookup_num_tokens: int | None = None
     # transformers' names, folded into ours at construction (not fields: never stored twice)
     max_new_tokens: dataclasses.InitVar[int | None] = None
     num_beams: dataclasses.InitVar[int | None] = None
@@ -140,6 +145,15 @@ class GenerationConfig(Settings):
         ok = isinstance(stop, (list, tuple)) and all(isinstance(x, str) and x for x in stop)
         require(ok, f"stop must be a list of non-empty strings, got {shown(self.stop)}")
         object.__setattr__(self, "stop", tuple(stop))
+        self._check_speculation()
+
+    def _check_speculation(self) -> None:
+        at_least("num_assistant_tokens", self.num_assistant_tokens, optional=True, note=" or null")
+        at_least("prompt_lookup_num_tokens", self.prompt_lookup_num_tokens, optional=True, note=" or null")
+        require(
+            self.assistant_model is None or self.prompt_lookup_num_tokens is None,
+            "give assistant_model or prompt_lookup_num_tokens, not both",
+        )
 
     @property
     def controlled(self) -> bool:
@@ -373,9 +387,26 @@ def generate(
     prompts = truncated(model, prompts, config)
     if not prompts:
         return []
+    if config.assistant_model is not None or config.prompt_lookup_num_tokens is not None:
+        return _speculative(model, prompts, config, single, record)
     config = default_search(model, config)  # under a constraint: the grid, or banked where it is large
     model = _checked(model, prompts, config, max_memory)
     out = run(model, prompts, config, record=record, max_memory=max_memory, observe=observe)
+    return out[0] if single else out
+
+
+def _speculative(model: LanguageModel, prompts, config: GenerationConfig, single: bool, record):
+    """:func:`generate` through :func:`~decodekit.decoding.speculative.speculative_generate`."""
+    from decodekit.decoding import speculative
+
+    require(record is None, "record= draws a search tree; speculative decoding has none")
+    model = with_controls(with_suppression(model, config), config)
+    check_positions(model, prompts, config.max_length)
+    draft = speculative.draft_for(model, config.assistant_model)
+    out, _ = speculative.speculative_generate(model, prompts, config, draft)
+    vocab = getattr(model, "vocab", None)
+    if vocab is not None:
+        out = [[dataclasses.replace(h, text=vocab.decode(h.tokens)) for h in hyps] for hyps in out]
     return out[0] if single else out
 
 
