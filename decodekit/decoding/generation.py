@@ -154,6 +154,12 @@ class GenerationConfig(Settings):
             self.assistant_model is None or self.prompt_lookup_num_tokens is None,
             "give assistant_model or prompt_lookup_num_tokens, not both",
         )
+        speculative = self.assistant_model is not None or self.prompt_lookup_num_tokens is not None
+        require(
+            not speculative or self.resolved_strategy in ("greedy", "sample"),
+            "speculative decoding (assistant_model, prompt_lookup_num_tokens) runs greedy or sample, "
+            f"not {self.resolved_strategy}",
+        )
 
     @property
     def controlled(self) -> bool:
