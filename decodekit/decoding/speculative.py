@@ -158,6 +158,9 @@ class LookupDraft:
             if found.numel():
                 start = int(found[0]) + n
                 tokens = context[start : start + k]
+                eos = picker.search.eos
+                if eos in tokens:  # nothing is verified past an EOS
+                    tokens = tokens[: tokens.index(eos) + 1]
                 return tokens, [None] * len(tokens)
         return [], []
 

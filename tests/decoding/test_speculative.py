@@ -71,7 +71,9 @@ def test_greedy_gives_the_targets_greedy_tokens_on_conformance_models(name, k):
 
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("pattern", [None, "(a|ab)+", "b?a(ab)*"])
-def test_greedy_under_a_constraint_is_the_masked_greedy(seed, pattern):
+@pytest.mark.parametrize("prompt", [[2], [2, 1, 2, 3, 2]], ids=["plain", "with-eos"])
+def test_greedy_under_a_constraint_is_the_masked_greedy(seed, pattern, prompt):
+    """(A prompt holding EOS: prompt lookup may find one in its draft.)"""
     vocab = vocab_of(["a", "b", "ab"])
     eos = None if seed % 3 == 2 else 1
     target = SparseLM(len(vocab), seed, 0.3, bos_id=1, eos_id=eos, vocab=vocab)
