@@ -66,10 +66,10 @@ def exact(model, prompt, max_length, temperature):
     return out
 
 
-def check(name, target, draft, prompt, draws, max_length, temperature):
+def check(name, target, draft, prompt, draws, max_length, temperature, seed=0):
     probs = exact(target, prompt, max_length, temperature)
     config = decodekit.GenerationConfig(
-        strategy="sample", max_length=max_length, temperature=temperature, num_samples=draws, seed=0,
+        strategy="sample", max_length=max_length, temperature=temperature, num_samples=draws, seed=seed,
         num_assistant_tokens=2, prompt_lookup_num_tokens=None,
     )  # fmt: skip
     got, search = speculative_generate(target, [prompt], config, draft)
@@ -87,14 +87,41 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--draws", type=int, default=100_000)
     parser.add_argument("--max-length", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     torch.set_num_threads(1)
     target, other = HashLM(3, 1.0), HashLM(9, 2.0)
     print("| draft | draws | outputs | chi-square | max abs z | total variation | acceptance |")
     print("|---|---|---|---|---|---|---|")
-    print(check("another model, T=1", target, ModelDraft(other), [2], args.draws, args.max_length, 1.0))
-    print(check("another model, T=0.7", target, ModelDraft(other), [2], args.draws, args.max_length, 0.7))
-    print(check("prompt lookup, T=1", target, LookupDraft(), [2, 3, 2], args.draws, args.max_length, 1.0))
+    print(
+        check(
+            "another model, T=1", target, ModelDraft(other), [2], args.draws, args.max_length, 1.0, args.seed
+        )
+    )
+    print(
+        check(
+            "another model, T=0.7",
+            target,
+            ModelDraft(other),
+            [2],
+            args.draws,
+            args.max_length,
+            0.7,
+            args.seed,
+        )
+    )
+    print(
+        check(
+            "prompt lookup, T=1",
+            target,
+            LookupDraft(),
+            [2, 3, 2],
+            args.draws,
+            args.max_length,
+            1.0,
+            args.seed,
+        )
+    )
 
 
 if __name__ == "__main__":
