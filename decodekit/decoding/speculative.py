@@ -51,6 +51,11 @@ Distribution = Callable[[torch.Tensor], torch.Tensor]  # masked logprobs [N, V] 
 def _start(model: LanguageModel, prompt: list[int]) -> tuple[object, list[int], int]:
     """The state after all but the last input token (``bos_id`` first when the model has one),
     that last token, still to be fed, and the model calls made (0 or 1): ``(state, pending, calls)``."""
+    bad = [t for t in prompt if not 0 <= t < model.vocab_size]
+    if bad:
+        raise ConfigError(
+            f"the prompt has token id(s) {bad[:5]} outside the vocabulary [0, {model.vocab_size})"
+        )
     inputs = prompt if model.bos_id is None else [model.bos_id, *prompt]
     if not inputs:
         raise ConfigError("the prompt is empty and the model has no bos_id to start from")

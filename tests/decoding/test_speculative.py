@@ -190,8 +190,10 @@ def test_generate_takes_transformers_names():
         (dict(num_assistant_tokens=0, prompt_lookup_num_tokens=2), "num_assistant_tokens"),
         (dict(prompt_lookup_num_tokens=2, assistant_model=SparseLM(7)), "not both"),
         (dict(assistant_model=SparseLM(5)), "a draft must share"),
+        (dict(prompt_lookup_num_tokens=2, prompt=[2, 99]), "outside the vocabulary"),
     ],
 )
 def test_bad_settings_are_one_line_errors(options, message):
+    prompt = options.pop("prompt", [2])
     with pytest.raises(ConfigError, match=message):
-        decodekit.generate(model_of("lstm"), [2], max_new_tokens=4, **options)
+        decodekit.generate(model_of("lstm"), prompt, max_new_tokens=4, **options)
