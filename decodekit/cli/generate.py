@@ -210,6 +210,27 @@ JSON_FORMS = {
     help="No EOS before this many tokens are generated.",
 )
 @click.option(
+    "--assistant-model",
+    "assistant_spec",
+    metavar="SPEC",
+    help="Speculative decoding: a draft model over the same vocabulary (as --model: a directory, a "
+    "bundled name or an .arpa n-gram) proposes tokens the model verifies, several per call; greedy "
+    "and sampling only, the same outputs (greedy) or distribution (sampling) as without it.",
+)
+@click.option(
+    "--num-assistant-tokens",
+    type=click.IntRange(min=1),
+    help="Tokens the draft proposes per call (default: adaptive, +2 after a fully kept draft, -1 else).",
+)
+@click.option(
+    "--prompt-lookup",
+    "prompt_lookup_num_tokens",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Speculative decoding without a draft model: propose the N tokens that followed the last "
+    "bigram's (else token's) first earlier occurrence in the prompt and text so far.",
+)
+@click.option(
     "--threads",
     type=click.IntRange(min=1),
     help="torch CPU threads (default: 1 for a model under 20M parameters, else torch's choice).",
@@ -330,6 +351,9 @@ def generate(
     options["logit_bias"] = _biases(options["logit_bias"])
     options["bad_words"] = tuple(options["bad_words"])
     threads = options.pop("threads")
+    assistant_spec = options.pop("assistant_spec")
+    if assistant_spec is not None and options["prompt_lookup_num_tokens"] is not None:
+        raise UsageError("give --assistant-model or --prompt-lookup, not both")
     if grammar_path is not None:
         if patterns or json_schema_path is not None or options["exclude"]:
             raise UsageError("--grammar cannot be combined with --constraint, --json-schema or --exclude")
@@ -350,6 +374,8 @@ def generate(
         warn_ignored(options, given)
     model = load_model_option(model_spec, hf_model, device)
     set_threads(threads, model)
+    if assistant_spec is not None:
+        config = config.replace(assistant_model=_assistant(assistant_spec, model))
     if input_path is not None:
         run_batch(model, input_path, output_path, config, resume, batch_size, max_memory)
         return
@@ -449,6 +475,18 @@ def _stream(model, ids: list[int], config, vocab, max_memory) -> None:
         click.echo(piece, nl=False)
         sys.stdout.flush()
     click.echo("")
+
+
+def _assistant(spec: str, model):
+    """The draft ``--assistant-model`` names, on the model's device; an ARPA file's words are mapped
+    onto the model's vocabulary (a draft must share its ids)."""
+    from decodekit import load_model
+    from decodekit.models import read_arpa
+
+    vocab = getattr(model, "vocab", None)
+    if spec.endswith(".arpa") and vocab is not None and os.path.isfile(spec):
+        return read_arpa(spec, vocab=vocab).to(getattr(model, "device", "cpu"))
+    return load_model(spec, device=getattr(model, "device", None))
 
 
 def _check_outputs(output_path: str | None, dot_path: str | None) -> None:

@@ -78,6 +78,11 @@ class GenerationConfig(Settings):
     bad_words: tuple[str | tuple[int, ...], ...] = ()
     prompt_logprobs: int | None = None  # vLLM's: Hypothesis.prompt_logprobs (``logprobs``: Settings)
     truncation: str | None = None  # "left" / "right": cut prompts to fit the model's window
+    # speculative decoding (decoding/speculative.py), transformers' names: a draft model (or an
+    # ARPA / model path for the CLI), its draft length (None: adaptive), prompt lookup's length
+    assistant_model: Any = None
+    num_assistant_tokens: int | None = None
+    prompt_lookup_num_tokens: int | None = None
     # transformers' names, folded into ours at construction (not fields: never stored twice)
     max_new_tokens: dataclasses.InitVar[int | None] = None
     num_beams: dataclasses.InitVar[int | None] = None
@@ -165,6 +170,26 @@ class GenerationConfig(Settings):
         self._check_openai_controls()
         at_least("logprobs", self.logprobs, 0, optional=True, note=" or null")
         at_least("prompt_logprobs", self.prompt_logprobs, 0, optional=True, note=" or null")
+        self._check_speculation()
+
+    def _check_speculation(self) -> None:
+        at_least("num_assistant_tokens", self.num_assistant_tokens, optional=True, note=" or null")
+        at_least("prompt_lookup_num_tokens", self.prompt_lookup_num_tokens, optional=True, note=" or null")
+        require(
+            self.assistant_model is None or self.prompt_lookup_num_tokens is None,
+            "give assistant_model or prompt_lookup_num_tokens, not both",
+        )
+        speculative = self.assistant_model is not None or self.prompt_lookup_num_tokens is not None
+        require(
+            not speculative or self.resolved_strategy in ("greedy", "sample"),
+            "speculative decoding (assistant_model, prompt_lookup_num_tokens) runs greedy or sample, "
+            f"not {self.resolved_strategy}",
+        )
+        require(
+            not speculative or not self.logprobs,
+            "logprobs=N is not reported under speculative decoding: drop assistant_model / "
+            "prompt_lookup_num_tokens, or logprobs",
+        )
 
     @property
     def controlled(self) -> bool:
@@ -440,6 +465,8 @@ def generate(
     prompts = truncated(model, prompts, config)
     if not prompts:
         return []
+    if config.assistant_model is not None or config.prompt_lookup_num_tokens is not None:
+        return _speculative(model, prompts, config, single, record)
     config = default_search(model, config)  # under a constraint: the grid, or banked where it is large
     searched = _checked(model, prompts, config, max_memory)
     out = run(searched, prompts, config, record=record, max_memory=max_memory, observe=observe)
@@ -447,6 +474,21 @@ def generate(
         with torch.inference_mode():
             scored = prompt_logprobs(model, prompts, config.prompt_logprobs)
         out = [[dataclasses.replace(h, prompt_logprobs=p) for h in hyps] for hyps, p in zip(out, scored)]
+    return out[0] if single else out
+
+
+def _speculative(model: LanguageModel, prompts, config: GenerationConfig, single: bool, record):
+    """:func:`generate` through :func:`~decodekit.decoding.speculative.speculative_generate`."""
+    from decodekit.decoding import speculative
+
+    require(record is None, "record= draws a search tree; speculative decoding has none")
+    model = with_controls(with_suppression(model, config), config)
+    check_positions(model, prompts, config.max_length)
+    draft = speculative.draft_for(model, config.assistant_model)
+    out, _ = speculative.speculative_generate(model, prompts, config, draft)
+    vocab = getattr(model, "vocab", None)
+    if vocab is not None:
+        out = [[dataclasses.replace(h, text=vocab.decode(h.tokens)) for h in hyps] for hyps in out]
     return out[0] if single else out
 
 

@@ -17,6 +17,8 @@ of probing the model:
 
 * ``prefill(state, tokens[N, T]) -> (logprobs[N, V], state)``: encode a prompt in one call;
   ``logprobs`` is the distribution after the last token. Default: :func:`prefill` (loops ``step``).
+* ``step_many(state, tokens[N, L]) -> (logprobs[N, L, V], state)``: feed L tokens in one call,
+  the distribution after each (verifying a speculative draft). Default: :func:`step_many` (loops ``step``).
 * ``reorder_state(state, rows[N']) -> state``: for states that are not a batch-first pytree.
   Default: :func:`decodekit.models.state.select` (``index_select`` of every tensor).
 * ``concat_states(states) -> state``: join states of separately prefilled groups of prompts.
@@ -76,3 +78,18 @@ def prefill(model: LanguageModel, state: State, tokens: torch.Tensor) -> tuple[t
     for t in range(tokens.shape[1]):
         logprobs, state = model.step(state, tokens[:, t])
     return logprobs, state
+
+
+def step_many(model: LanguageModel, state: State, tokens: torch.Tensor) -> tuple[torch.Tensor, State]:
+    """``model.step_many(state, tokens)`` where the model defines it, else one ``step`` per token.
+
+    Args: tokens [N, L] long, L >= 1. Returns (logprobs [N, L, V]: ``logprobs[:, i]`` is the
+    distribution after ``tokens[:, : i + 1]``, equal to L single steps; the state after all L)."""
+    own = getattr(model, "step_many", None)
+    if own is not None:
+        return own(state, tokens)
+    out = []
+    for t in range(tokens.shape[1]):
+        logprobs, state = model.step(state, tokens[:, t])
+        out.append(logprobs)
+    return torch.stack(out, 1), state

@@ -320,6 +320,13 @@ class HuggingFaceLM:
         logprobs = torch.log_softmax(out.logits.float(), -1)  # [N, T, V]
         return logprobs.gather(2, targets.to(logprobs.device).unsqueeze(2)).squeeze(2), state
 
+    @torch.no_grad()
+    def step_many(self, state: HFState, tokens: torch.Tensor) -> tuple[torch.Tensor, HFState]:
+        """One forward call over L tokens with the cache. Args: tokens [N, L]. Returns (logprobs
+        [N, L, V] after each token, state after all)."""
+        out, state = self._forward(state, tokens, {})
+        return torch.log_softmax(out.logits.float(), -1), state
+
     def step(self, state: HFState, tokens: torch.Tensor) -> tuple[torch.Tensor, HFState]:
         """Args: tokens [N]. Returns (logprobs [N, V], state)."""
         return self.prefill(state, tokens.view(-1, 1))

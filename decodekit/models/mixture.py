@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import torch
 
 from decodekit.errors import DecodekitError
-from decodekit.models.base import model_device, prefill
+from decodekit.models.base import model_device, prefill, step_many
 from decodekit.models.scoring import chunk_scorer, stream_logprobs
 from decodekit.models.state import concat, select
 
@@ -83,10 +83,10 @@ class MixtureLM:
         return self
 
     def _mix(self, logprobs: list[torch.Tensor]) -> torch.Tensor:
-        """logsumexp_i (log lambda_i + logprobs_i): [N, V] (or [N, T]) each -> the same shape."""
+        """logsumexp_i (log lambda_i + logprobs_i): [N, V] (or [N, T], [N, L, V]) each -> the same shape."""
         dev = logprobs[0].device
         stacked = torch.stack([lp.to(dev).float() for lp in logprobs])  # [C, N, V]
-        log_w = self.weights.log().float().to(dev).view(-1, 1, 1)
+        log_w = self.weights.log().float().to(dev).view(-1, *[1] * (stacked.dim() - 1))
         return torch.logsumexp(stacked + log_w, dim=0)
 
     # ---- the step protocol -------------------------------------------------------------------
@@ -104,6 +104,12 @@ class MixtureLM:
         outs = []
         for m, s in zip(self.models, state):
             outs.append(prefill(m, s, tokens.to(model_device(m))))
+        return self._mix([o[0] for o in outs]), tuple(o[1] for o in outs)
+
+    def step_many(self, state: tuple, tokens: torch.Tensor) -> tuple[torch.Tensor, tuple]:
+        """Args: tokens [N, L]; each component's own ``step_many`` when it has one.
+        Returns (logprobs [N, L, V], state)."""
+        outs = [step_many(m, s, tokens.to(model_device(m))) for m, s in zip(self.models, state)]
         return self._mix([o[0] for o in outs]), tuple(o[1] for o in outs)
 
     def target_logprobs(

@@ -60,6 +60,13 @@ class NeuralLM(nn.Module):
         return torch.log_softmax(self.head(hidden[:, -1]).float(), dim=-1), state
 
     @torch.no_grad()
+    def step_many(self, state: State, tokens: torch.Tensor) -> tuple[torch.Tensor, State]:
+        """One ``features`` call over L tokens (one fused sequence call for the LSTM / RNN).
+        Args: tokens [N, L]. Returns (logprobs [N, L, V] after each token, state after all)."""
+        hidden, state = self.features(state, tokens)
+        return torch.log_softmax(self.head(hidden).float(), dim=-1), state
+
+    @torch.no_grad()
     def prefill(self, state: State, tokens: torch.Tensor) -> tuple[torch.Tensor, State]:
         """Args: tokens [N, T], T >= 1. Returns (logprobs [N, V] after the last token, state).
 

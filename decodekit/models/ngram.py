@@ -92,6 +92,15 @@ class NgramLM:
         new = torch.cat([state, tokens.to(state)], dim=1)[:, tokens.shape[1] :]  # [N, n-1]
         return self.next_logprobs(new), new
 
+    def step_many(self, state: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """All L positions in one table lookup. Args: state [N, n-1], tokens [N, L].
+        Returns (logprobs [N, L, V] after each token, state)."""
+        m, (n_rows, L) = self.order - 1, tokens.shape
+        hist = torch.cat([state, tokens.to(state)], dim=1)  # [N, n-1+L]
+        windows = hist.unfold(1, m, 1)[:, 1:] if m else hist.new_zeros(n_rows, L, 0)  # [N, L, n-1]
+        logprobs = self.next_logprobs(windows.reshape(n_rows * L, m))
+        return logprobs.view(n_rows, L, self.vocab_size), hist[:, hist.shape[1] - m :]
+
     def next_logprobs(self, history: torch.Tensor) -> torch.Tensor:
         """Args: history [N, n-1] ids, oldest first. Returns logprobs [N, V]:
         ``q_1 = log P_1``; ``q_k(w) = log P_k(h_k w)`` if seen else ``log bo(h_k) + q_{k-1}(w)``."""

@@ -4,7 +4,8 @@ entry (and variants), the four stacks of ``StackLSTM``, ``NgramLM``, ``MixtureLM
 
 * log-probabilities are normalised over V (logsumexp 0, no NaN);
 * ``step`` never writes into its input state (nor do ``select`` / ``concat``);
-* ``prefill`` equals repeated ``step``, and so does a full-sequence forward where there is one;
+* ``prefill`` and ``step_many`` equal repeated ``step``, and so does a full-sequence forward
+  where there is one;
 * ``select`` and ``concat`` move whole rows: checked row by row against each prompt run alone
   (never sums over rows: a shuffled state has the same sums);
 * a batch gives what each row gives alone;
@@ -24,6 +25,7 @@ from typing import Any
 import pytest
 import torch
 
+from decodekit.models.base import step_many
 from decodekit.models.controls import Controlled
 from decodekit.models.kneser_ney import train_kneser_ney
 from decodekit.models.mixture import MixtureLM
@@ -201,6 +203,21 @@ def test_prefill_equals_repeated_step(name):
     close(lp_prefill, lps[-1], tol)
     nxt = tokens(2, 1, seed=7)[:, 0]  # continuing from either state gives the same distribution
     close(model.step(s_prefill, nxt)[0], model.step(s_steps, nxt)[0], tol)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_step_many_equals_repeated_step(name):
+    model, tol = model_of(name), CASES[name].tol
+    _, state = model.prefill(model.initial_state(3), tokens(3, 3, seed=20))
+    x = tokens(3, 4, seed=21)
+    lp_many, s_many = step_many(model, state, x)
+    lps, s_steps = steps(model, state, x)
+    assert lp_many.shape == (3, 4, model.vocab_size)
+    close(lp_many, torch.stack(lps, 1).to(lp_many.dtype), tol)
+    nxt = tokens(3, 1, seed=22)[:, 0]  # and the state after all L tokens is the same
+    close(model.step(s_many, nxt)[0], model.step(s_steps, nxt)[0], tol)
+    one, _ = step_many(model, state, x[:, :1])  # L = 1 is one step
+    close(one[:, 0], lps[0], tol)
 
 
 @pytest.mark.parametrize("name", NAMES)
