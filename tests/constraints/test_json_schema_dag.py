@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import decodekit
 from decodekit.constraints.automata.derivatives import LABEL_CHARS, Pattern, concat, union
 from decodekit.constraints.frontends.schema import MAX_PATTERN_CHARS, json_schema
-from decodekit.errors import ConstraintError
+from decodekit.errors import ConstraintError, ConstraintTooLarge
 from decodekit.vocab import Vocab
 from tests.constraints.test_json_schema import valid
 from tests.constraints.test_json_schema_sound import JSON, SCHEMAS, fullmatcher
@@ -369,3 +369,16 @@ def test_the_front_ends_work_is_bounded(monkeypatch):
     with pytest.raises(ConstraintError, match=r"would exceed [\d,]+ steps to write") as e:
         json_schema(schema)
     assert "\n" not in str(e.value) and time.process_time() - start < 5
+    assert isinstance(e.value, ConstraintTooLarge)
+    assert (e.value.bound, e.value.limit) == ("steps", steps // 2) and e.value.size > steps // 2
+
+
+def test_the_front_end_decides_by_refusal_type_not_message():
+    """Which smaller form is tried next depends on the refusal's class (ConstraintTooLarge,
+    MembersTooLarge), never on its message's text (issue 37 item 3)."""
+    import inspect
+
+    import decodekit.constraints.frontends.schema as schema_module
+
+    source = inspect.getsource(schema_module)
+    assert "in str(" not in source

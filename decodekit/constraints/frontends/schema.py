@@ -43,7 +43,7 @@ from decodekit.constraints.automata.derivatives import (
 )
 from decodekit.constraints.frontends.ecma import translate
 from decodekit.constraints.syntax.budgets import MAX_NFA_STATES
-from decodekit.errors import ConstraintError
+from decodekit.errors import ConstraintError, ConstraintTooLarge
 
 # Keywords that constrain a value (JSON Schema drafts 4 to 2020-12); every other keyword is an
 # annotation or unknown, and ignored as validators ignore it (title, description, examples,
@@ -84,6 +84,11 @@ _SEALING: contextvars.ContextVar[_Dag | None] = contextvars.ContextVar("sealing"
 _WORK: contextvars.ContextVar[list | None] = contextvars.ContextVar("work", default=None)  # [steps taken]
 
 
+class MembersTooLarge(ConstraintTooLarge):
+    """An object's optional properties would write a regex over the size bounds: written again
+    with its first property among fewer (:meth:`_Compiler.object`)."""
+
+
 def _spend(ptr: str) -> None:
     """One step of the writing under way; past :data:`MAX_WORK`, refused as too large."""
     work = _WORK.get()
@@ -91,9 +96,12 @@ def _spend(ptr: str) -> None:
         return
     work[0] += 1
     if work[0] > MAX_WORK:
-        raise ConstraintError(
+        raise ConstraintTooLarge(
             f"{_show(ptr)}: the JSON Schema's regex would exceed {MAX_WORK:,} steps to write (its "
-            "recursions, combinations and optional properties): simplify the schema"
+            "recursions, combinations and optional properties): simplify the schema",
+            bound="steps",
+            limit=MAX_WORK,
+            size=work[0],
         )
 
 
@@ -251,12 +259,16 @@ def _attempts(schema, flexible: bool, any_order: bool):
                 frag = compiler.value([(schema, _Ctx(schema, ()))], "")
             except RecursionError:  # an enum or const value nested hundreds of levels deep
                 raise ConstraintError("a value in the JSON Schema is nested too deeply to compile") from None
-            except ConstraintError as e:
+            except ConstraintTooLarge:
                 if share and plain is not None:
                     return plain, ""
-                if "would exceed" not in str(e) or share and not (compiler.norm.cut and unroll > 1):
+                if share and not (compiler.norm.cut and unroll > 1):
                     raise
                 continue
+            except ConstraintError:
+                if share and plain is not None:
+                    return plain, ""
+                raise
             finally:
                 _SEALING.reset(token)
             if (
@@ -1300,9 +1312,11 @@ class _Compiler:
                 what = f"{frag[1]:,} NFA states or {_size(frag[0]):,} characters of regex text"
             else:
                 what = f"{dag.total:,} characters and nodes of regex texts, each written once"
-            raise ConstraintError(
+            raise ConstraintTooLarge(
                 f"{_show(ptr)}: the JSON Schema's regex would exceed {MAX_PATTERN_CHARS:,} characters or "
-                f"{MAX_STATES:,} automaton states (at least {what} here): simplify the schema"
+                f"{MAX_STATES:,} automaton states (at least {what} here): simplify the schema",
+                bound="characters or states",
+                limit=MAX_PATTERN_CHARS,
             )
         return frag
 
@@ -1628,16 +1642,15 @@ class _Compiler:
         if self.any_order and extra is None and 1 < len(members) <= MAX_ANY_ORDER:
             try:
                 return self.check(self.any_order_members(members, c), c.ptr)
-            except ConstraintError as e:
-                if "would exceed" not in str(e):
-                    raise  # too large in any order: written in the schema's order
+            except ConstraintTooLarge:
+                pass  # too large in any order: written in the schema's order
         for first in (None, 8, 1):  # too large: the first property written among the first 8, then 1
             try:
                 return self.check(
                     _members(members, extra, c.min_props, c.max_props, self.comma, first, c.ptr), c.ptr
                 )
-            except ConstraintError as e:
-                if first == 1 or "optional properties" not in str(e):
+            except MembersTooLarge:
+                if first == 1:
                     raise
         return None
 
@@ -1772,10 +1785,12 @@ def _members(
     memo: dict = {}
     n = len(members)
     if sum(min(i, cap) + 1 for i in range(n + 1)) > MAX_MEMBER_PIECES:  # the (member, count) pieces
-        raise ConstraintError(
+        raise MembersTooLarge(
             f"{_show(ptr)}: the JSON Schema's regex would exceed {MAX_PATTERN_CHARS:,} characters or "
             f"{MAX_STATES:,} automaton states (an object's optional properties, counted up to {cap}): "
-            "simplify the schema"
+            "simplify the schema",
+            bound="pieces",
+            limit=MAX_MEMBER_PIECES,
         )
 
     def tail(count: int):
@@ -1813,9 +1828,11 @@ def _members(
             else:
                 out = _alts([present, gen(i + 1, count)])
         if _too_large(out):
-            raise ConstraintError(
+            raise MembersTooLarge(
                 f"{_show(ptr)}: the JSON Schema's regex would exceed {MAX_PATTERN_CHARS:,} characters or "
-                f"{MAX_STATES:,} automaton states (an object's optional properties): simplify the schema"
+                f"{MAX_STATES:,} automaton states (an object's optional properties): simplify the schema",
+                bound="characters or states",
+                limit=MAX_PATTERN_CHARS,
             )
         memo[key] = out
         return out
