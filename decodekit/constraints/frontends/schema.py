@@ -42,6 +42,7 @@ from decodekit.constraints.automata.derivatives import (
     union,
 )
 from decodekit.constraints.frontends.ecma import translate
+from decodekit.constraints.frontends.schema_rules import RecursionNotLowered, placeholder, to_cfg
 from decodekit.constraints.syntax.budgets import MAX_NFA_STATES
 from decodekit.errors import ConstraintError, ConstraintTooLarge
 
@@ -244,9 +245,90 @@ def _compile(schema, flexible: bool, any_order: bool = False):
     (:data:`MAX_REF_UNROLL` down to 1)."""
     work = _WORK.set([0])  # steps taken by all the attempts together
     try:
+        recursive = recursive_refs(schema)
+        if recursive:
+            try:
+                return _grammar(schema, flexible, any_order, recursive), ""
+            except (ConstraintError, RecursionError):
+                pass  # written unrolled, as a schema without recursion
         return _attempts(schema, flexible, any_order)
     finally:
         _WORK.reset(work)
+
+
+def _grammar(schema, flexible: bool, any_order: bool, recursive: frozenset):
+    """A recursive schema as a grammar (:mod:`.schema_rules`): each definition in ``recursive``
+    written once, a nonterminal; the parts around recursions regular terminals, written as
+    without recursion (plain, else sealed). ConstraintError where that fails (a recursion that
+    a grammar cannot say, a size bound): the caller unrolls instead."""
+    for share in (False, True):
+        compiler = _Compiler(schema, flexible, MAX_REF_UNROLL, share, any_order, recursive)
+        token = _SEALING.set(_Dag() if share else None)
+        try:
+            frag = compiler.value([(schema, _Ctx(schema, ()))], "")
+        except ConstraintTooLarge:
+            if share:
+                raise
+            continue
+        finally:
+            _SEALING.reset(token)
+        if not compiler.definitions:
+            raise RecursionNotLowered("/: no recursion is written (only inside other keywords)")
+        if frag is None:
+            raise ConstraintError("/: the JSON Schema allows no value")
+        texts = {name: f and f[0] for name, f in compiler.definitions.items()}
+        return (to_cfg(frag[0], texts), frag[1])
+    raise AssertionError("unreachable")
+
+
+def recursive_refs(root) -> frozenset:
+    """The ``$ref`` keys ``(id(base), target)`` of ``root`` that enclose themselves (directly or
+    through other references), read as :meth:`_Normalizer.ref` reads them: a walk of each
+    target's subtree (a subschema with its own ``$id`` is a new base), then the keys on a cycle
+    of the graph "the target of key a holds key b"."""
+    edges: dict[tuple, set] = {}
+    todo = [(None, root, root)]  # (key whose target this is, node, base)
+    while todo:
+        key, node, base = todo.pop()
+        found = edges.setdefault(key, set())
+        stack = [(node, base)]
+        while stack:
+            x, b = stack.pop()
+            if isinstance(x, list):
+                stack.extend((y, b) for y in x)
+                continue
+            if not isinstance(x, dict):
+                continue
+            if isinstance(x.get("$id"), str) and not x["$id"].startswith("#") and x is not b:
+                b = x
+            target = x.get("$ref")
+            if isinstance(target, str) and target.startswith("#"):
+                k = (id(b), target)
+                if k not in edges:
+                    resolved = _resolve(b, target)
+                    if resolved is None and b is not root:
+                        resolved = _resolve(root, target)
+                    if resolved is not None:
+                        edges[k] = set()
+                        todo.append((k, resolved, b))
+                found.add(k)
+            for name, y in x.items():
+                if name not in ("enum", "const", "default", "examples"):  # data, not schemas
+                    stack.append((y, b))
+    out = set()
+    for start in edges:
+        if start is None:
+            continue
+        seen, stack = set(), list(edges[start])
+        while stack:
+            k = stack.pop()
+            if k == start:
+                out.add(start)
+                break
+            if k not in seen:
+                seen.add(k)
+                stack.extend(edges.get(k, ()))
+    return frozenset(out)
 
 
 def _attempts(schema, flexible: bool, any_order: bool):
@@ -313,7 +395,7 @@ class Clause:
     _FIELDS = (
         "kinds enum lo hi mult min_len max_len patterns formats prefix items min_items max_items "
         "unique contains min_contains props required patprops additional extras min_props max_props "
-        "names dep_required dep_schemas forbid excl exact ptr"
+        "names dep_required dep_schemas forbid excl exact ptr rule"
     )
     __slots__ = tuple(_FIELDS.split(" "))
 
@@ -331,6 +413,9 @@ class Clause:
         # not); part: where that is not exact, the clause's kinds may be left out instead
         self.excl = []
         self.exact, self.ptr = True, ptr
+        # a recursive definition written as a grammar's nonterminal: (key, (schema, ctx, pointer))
+        # of the $ref target; the clause then stands for that schema and nothing else
+        self.rule = None
 
     def copy(self) -> Clause:
         """A copy whose containers are new (one level deep; ``props`` and ``prefix`` two)."""
@@ -348,28 +433,40 @@ class Clause:
         c.min_props, c.max_props = self.min_props, self.max_props
         c.dep_required, c.dep_schemas = self.dep_required.copy(), self.dep_schemas.copy()
         c.forbid, c.excl, c.exact, c.ptr = self.forbid.copy(), self.excl.copy(), self.exact, self.ptr
+        c.rule = self.rule
         return c
 
     def constrains_only_kinds(self) -> bool:
-        return not self.excl and (
-            not (self.lo or self.hi or self.mult or self.min_len or self.max_len is not None or self.patterns)
-            and not (
-                self.formats or self.prefix or self.items or self.min_items or self.max_items is not None
-            )
-            and not (
-                self.unique
-                or self.contains
-                or self.props
-                or self.required
-                or self.patprops
-                or self.additional
-            )
-            and not (
-                self.min_props
-                or self.max_props is not None
-                or self.names
-                or self.dep_required
-                or self.dep_schemas
+        return (
+            self.rule is None
+            and not self.excl
+            and (
+                not (
+                    self.lo
+                    or self.hi
+                    or self.mult
+                    or self.min_len
+                    or self.max_len is not None
+                    or self.patterns
+                )
+                and not (
+                    self.formats or self.prefix or self.items or self.min_items or self.max_items is not None
+                )
+                and not (
+                    self.unique
+                    or self.contains
+                    or self.props
+                    or self.required
+                    or self.patprops
+                    or self.additional
+                )
+                and not (
+                    self.min_props
+                    or self.max_props is not None
+                    or self.names
+                    or self.dep_required
+                    or self.dep_schemas
+                )
             )
         )
 
@@ -428,8 +525,11 @@ def _number(s: dict, key: str, ptr: str):
 class _Normalizer:
     """Schema -> list of :class:`Clause` (disjunctive normal form)."""
 
-    def __init__(self, root, unroll: int = MAX_REF_UNROLL):
+    def __init__(self, root, unroll: int = MAX_REF_UNROLL, recursive: frozenset = frozenset()):
         self.root, self.unroll, self.cut = root, unroll, False
+        # $ref keys read as a grammar's nonterminal (a rule clause) instead of unrolled
+        self.recursive = recursive
+        self.rule_kinds: dict[tuple, tuple[set, bool]] = {}
 
     def clauses(self, s, ctx: _Ctx, ptr: str) -> list[Clause]:
         if s is True:
@@ -498,7 +598,25 @@ class _Normalizer:
             node = _resolve(self.root, target)
         if node is None:
             raise ConstraintError(f"{_show(ptr)}: $ref {target!r:.80} does not resolve")
-        return self.clauses(node, _Ctx(ctx.base, ctx.refs + (key,)), ptr)
+        inner = _Ctx(ctx.base, ctx.refs + (key,))
+        if key in self.recursive:
+            return [self.rule_clause(key, (node, inner, ptr), ptr)]
+        return self.clauses(node, inner, ptr)
+
+    def rule_clause(self, key: tuple, sub: tuple, ptr: str) -> Clause:
+        """A clause standing for the recursive definition ``sub`` (a nonterminal): its kinds are
+        those its clauses allow (exact when all its clauses are), so that kinds alone may prove
+        two such clauses disjoint; every other question about it is answered by reading ``sub``."""
+        if key not in self.rule_kinds:
+            self.rule_kinds[key] = (set(KINDS), False)  # while being read: nothing proved
+            parts = self.clauses(*sub)
+            kinds = set().union(*(_value_kinds(p) for p in parts)) if parts else set()
+            self.rule_kinds[key] = (kinds, all(p.exact and p.rule is None for p in parts))
+        c = Clause(ptr)
+        c.kinds, c.exact = self.rule_kinds[key]
+        c.kinds = set(c.kinds)
+        c.rule = (key, sub)
+        return c
 
     def own(self, c: Clause, s: dict, ctx: _Ctx, ptr: str) -> None:
         """The keywords of ``s`` that constrain the value itself (not through other subschemas)."""
@@ -728,6 +846,12 @@ def _resolve(base, target: str):
 
 def _merge(a: Clause, b: Clause, ptr: str) -> Clause | None:
     """The conjunction of two clauses (None: no value satisfies both)."""
+    if a.rule is not None or b.rule is not None:  # a nonterminal: only alone
+        if _unconstrained(a):
+            return b.copy()
+        if _unconstrained(b):
+            return a.copy()
+        raise RecursionNotLowered(f"{_show(ptr)}: a recursive $ref beside keywords that restrict it")
     c = a.copy()
     c.kinds &= b.kinds
     if not c.kinds and a.exact and b.exact:
@@ -788,6 +912,18 @@ def _merge(a: Clause, b: Clause, ptr: str) -> Clause | None:
     # additionalProperties beside its matching pattern), so the clause is a part of the conjunction
     c.exact = a.exact and b.exact and not both_patterns
     return c
+
+
+def _unconstrained(c: Clause) -> bool:
+    """Whether ``c`` allows every value (a fresh :class:`Clause`)."""
+    return (
+        c.rule is None
+        and c.exact
+        and c.enum is None
+        and c.kinds == KINDS
+        and not c.forbid
+        and c.constrains_only_kinds()
+    )
 
 
 def _copied(v):
@@ -857,6 +993,8 @@ def _disjoint(a: Clause, b: Clause, norm: _Normalizer, depth: int = 0) -> bool:
         return False
     if not (a.kinds & b.kinds):
         return True
+    if a.rule is not None or b.rule is not None:
+        return False
     for x, y in ((a, b), (b, a)):
         if x.enum is not None and all(_check(y, v, norm) is False for v in x.enum):
             return True
@@ -892,6 +1030,8 @@ def _separate(a: Clause, b: Clause, wa: Clause, wb: Clause, norm: _Normalizer) -
     a property the other requires; the kinds where that or a proof fails written by neither.
     False when an enum stands in the way (its values would need a complement)."""
     if not (a.exact and b.exact) or a.enum is not None or b.enum is not None:
+        return False
+    if a.rule is not None or b.rule is not None:  # a nonterminal is written whole or not at all
         return False
     for kind in sorted(a.kinds & b.kinds):
         if _kind_disjoint(a, b, kind, norm):
@@ -955,7 +1095,7 @@ def _covers(b: Clause, a: Clause, norm: _Normalizer, depth: int = 0) -> bool:
     fractions where ``b`` writes the whole grammar, and arrays item by item. Never for objects:
     a text's key order, and the extra members a schema accepts but does not write, would need one
     spelling per value. ``b`` must be exact and without enum (an enum writes one spelling)."""
-    if depth > 6 or not b.exact:
+    if depth > 6 or not b.exact or a.rule is not None or b.rule is not None:
         return False
     kinds = a.kinds & b.kinds
     if b.enum is not None:
@@ -1060,6 +1200,8 @@ def _check(c: Clause, v, norm: _Normalizer, depth: int = 0):
     """Whether the value ``v`` satisfies the clause: True, False, or None (not decided)."""
     if depth > 20:
         return None
+    if c.rule is not None:
+        return _check_subs([c.rule[1]], v, norm, depth)
     kind = _kind_of(v)
     if kind not in c.kinds:
         return False if c.exact else None
@@ -1293,9 +1435,17 @@ def _escape(text: str) -> str:
 
 class _Compiler:
     def __init__(
-        self, root, flexible: bool, unroll: int = MAX_REF_UNROLL, share: bool = False, any_order: bool = False
+        self,
+        root,
+        flexible: bool,
+        unroll: int = MAX_REF_UNROLL,
+        share: bool = False,
+        any_order: bool = False,
+        recursive: frozenset = frozenset(),
     ):
-        self.norm, self.depth, self.any_order = _Normalizer(root, unroll), 0, any_order
+        self.norm, self.depth, self.any_order = _Normalizer(root, unroll, recursive), 0, any_order
+        self.rule_names: dict[tuple, str] = {}  # recursive $ref key -> nonterminal name
+        self.definitions: dict[str, object] = {}  # nonterminal name -> fragment (None: no value)
         self.share, self.memo = share, {}
         self.empty = ""  # why the first place that writes no value writes none (an enum, a bound)
         self.colon, self.comma = (": ?", ", ?") if flexible else (":", ",")
@@ -1364,6 +1514,8 @@ class _Compiler:
         )
 
     def clause(self, c: Clause):
+        if c.rule is not None:
+            return self.nonterminal(c)
         if c.excl:
             return self.excluded(c)
         if c.enum is not None:
@@ -1382,6 +1534,20 @@ class _Compiler:
         if "object" in c.kinds:
             parts.append(self.object(c))
         return self.check(_alts(parts), c.ptr)
+
+    def nonterminal(self, c: Clause):
+        """A recursive definition's placeholder (:func:`~.schema_rules.placeholder`); its text
+        is written once, into :attr:`definitions`, the first time it is used."""
+        if self.widen:
+            raise RecursionNotLowered(f"{_show(c.ptr)}: a recursive $ref inside an excluded text")
+        key, sub = c.rule
+        name = self.rule_names.get(key)
+        if name is None:
+            name = self.rule_names[key] = f"def{len(self.rule_names)}"
+            self.definitions[name] = None  # while written: a use inside is the placeholder
+            node, ctx, ptr = sub
+            self.definitions[name] = self.value([(node, ctx)], ptr)
+        return (placeholder(name), 1)
 
     def excluded(self, c: Clause):
         """``W(c) & ~(W(x) | ...)`` over the excluded clauses ``x`` (exact oneOf, ``not``): the
@@ -1576,7 +1742,9 @@ class _Compiler:
         values = None
         if not prefix:
             parts = _conj([(s, ctx, p) for s, ctx, p in rest], self.norm) if rest else None
-            if parts and all(p.enum is not None or p.kinds <= {"null", "boolean"} for p in parts):
+            if parts and all(
+                p.rule is None and (p.enum is not None or p.kinds <= {"null", "boolean"}) for p in parts
+            ):
                 values = []
                 for p in parts:
                     cands = (
