@@ -64,7 +64,13 @@ SELF = {  # the root refers to itself, beside a oneOf its kinds make exact
     "type": ["array", "string"],
     "oneOf": [{"type": "string", "enum": ["a", "bb"]}, {"type": "array", "items": {"$ref": "#"}}],
 }
-SCHEMAS = {"tree": TREE, "list": LIST, "nested": NESTED, "self": SELF}
+RESTRICTED = {  # a recursive $ref beside a keyword that restricts it: its definition opened once
+    "$defs": {
+        "n": {"type": ["object", "null"], "properties": {"a": {"$ref": "#/$defs/n", "type": "object"}}}
+    },
+    "$ref": "#/$defs/n",
+}
+SCHEMAS = {"tree": TREE, "list": LIST, "nested": NESTED, "self": SELF, "restricted": RESTRICTED}
 
 VALID = {
     "tree": [{"v": 1}, {"v": 2, "kids": [{"v": 3}, {"v": 4, "kids": [{"v": 5, "kids": []}]}]}],
@@ -74,6 +80,7 @@ VALID = {
     ],
     "nested": [1, [], {}, [1, [2, [3, [True]]]], {"a": {"b": [1.5, False, {"c": -2}]}}],
     "self": ["a", [], ["bb", ["a", []]], [[[[["a"]]]]]],
+    "restricted": [None, {}, {"a": {}}, {"a": {"a": {"a": {}}}}],
 }
 INVALID = {
     "tree": [
@@ -85,6 +92,7 @@ INVALID = {
     "list": [{"head": "a"}, {"head": "abcd", "tail": None}, {"head": "a", "tail": {"head": "b", "tail": 3}}],
     "nested": ["s", [1, "s"], {"a": [None]}],
     "self": ["c", ["a", 1], [[["ccc"]]]],
+    "restricted": [{"a": None}, {"a": {"a": None}}, 1],
 }
 
 

@@ -575,7 +575,14 @@ class _Normalizer:
         return v
 
     def product(self, alts: list[Clause], others: list[Clause], ptr: str) -> list[Clause]:
-        out = [m for a in alts for b in others if (m := _merge(a, b, ptr)) is not None]
+        out = [
+            m
+            for a in alts
+            for b in others
+            for x in self.opened(a, b)
+            for y in self.opened(b, x)
+            if (m := _merge(x, y, ptr)) is not None
+        ]
         if len(out) > MAX_CLAUSES:
             raise ConstraintError(
                 f"{_show(ptr)}: the schema's anyOf/oneOf/allOf combinations exceed {MAX_CLAUSES} alternatives"
@@ -588,6 +595,8 @@ class _Normalizer:
                 f"{_show(ptr)}: only local references (#...) are supported, got {target!r:.80}"
             )
         key = (id(ctx.base), target)
+        if ctx.refs.count(key) >= self.unroll and key in self.recursive:
+            raise RecursionNotLowered(f"{_show(ptr)}: a recursive $ref opened {self.unroll} times in a row")
         if ctx.refs.count(key) >= self.unroll:  # recursion cut: no value here (sound)
             self.cut = True
             c = Clause(ptr)
@@ -602,6 +611,14 @@ class _Normalizer:
         if key in self.recursive:
             return [self.rule_clause(key, (node, inner, ptr), ptr)]
         return self.clauses(node, inner, ptr)
+
+    def opened(self, c: Clause, other: Clause) -> list[Clause]:
+        """``c``, or where ``c`` is a nonterminal that ``other`` restricts, the clauses of its
+        definition (one level: the recursions inside stay nonterminals), so that the restriction
+        is merged into them."""
+        if c.rule is None or _unconstrained(other):
+            return [c]
+        return self.clauses(*c.rule[1])
 
     def rule_clause(self, key: tuple, sub: tuple, ptr: str) -> Clause:
         """A clause standing for the recursive definition ``sub`` (a nonterminal): its kinds are
@@ -1446,6 +1463,7 @@ class _Compiler:
         self.norm, self.depth, self.any_order = _Normalizer(root, unroll, recursive), 0, any_order
         self.rule_names: dict[tuple, str] = {}  # recursive $ref key -> nonterminal name
         self.definitions: dict[str, object] = {}  # nonterminal name -> fragment (None: no value)
+        self.opening = None  # the nonterminal whose definition value() is about to write
         self.share, self.memo = share, {}
         self.empty = ""  # why the first place that writes no value writes none (an enum, a bound)
         self.colon, self.comma = (": ?", ", ?") if flexible else (":", ",")
@@ -1472,6 +1490,11 @@ class _Compiler:
 
     def value(self, subs: list, ptr: str):
         """The fragment of the values satisfying every ``(schema, ctx)`` of ``subs`` (None: none)."""
+        rule = self.restricted_rule(subs)
+        if rule is not None:
+            if self.opening != rule:
+                return self.named(rule, subs, ptr)
+            self.opening = None  # writing the rule's own definition
         if self.depth >= MAX_DEPTH:
             raise ConstraintError(
                 f"{_show(ptr)}: the JSON Schema nests subschemas more than {MAX_DEPTH} levels deep"
@@ -1535,19 +1558,35 @@ class _Compiler:
             parts.append(self.object(c))
         return self.check(_alts(parts), c.ptr)
 
-    def nonterminal(self, c: Clause):
-        """A recursive definition's placeholder (:func:`~.schema_rules.placeholder`); its text
-        is written once, into :attr:`definitions`, the first time it is used."""
+    def restricted_rule(self, subs: list):
+        """The key of a subschema that is a recursive ``$ref`` beside keywords restricting it
+        (``{"$ref": "#", "type": "object"}``): written as its own nonterminal, so that the
+        definition opened to merge the restriction in is written once (None: not such a one)."""
+        if not self.norm.recursive or len(subs) != 1:
+            return None
+        s, ctx = subs[0]
+        target = s.get("$ref") if isinstance(s, dict) else None
+        if not isinstance(target, str) or ctx is None or (id(ctx.base), target) not in self.norm.recursive:
+            return None
+        return ("restricted", id(s), id(ctx.base))
+
+    def named(self, key: tuple, subs: list, ptr: str):
+        """The placeholder of the nonterminal ``key`` whose definition is ``value(subs)``."""
         if self.widen:
-            raise RecursionNotLowered(f"{_show(c.ptr)}: a recursive $ref inside an excluded text")
-        key, sub = c.rule
+            raise RecursionNotLowered(f"{_show(ptr)}: a recursive $ref inside an excluded text")
         name = self.rule_names.get(key)
         if name is None:
             name = self.rule_names[key] = f"def{len(self.rule_names)}"
             self.definitions[name] = None  # while written: a use inside is the placeholder
-            node, ctx, ptr = sub
-            self.definitions[name] = self.value([(node, ctx)], ptr)
+            self.opening = key
+            self.definitions[name] = self.value(subs, ptr)
         return (placeholder(name), 1)
+
+    def nonterminal(self, c: Clause):
+        """A recursive definition's placeholder (:func:`~.schema_rules.placeholder`); its text
+        is written once, into :attr:`definitions`, the first time it is used."""
+        key, (node, ctx, ptr) = c.rule
+        return self.named(key, [(node, ctx)], ptr)
 
     def excluded(self, c: Clause):
         """``W(c) & ~(W(x) | ...)`` over the excluded clauses ``x`` (exact oneOf, ``not``): the

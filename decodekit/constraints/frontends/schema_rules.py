@@ -82,8 +82,8 @@ class _Lowering:
         return self.holds[p]
 
     def terminal(self, text) -> tuple[str, ...]:
-        if isinstance(text, str) and text == "":
-            return ()
+        if text == "" or isinstance(text, Pattern) and text.op == "re" and text.args == "":
+            return ()  # the empty text: no symbol
         name = self.term_of.get(text)
         if name is None:
             name = f"t{len(self.terminals)}"
