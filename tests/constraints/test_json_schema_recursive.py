@@ -70,7 +70,20 @@ RESTRICTED = {  # a recursive $ref beside a keyword that restricts it: its defin
     },
     "$ref": "#/$defs/n",
 }
-SCHEMAS = {"tree": TREE, "list": LIST, "nested": NESTED, "self": SELF, "restricted": RESTRICTED}
+NESTED_CHOICES = {  # a union inside a union around the recursion: two nonterminals, never one name
+    "anyOf": [
+        {"type": "array", "items": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}},
+        {"type": "boolean"},
+    ]
+}
+SCHEMAS = {
+    "tree": TREE,
+    "list": LIST,
+    "nested": NESTED,
+    "self": SELF,
+    "restricted": RESTRICTED,
+    "choices": NESTED_CHOICES,
+}
 
 VALID = {
     "tree": [{"v": 1}, {"v": 2, "kids": [{"v": 3}, {"v": 4, "kids": [{"v": 5, "kids": []}]}]}],
@@ -81,6 +94,7 @@ VALID = {
     "nested": [1, [], {}, [1, [2, [3, [True]]]], {"a": {"b": [1.5, False, {"c": -2}]}}],
     "self": ["a", [], ["bb", ["a", []]], [[[[["a"]]]]]],
     "restricted": [None, {}, {"a": {}}, {"a": {"a": {"a": {}}}}],
+    "choices": [True, [], [None], [[True, None], []], [[[[False]]]]],
 }
 INVALID = {
     "tree": [
@@ -93,6 +107,7 @@ INVALID = {
     "nested": ["s", [1, "s"], {"a": [None]}],
     "self": ["c", ["a", 1], [[["ccc"]]]],
     "restricted": [{"a": None}, {"a": {"a": None}}, 1],
+    "choices": [None, [1], [[None, 1]], [True, [None, "x"]]],
 }
 
 

@@ -61,6 +61,7 @@ class _Lowering:
         self.term_of: dict[object, str] = {}  # regex text or Pattern -> terminal name
         self.sym_of: dict[Pattern, tuple[str, ...]] = {}
         self.holds: dict[Pattern, bool] = {}
+        self.made = 0  # nonterminals made for unions and repetitions
 
     def holds_rule(self, p: Pattern) -> bool:
         """Whether a placeholder is inside ``p`` (iterative post-order, memoised over the DAG)."""
@@ -93,7 +94,9 @@ class _Lowering:
         return (name,)
 
     def fresh(self, what: str) -> str:
-        return f"{what}{len(self.rules)}_{len(self.sym_of)}"
+        """A new nonterminal's name (numbered: no two alike, however nested the parts)."""
+        self.made += 1
+        return f"{what}{self.made}"
 
     def add(self, lhs: str, rhs: tuple[str, ...]) -> None:
         if len(self.rules) >= MAX_RULES:
