@@ -354,13 +354,13 @@ def test_the_front_ends_work_is_bounded(monkeypatch):
 
     schema = _recursive_tree(4)
     counted = []
-    spend = schema_module._spend
+    spend = schema_module.spend
 
     def counting(ptr):
         spend(ptr)
         counted.append(ptr)
 
-    monkeypatch.setattr(schema_module, "_spend", counting)
+    monkeypatch.setattr(schema_module, "spend", counting)
     json_schema(schema)  # within the default bound
     steps = len(counted)
     assert steps > 50

@@ -7,18 +7,18 @@ express (properties in any order, extra properties, every real number), the rege
 documented part of it; a keyword that restricts the language and is not handled is refused with
 a :class:`ConstraintError` naming its JSON pointer, never ignored.
 
-Two stages. :func:`_Normalizer.clauses` reads a subschema into its disjunctive normal form: a
+Two stages. :func:`Normalizer.clauses` reads a subschema into its disjunctive normal form: a
 list of :class:`Clause` (each a conjunction of constraints on one value: the JSON kinds allowed,
 bounds, the properties' subschemas ...), with ``allOf``, ``$ref`` and sibling keywords merged into
-every branch of ``anyOf`` / ``oneOf``. :class:`_Compiler` then writes each clause as regex text,
+every branch of ``anyOf`` / ``oneOf``. :class:`Compiler` then writes each clause as regex text,
 counting NFA states as it goes so that a schema too large is refused before its text exists;
 a schema too large for one regex text is written again *sealed* (:func:`_compile`): regex texts
 as leaves of a :class:`Pattern`, each large subschema one shared leaf. Strings needing several
 of ``pattern``, ``format`` and a length are their intersection (a Pattern). A ``oneOf`` whose
 branches may share a value, and a ``not`` beyond types, are a complement: ``W & ~X`` (a Pattern)
 where the excluded text ``X`` holds every spelling the front end writes of its values
-(:func:`_covers`: strings in any spelling, canonical integers, no objects), so that excluding a
-text excludes its value; the rest is refused by :func:`_needs`.
+(:func:`covers`: strings in any spelling, canonical integers, no objects), so that excluding a
+text excludes its value; the rest is refused by :func:`needs`.
 """
 
 from __future__ import annotations
@@ -81,24 +81,24 @@ STR_STATES = 500_000  # a regex text of more NFA states than this is written sea
 # a Pattern (an intersection) of more NFA states than this is written sealed: its regex texts are
 # parsed one by one and its subschemas shared (Kubernetes kb_696: 0.29 s sealed, a timeout at 10 s not)
 PATTERN_STATES = 20_000
-_SEALING: contextvars.ContextVar[_Dag | None] = contextvars.ContextVar("sealing", default=None)
-_WORK: contextvars.ContextVar[list | None] = contextvars.ContextVar("work", default=None)  # [steps taken]
+SEALING: contextvars.ContextVar[Dag | None] = contextvars.ContextVar("sealing", default=None)
+WORK: contextvars.ContextVar[list | None] = contextvars.ContextVar("work", default=None)  # [steps taken]
 
 
 class MembersTooLarge(ConstraintTooLarge):
     """An object's optional properties would write a regex over the size bounds: written again
-    with its first property among fewer (:meth:`_Compiler.object`)."""
+    with its first property among fewer (:meth:`Compiler.object`)."""
 
 
-def _spend(ptr: str) -> None:
+def spend(ptr: str) -> None:
     """One step of the writing under way; past :data:`MAX_WORK`, refused as too large."""
-    work = _WORK.get()
+    work = WORK.get()
     if work is None:
         return
     work[0] += 1
     if work[0] > MAX_WORK:
         raise ConstraintTooLarge(
-            f"{_show(ptr)}: the JSON Schema's regex would exceed {MAX_WORK:,} steps to write (its "
+            f"{show(ptr)}: the JSON Schema's regex would exceed {MAX_WORK:,} steps to write (its "
             "recursions, combinations and optional properties): simplify the schema",
             bound="steps",
             limit=MAX_WORK,
@@ -121,7 +121,7 @@ CHAR = (
     r'(?:[^"\\\x00-\x1f\ud800-\udfff]|\\["\\/bfnrt]'
     r"|\\u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2}))"
 )
-_CHAR_STATES = 40
+CHAR_STATES = 40
 STRING = f'"{CHAR}*"'
 INTEGER = rf"-?(?:0|[1-9][0-9]{{0,{MAX_INT_DIGITS - 1}}})"
 NUMBER = INTEGER + r"(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
@@ -171,7 +171,7 @@ _IDN_HOST = rf"(?:[A-Za-z0-9]{_IDN_TAIL}\.){{0,2}}[A-Za-z]{_IDN_TAIL}"  # the la
 FORMATS |= {"idn-email": FORMATS["email"], "idn-hostname": _IDN_HOST, "uri-reference": _URI, "iri": _URI}
 FORMATS |= {"iri-reference": _URI, "uri-template": _URI}
 # (shortest, longest) text of a format; None: unbounded (a length beside it needs an intersection)
-_FORMAT_LENGTHS = {
+FORMAT_LENGTHS = {
     "date": (10, 10),
     "uuid": (36, 36),
     "ipv4": (7, 15),
@@ -180,7 +180,7 @@ _FORMAT_LENGTHS = {
 }
 # formats validators check that are not supported (unknown formats are annotations: ignored)
 UNSUPPORTED_FORMATS = frozenset(("regex", "duration", "relative-json-pointer"))
-_META = frozenset(r"\.^$|?*+()[]{}#")
+META = frozenset(r"\.^$|?*+()[]{}#")
 
 
 def json_schema(
@@ -240,10 +240,10 @@ def _compile(schema, flexible: bool, any_order: bool = False):
     Pattern leaves parsed one by one, counted repetitions kept symbolic, each subschema's text of
     more than :data:`SHARE_LEAF` characters one leaf (equal subschemas: one leaf, parsed once; a
     large schema compiles 5-40 times faster from such leaves than from one regex text), every
-    piece used twice one node of a DAG, the whole bounded by the DAG's size (:class:`_Dag`,
+    piece used twice one node of a DAG, the whole bounded by the DAG's size (:class:`Dag`,
     :data:`MAX_PATTERN_CHARS`); too large still, with its recursions unrolled fewer times
     (:data:`MAX_REF_UNROLL` down to 1)."""
-    work = _WORK.set([0])  # steps taken by all the attempts together
+    work = WORK.set([0])  # steps taken by all the attempts together
     try:
         recursive = recursive_refs(schema)
         if recursive:
@@ -253,7 +253,7 @@ def _compile(schema, flexible: bool, any_order: bool = False):
                 pass  # written unrolled, as a schema without recursion
         return _attempts(schema, flexible, any_order)
     finally:
-        _WORK.reset(work)
+        WORK.reset(work)
 
 
 def _grammar(schema, flexible: bool, any_order: bool, recursive: frozenset):
@@ -262,16 +262,16 @@ def _grammar(schema, flexible: bool, any_order: bool, recursive: frozenset):
     without recursion (plain, else sealed). ConstraintError where that fails (a recursion that
     a grammar cannot say, a size bound): the caller unrolls instead."""
     for share in (False, True):
-        compiler = _Compiler(schema, flexible, MAX_REF_UNROLL, share, any_order, recursive)
-        token = _SEALING.set(_Dag() if share else None)
+        compiler = Compiler(schema, flexible, MAX_REF_UNROLL, share, any_order, recursive)
+        token = SEALING.set(Dag() if share else None)
         try:
-            frag = compiler.value([(schema, _Ctx(schema, ()))], "")
+            frag = compiler.value([(schema, Context(schema, ()))], "")
         except ConstraintTooLarge:
             if share:
                 raise
             continue
         finally:
-            _SEALING.reset(token)
+            SEALING.reset(token)
         if not compiler.definitions:
             raise RecursionNotLowered("/: no recursion is written (only inside other keywords)")
         if frag is None:
@@ -283,7 +283,7 @@ def _grammar(schema, flexible: bool, any_order: bool, recursive: frozenset):
 
 def recursive_refs(root) -> frozenset:
     """The ``$ref`` keys ``(id(base), target)`` of ``root`` that enclose themselves (directly or
-    through other references), read as :meth:`_Normalizer.ref` reads them: a walk of each
+    through other references), read as :meth:`Normalizer.ref` reads them: a walk of each
     target's subtree (a subschema with its own ``$id`` is a new base), then the keys on a cycle
     of the graph "the target of key a holds key b"."""
     edges: dict[tuple, set] = {}
@@ -305,9 +305,9 @@ def recursive_refs(root) -> frozenset:
             if isinstance(target, str) and target.startswith("#"):
                 k = (id(b), target)
                 if k not in edges:
-                    resolved = _resolve(b, target)
+                    resolved = resolve(b, target)
                     if resolved is None and b is not root:
-                        resolved = _resolve(root, target)
+                        resolved = resolve(root, target)
                     if resolved is not None:
                         edges[k] = set()
                         todo.append((k, resolved, b))
@@ -335,10 +335,10 @@ def _attempts(schema, flexible: bool, any_order: bool):
     plain = None
     for unroll in range(MAX_REF_UNROLL, 0, -1):
         for share in (False, True):
-            compiler = _Compiler(schema, flexible, unroll, share, any_order)
-            token = _SEALING.set(_Dag() if share else None)
+            compiler = Compiler(schema, flexible, unroll, share, any_order)
+            token = SEALING.set(Dag() if share else None)
             try:
-                frag = compiler.value([(schema, _Ctx(schema, ()))], "")
+                frag = compiler.value([(schema, Context(schema, ()))], "")
             except RecursionError:  # an enum or const value nested hundreds of levels deep
                 raise ConstraintError("a value in the JSON Schema is nested too deeply to compile") from None
             except ConstraintTooLarge:
@@ -352,7 +352,7 @@ def _attempts(schema, flexible: bool, any_order: bool):
                     return plain, ""
                 raise
             finally:
-                _SEALING.reset(token)
+                SEALING.reset(token)
             if (
                 share
                 or frag is None
@@ -363,7 +363,7 @@ def _attempts(schema, flexible: bool, any_order: bool):
     return frag, compiler.empty
 
 
-def _show(ptr: str) -> str:
+def show(ptr: str) -> str:
     """A pointer for a one-line message: '/' for the root, repr when it has unprintable
     characters (a property name with a newline), cut to 80 characters."""
     ptr = ptr or "/"
@@ -372,12 +372,12 @@ def _show(ptr: str) -> str:
     return ptr if len(ptr) <= 80 else ptr[:80] + "..."
 
 
-def _needs(ptr: str, what: str, op: str = "intersection"):
+def needs(ptr: str, what: str, op: str = "intersection"):
     """Refuse what needs the engine's intersection or complement of regular languages."""
-    raise ConstraintError(f"{_show(ptr)}: {what} needs the {op} of regular languages, which is not supported")
+    raise ConstraintError(f"{show(ptr)}: {what} needs the {op} of regular languages, which is not supported")
 
 
-class _Ctx:
+class Context:
     """Where a subschema is read: ``base`` (the schema resource that ``#/...`` and ``#name`` refer
     to) and ``refs`` (the $ref targets enclosing it, to bound recursion)."""
 
@@ -419,9 +419,9 @@ class Clause:
 
     def copy(self) -> Clause:
         """A copy whose containers are new (one level deep; ``props`` and ``prefix`` two)."""
-        _spend(self.ptr)
+        spend(self.ptr)
         c = object.__new__(Clause)
-        c.kinds, c.enum, c.lo, c.hi = self.kinds.copy(), _copied(self.enum), self.lo.copy(), self.hi.copy()
+        c.kinds, c.enum, c.lo, c.hi = self.kinds.copy(), copied(self.enum), self.lo.copy(), self.hi.copy()
         c.mult, c.min_len, c.max_len = self.mult.copy(), self.min_len, self.max_len
         c.patterns, c.formats, c.items = self.patterns.copy(), self.formats.copy(), self.items.copy()
         c.prefix = [list(p) for p in self.prefix]
@@ -471,19 +471,19 @@ class Clause:
         )
 
 
-def _kinds_of_types(types, ptr: str) -> set:
+def kinds_of_types(types, ptr: str) -> set:
     types = [types] if isinstance(types, str) else types
     if not isinstance(types, list) or not types:
-        raise ConstraintError(f"{_show(ptr)}/type must be a type name or a non-empty array of them")
+        raise ConstraintError(f"{show(ptr)}/type must be a type name or a non-empty array of them")
     out = set()
     for t in types:
         if t not in TYPES:
-            raise ConstraintError(f"{_show(ptr)}/type: unknown type {t!r}")
+            raise ConstraintError(f"{show(ptr)}/type: unknown type {t!r}")
         out |= {"integer", "fraction"} if t == "number" else {t}
     return out
 
 
-def _kind_of(v) -> str:
+def kind_of(v) -> str:
     if v is None or isinstance(v, bool):
         return "null" if v is None else "boolean"
     if isinstance(v, float):
@@ -491,38 +491,38 @@ def _kind_of(v) -> str:
     return {int: "integer", str: "string", list: "array", dict: "object"}[type(v)]
 
 
-def _equal(a, b) -> bool:
+def json_equal(a, b) -> bool:
     """JSON Schema equality: 1 == 1.0, but true != 1; arrays and objects deeply."""
     if isinstance(a, bool) or isinstance(b, bool):
         return isinstance(a, bool) and isinstance(b, bool) and a == b
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b))
     if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
         return a == b
     return type(a) is type(b) and a == b
 
 
-def _count(s: dict, key: str, ptr: str) -> int | None:
+def count_keyword(s: dict, key: str, ptr: str) -> int | None:
     v = s.get(key)
     if isinstance(v, float) and v.is_integer():
         v = int(v)
     if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
-        raise ConstraintError(f"{_show(ptr)}/{key} must be a non-negative integer, got {v!r}")
+        raise ConstraintError(f"{show(ptr)}/{key} must be a non-negative integer, got {v!r}")
     return v
 
 
-def _number(s: dict, key: str, ptr: str):
+def number_keyword(s: dict, key: str, ptr: str):
     b = s[key]
     # an int is finite at any size (math.isfinite would convert it to a float: OverflowError past 1e308)
     infinite = isinstance(b, float) and not math.isfinite(b)
     if isinstance(b, bool) or not isinstance(b, (int, float)) or infinite:
-        raise ConstraintError(f"{_show(ptr)}/{key} must be a finite number, got {b!r}")
+        raise ConstraintError(f"{show(ptr)}/{key} must be a finite number, got {b!r}")
     return b
 
 
-class _Normalizer:
+class Normalizer:
     """Schema -> list of :class:`Clause` (disjunctive normal form)."""
 
     def __init__(self, root, unroll: int = MAX_REF_UNROLL, recursive: frozenset = frozenset()):
@@ -531,15 +531,15 @@ class _Normalizer:
         self.recursive = recursive
         self.rule_kinds: dict[tuple, tuple[set, bool]] = {}
 
-    def clauses(self, s, ctx: _Ctx, ptr: str) -> list[Clause]:
+    def clauses(self, s, ctx: Context, ptr: str) -> list[Clause]:
         if s is True:
             return [Clause(ptr)]
         if s is False:
             return []
         if not isinstance(s, dict):
-            raise ConstraintError(f"{_show(ptr)}: a schema must be an object or a boolean, got {s!r:.60}")
+            raise ConstraintError(f"{show(ptr)}: a schema must be an object or a boolean, got {s!r:.60}")
         if isinstance(s.get("$id"), str) and not s["$id"].startswith("#") and s is not ctx.base:
-            ctx = _Ctx(s, ctx.refs)  # a new resource: its "#/..." references are relative to it
+            ctx = Context(s, ctx.refs)  # a new resource: its "#/..." references are relative to it
         c = Clause(ptr)
         self.own(c, s, ctx, ptr)
         alts = [c]
@@ -571,7 +571,7 @@ class _Normalizer:
     def array(self, s: dict, key: str, ptr: str) -> list:
         v = s[key]
         if not isinstance(v, list) or not v:
-            raise ConstraintError(f"{_show(ptr)}/{key} must be a non-empty array of schemas")
+            raise ConstraintError(f"{show(ptr)}/{key} must be a non-empty array of schemas")
         return v
 
     def product(self, alts: list[Clause], others: list[Clause], ptr: str) -> list[Clause]:
@@ -581,33 +581,33 @@ class _Normalizer:
             for b in others
             for x in self.opened(a, b)
             for y in self.opened(b, x)
-            if (m := _merge(x, y, ptr)) is not None
+            if (m := merge(x, y, ptr)) is not None
         ]
         if len(out) > MAX_CLAUSES:
             raise ConstraintError(
-                f"{_show(ptr)}: the schema's anyOf/oneOf/allOf combinations exceed {MAX_CLAUSES} alternatives"
+                f"{show(ptr)}: the schema's anyOf/oneOf/allOf combinations exceed {MAX_CLAUSES} alternatives"
             )
         return out
 
-    def ref(self, target, ctx: _Ctx, ptr: str) -> list[Clause]:
+    def ref(self, target, ctx: Context, ptr: str) -> list[Clause]:
         if not isinstance(target, str) or not target.startswith("#"):
             raise ConstraintError(
-                f"{_show(ptr)}: only local references (#...) are supported, got {target!r:.80}"
+                f"{show(ptr)}: only local references (#...) are supported, got {target!r:.80}"
             )
         key = (id(ctx.base), target)
         if ctx.refs.count(key) >= self.unroll and key in self.recursive:
-            raise RecursionNotLowered(f"{_show(ptr)}: a recursive $ref opened {self.unroll} times in a row")
+            raise RecursionNotLowered(f"{show(ptr)}: a recursive $ref opened {self.unroll} times in a row")
         if ctx.refs.count(key) >= self.unroll:  # recursion cut: no value here (sound)
             self.cut = True
             c = Clause(ptr)
             c.kinds, c.exact = set(), False
             return [c]
-        node = _resolve(ctx.base, target)
+        node = resolve(ctx.base, target)
         if node is None and ctx.base is not self.root:
-            node = _resolve(self.root, target)
+            node = resolve(self.root, target)
         if node is None:
-            raise ConstraintError(f"{_show(ptr)}: $ref {target!r:.80} does not resolve")
-        inner = _Ctx(ctx.base, ctx.refs + (key,))
+            raise ConstraintError(f"{show(ptr)}: $ref {target!r:.80} does not resolve")
+        inner = Context(ctx.base, ctx.refs + (key,))
         if key in self.recursive:
             return [self.rule_clause(key, (node, inner, ptr), ptr)]
         return self.clauses(node, inner, ptr)
@@ -616,7 +616,7 @@ class _Normalizer:
         """``c``, or where ``c`` is a nonterminal that ``other`` restricts, the clauses of its
         definition (one level: the recursions inside stay nonterminals), so that the restriction
         is merged into them."""
-        if c.rule is None or _unconstrained(other):
+        if c.rule is None or unconstrained(other):
             return [c]
         return self.clauses(*c.rule[1])
 
@@ -627,7 +627,7 @@ class _Normalizer:
         if key not in self.rule_kinds:
             self.rule_kinds[key] = (set(KINDS), False)  # while being read: nothing proved
             parts = self.clauses(*sub)
-            kinds = set().union(*(_value_kinds(p) for p in parts)) if parts else set()
+            kinds = set().union(*(value_kinds(p) for p in parts)) if parts else set()
             self.rule_kinds[key] = (kinds, all(p.exact and p.rule is None for p in parts))
         c = Clause(ptr)
         c.kinds, c.exact = self.rule_kinds[key]
@@ -635,21 +635,21 @@ class _Normalizer:
         c.rule = (key, sub)
         return c
 
-    def own(self, c: Clause, s: dict, ctx: _Ctx, ptr: str) -> None:
+    def own(self, c: Clause, s: dict, ctx: Context, ptr: str) -> None:
         """The keywords of ``s`` that constrain the value itself (not through other subschemas)."""
         for key in s:
             if key in CONSTRAINING and key not in SUPPORTED:
-                raise ConstraintError(f"{_show(ptr)}/{key} is not supported")
+                raise ConstraintError(f"{show(ptr)}/{key} is not supported")
         if "type" in s:
-            c.kinds &= _kinds_of_types(s["type"], ptr)
+            c.kinds &= kinds_of_types(s["type"], ptr)
         if "enum" in s or "const" in s:
             values = None
             if "enum" in s:
                 if not isinstance(s["enum"], list) or not s["enum"]:
-                    raise ConstraintError(f"{_show(ptr)}/enum must be a non-empty array")
+                    raise ConstraintError(f"{show(ptr)}/enum must be a non-empty array")
                 values = list(s["enum"])
             if "const" in s:
-                values = [s["const"]] if values is None else [v for v in values if _equal(v, s["const"])]
+                values = [s["const"]] if values is None else [v for v in values if json_equal(v, s["const"])]
             c.enum = values
         for key, down in (
             ("minimum", True),
@@ -661,27 +661,27 @@ class _Normalizer:
                 continue
             if isinstance(s[key], bool):  # draft 4: a flag on minimum / maximum
                 continue
-            b = _number(s, key, ptr)
+            b = number_keyword(s, key, ptr)
             strict = key.startswith("exclusive")
             plain = "minimum" if down else "maximum"
             if not strict and s.get("exclusive" + plain.capitalize()) is True:
                 strict = True
             (c.lo if down else c.hi).append((b, strict))
         if "multipleOf" in s:
-            m = _number(s, "multipleOf", ptr)
+            m = number_keyword(s, "multipleOf", ptr)
             if m <= 0:
-                raise ConstraintError(f"{_show(ptr)}/multipleOf must be positive, got {m!r}")
+                raise ConstraintError(f"{show(ptr)}/multipleOf must be positive, got {m!r}")
             c.mult.append((m, ptr))
-        c.min_len = _count(s, "minLength", ptr) or 0
-        c.max_len = _count(s, "maxLength", ptr)
+        c.min_len = count_keyword(s, "minLength", ptr) or 0
+        c.max_len = count_keyword(s, "maxLength", ptr)
         if "pattern" in s:
             if not isinstance(s["pattern"], str):
-                raise ConstraintError(f"{_show(ptr)}/pattern must be a string")
+                raise ConstraintError(f"{show(ptr)}/pattern must be a string")
             c.patterns.append((s["pattern"], f"{ptr}/pattern"))
         if "format" in s and isinstance(s["format"], str):
             if s["format"] in UNSUPPORTED_FORMATS:
                 raise ConstraintError(
-                    f"{_show(ptr)}/format {s['format']!r} is not supported (supported: {', '.join(FORMATS)})"
+                    f"{show(ptr)}/format {s['format']!r} is not supported (supported: {', '.join(FORMATS)})"
                 )
             if s["format"] in FORMATS:
                 c.formats.append((s["format"], f"{ptr}/format"))
@@ -691,36 +691,36 @@ class _Normalizer:
             prefix, items = items, s.get("additionalItems")
         if prefix is not None:
             if not isinstance(prefix, list):
-                raise ConstraintError(f"{_show(ptr)}/prefixItems must be an array of schemas")
+                raise ConstraintError(f"{show(ptr)}/prefixItems must be an array of schemas")
             key = "prefixItems" if "prefixItems" in s else "items"
             c.prefix = [[(p, ctx, f"{ptr}/{key}/{i}")] for i, p in enumerate(prefix)]
         if items is not None:
             where = "additionalItems" if isinstance(s.get("items"), list) else "items"
             c.items = [(items, ctx, f"{ptr}/{where}")]
-        c.min_items = _count(s, "minItems", ptr) or 0
-        c.max_items = _count(s, "maxItems", ptr)
+        c.min_items = count_keyword(s, "minItems", ptr) or 0
+        c.max_items = count_keyword(s, "maxItems", ptr)
         c.unique = s.get("uniqueItems") is True
         if "contains" in s:
             c.contains = [(s["contains"], ctx, f"{ptr}/contains")]
-            mc = _count(s, "minContains", ptr)
+            mc = count_keyword(s, "minContains", ptr)
             c.min_contains = 1 if mc is None else mc
             if "maxContains" in s:
-                raise ConstraintError(f"{_show(ptr)}/maxContains is not supported")
+                raise ConstraintError(f"{show(ptr)}/maxContains is not supported")
         # objects
         props = s.get("properties", {})
         if not isinstance(props, dict):
-            raise ConstraintError(f"{_show(ptr)}/properties must be an object")
+            raise ConstraintError(f"{show(ptr)}/properties must be an object")
         for name, sub in props.items():
             c.props[name] = [(sub, ctx, f"{ptr}/properties/{name}")]
         required = s.get("required", [])
         if isinstance(required, bool):  # draft 3 style: ignored by later validators
             required = []
         if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
-            raise ConstraintError(f"{_show(ptr)}/required must be an array of names")
+            raise ConstraintError(f"{show(ptr)}/required must be an array of names")
         c.required.update(required)
         pats = s.get("patternProperties", {})
         if not isinstance(pats, dict):
-            raise ConstraintError(f"{_show(ptr)}/patternProperties must be an object")
+            raise ConstraintError(f"{show(ptr)}/patternProperties must be an object")
         for p, sub in pats.items():
             c.patprops.append((p, [(sub, ctx, f"{ptr}/patternProperties/{p}")]))
             c.extras = True
@@ -729,8 +729,8 @@ class _Normalizer:
             if add is not True and add != {}:
                 c.additional = [(add, ctx, f"{ptr}/additionalProperties")]
                 c.extras = c.extras or add is not False
-        c.min_props = _count(s, "minProperties", ptr) or 0
-        c.max_props = _count(s, "maxProperties", ptr)
+        c.min_props = count_keyword(s, "minProperties", ptr) or 0
+        c.max_props = count_keyword(s, "maxProperties", ptr)
         if "propertyNames" in s:
             c.names = [(s["propertyNames"], ctx, f"{ptr}/propertyNames")]
         deps = dict(s.get("dependentRequired", {}))
@@ -743,15 +743,15 @@ class _Normalizer:
             c.dep_schemas[name] = [(d, ctx, f"{ptr}/dependentSchemas/{name}")]
         for name, d in deps.items():
             if not isinstance(d, list):
-                raise ConstraintError(f"{_show(ptr)}/dependentRequired/{name} must be an array of names")
+                raise ConstraintError(f"{show(ptr)}/dependentRequired/{name} must be an array of names")
             c.dep_required[name] = set(d)
         if "not" in s:
             self.negate(c, s["not"], ctx, f"{ptr}/not")
 
-    def negate(self, c: Clause, sub, ctx: _Ctx, ptr: str) -> None:
+    def negate(self, c: Clause, sub, ctx: Context, ptr: str) -> None:
         """``not``: exact when the subschema constrains only the type (or is a boolean); else, its
         clauses exact, their complement within ``c``'s texts (``excl``), written where
-        :func:`_covers` holds, else as the values of the kinds the subschema rejects (a part)."""
+        :func:`covers` holds, else as the values of the kinds the subschema rejects (a part)."""
         if sub is True or sub == {}:
             c.kinds = set()
             return
@@ -765,21 +765,21 @@ class _Normalizer:
                 c.kinds -= p.kinds
             return
         if all(p.exact for p in parts):
-            # the complement within c's texts: exact where _covers holds when written (c merged
+            # the complement within c's texts: exact where covers holds when written (c merged
             # with its siblings: a type beside the not makes 1.0 no text of c); else the values of
             # the other kinds (a part); refused here when neither can be
-            if not (c.kinds - set().union(*(_value_kinds(p) for p in parts))) and not all(
-                _covers(p, c, self) for p in parts
+            if not (c.kinds - set().union(*(value_kinds(p) for p in parts))) and not all(
+                covers(p, c, self) for p in parts
             ):
-                _needs(ptr, "not", "complement")
+                needs(ptr, "not", "complement")
             c.excl += [(p.copy(), ptr, "not", True) for p in parts]
             return
-        _needs(ptr, "not", "complement")
+        needs(ptr, "not", "complement")
 
     def check_disjoint(self, parts: list[list[Clause]], ptr: str, siblings: list[Clause]) -> None:
         """oneOf as anyOf is exact when no value satisfies two branches: proved clause by clause
         (exact clauses only), by kinds, enum values or a required property with disjoint values;
-        else made disjoint by writing less (:func:`_separate`); where that fails, exactly one
+        else made disjoint by writing less (:func:`separate`); where that fails, exactly one
         branch (:meth:`exclusive`)."""
         given = [[p.copy() for p in branch] for branch in parts]  # what each branch accepts
         try:
@@ -795,7 +795,7 @@ class _Normalizer:
         each merged with the sibling keywords (``siblings``: every value written satisfies them,
         so excluding ``sibling and B`` excludes the same values as ``B``, and its text is the
         smaller, often of one kind). Sound only where every excluded clause is exact and its text
-        holds every text the other clause writes of a value it accepts (:func:`_covers`): then a
+        holds every text the other clause writes of a value it accepts (:func:`covers`): then a
         text written and not excluded is of a value that satisfies no other branch. False (nothing
         changed) otherwise."""
         pairs = []
@@ -803,11 +803,11 @@ class _Normalizer:
             for i, j in itertools.permutations(range(len(parts)), 2):
                 what = f"oneOf (branches {min(i, j)} and {max(i, j)} may both match a value)"
                 for a, s, b in itertools.product(parts[i], siblings, parts[j]):
-                    am, bm = _merge(s, a, ptr), _merge(s, b, ptr)
-                    if am is None or bm is None or _disjoint(am, bm, self):
+                    am, bm = merge(s, a, ptr), merge(s, b, ptr)
+                    if am is None or bm is None or disjoint(am, bm, self):
                         continue
                     # the merged one when its text is exact (an enum beside the oneOf makes it one spelling)
-                    x = next((x for x in (bm, b) if am.exact and x.exact and _covers(x, am, self)), None)
+                    x = next((x for x in (bm, b) if am.exact and x.exact and covers(x, am, self)), None)
                     if x is None:
                         return False
                     pairs.append((a, id(x), x.copy(), what))  # copied before any exclusion is added
@@ -825,13 +825,13 @@ class _Normalizer:
         for i, j in itertools.combinations(range(len(parts)), 2):
             for a, wa in zip(given[i], parts[i]):
                 for b, wb in zip(given[j], parts[j]):
-                    if not _disjoint(a, b, self) and not _separate(a, b, wa, wb, self):
-                        _needs(ptr, f"oneOf (branches {i} and {j} may both match a value)", "complement")
+                    if not disjoint(a, b, self) and not separate(a, b, wa, wb, self):
+                        needs(ptr, f"oneOf (branches {i} and {j} may both match a value)", "complement")
         if not any(p.kinds for branch in parts for p in branch):
-            _needs(ptr, "oneOf (its branches overlap in every kind of value)", "complement")
+            needs(ptr, "oneOf (its branches overlap in every kind of value)", "complement")
 
 
-def _resolve(base, target: str):
+def resolve(base, target: str):
     """The subschema ``target`` (``#``, ``#/json/pointer``, ``#anchor``) names in ``base``; None."""
     if target in ("#", ""):
         return base
@@ -861,20 +861,20 @@ def _resolve(base, target: str):
     return node
 
 
-def _merge(a: Clause, b: Clause, ptr: str) -> Clause | None:
+def merge(a: Clause, b: Clause, ptr: str) -> Clause | None:
     """The conjunction of two clauses (None: no value satisfies both)."""
     if a.rule is not None or b.rule is not None:  # a nonterminal: only alone
-        if _unconstrained(a):
+        if unconstrained(a):
             return b.copy()
-        if _unconstrained(b):
+        if unconstrained(b):
             return a.copy()
-        raise RecursionNotLowered(f"{_show(ptr)}: a recursive $ref beside keywords that restrict it")
+        raise RecursionNotLowered(f"{show(ptr)}: a recursive $ref beside keywords that restrict it")
     c = a.copy()
     c.kinds &= b.kinds
     if not c.kinds and a.exact and b.exact:
         return None
     if b.enum is not None:
-        c.enum = b.enum if a.enum is None else [v for v in a.enum if any(_equal(v, w) for w in b.enum)]
+        c.enum = b.enum if a.enum is None else [v for v in a.enum if any(json_equal(v, w) for w in b.enum)]
     c.lo += b.lo
     c.hi += b.hi
     c.mult += b.mult
@@ -886,13 +886,13 @@ def _merge(a: Clause, b: Clause, ptr: str) -> Clause | None:
     c.formats += [f for f in b.formats if f[0] not in [g[0] for g in a.formats]]
     n = max(len(a.prefix), len(b.prefix))
     if n:
-        c.prefix = [_position(a, i) + _position(b, i) for i in range(n)]
+        c.prefix = [position_subs(a, i) + position_subs(b, i) for i in range(n)]
     c.items = a.items + b.items
     c.min_items = max(a.min_items, b.min_items)
-    c.max_items = _min(a.max_items, b.max_items)
+    c.max_items = smaller(a.max_items, b.max_items)
     c.unique = a.unique or b.unique
     if a.contains and b.contains:
-        raise ConstraintError(f"{_show(ptr)}: two contains keywords in one allOf are not supported")
+        raise ConstraintError(f"{show(ptr)}: two contains keywords in one allOf are not supported")
     c.contains, c.min_contains = (a.contains, a.min_contains) if a.contains else (b.contains, b.min_contains)
     names = list(a.props) + [k for k in b.props if k not in a.props]
     if a.patprops and b.patprops:  # every name written is listed, with each side's subschemas
@@ -902,7 +902,7 @@ def _merge(a: Clause, b: Clause, ptr: str) -> Clause | None:
         c.patprops = [(p, subs + b.additional) for p, subs in a.patprops] + [
             (p, subs + a.additional) for p, subs in b.patprops
         ]
-    c.props = {k: _member(a, k) + _member(b, k) for k in names}
+    c.props = {k: member_subs(a, k) + member_subs(b, k) for k in names}
     c.additional = a.additional + b.additional
     c.extras = (
         a.extras and b.extras
@@ -917,7 +917,7 @@ def _merge(a: Clause, b: Clause, ptr: str) -> Clause | None:
     if both_patterns:  # an extra key would need both sides' key patterns: none written
         c.extras = False
     c.required = a.required | b.required
-    c.min_props, c.max_props = max(a.min_props, b.min_props), _min(a.max_props, b.max_props)
+    c.min_props, c.max_props = max(a.min_props, b.min_props), smaller(a.max_props, b.max_props)
     c.names = a.names + b.names
     for k, d in b.dep_required.items():
         c.dep_required[k] = c.dep_required.get(k, set()) | d
@@ -931,7 +931,7 @@ def _merge(a: Clause, b: Clause, ptr: str) -> Clause | None:
     return c
 
 
-def _unconstrained(c: Clause) -> bool:
+def unconstrained(c: Clause) -> bool:
     """Whether ``c`` allows every value (a fresh :class:`Clause`)."""
     return (
         c.rule is None
@@ -943,20 +943,20 @@ def _unconstrained(c: Clause) -> bool:
     )
 
 
-def _copied(v):
+def copied(v):
     """A list, set or dict copied (one level); anything else as it is."""
     return v.copy() if isinstance(v, (list, set, dict)) else v
 
 
-def _min(a, b):
+def smaller(a, b):
     return b if a is None else a if b is None else min(a, b)
 
 
-def _position(c: Clause, i: int) -> list:
+def position_subs(c: Clause, i: int) -> list:
     return c.prefix[i] if i < len(c.prefix) else c.items
 
 
-def _matches(pattern: str, name: str, ptr: str) -> tuple[bool, bool]:
+def name_matches(pattern: str, name: str, ptr: str) -> tuple[bool, bool]:
     """(surely, maybe): whether ``pattern`` matches ``name`` under both ECMA-262 and Python re,
     and whether it may under either."""
     try:
@@ -967,19 +967,19 @@ def _matches(pattern: str, name: str, ptr: str) -> tuple[bool, bool]:
         maybe = surely or re.search(pattern, name) is not None
     except re.error:
         maybe = True
-    return surely, maybe or not surely and _maybe_ecma(pattern, name)
+    return surely, maybe or not surely and maybe_ecma(pattern, name)
 
 
-def _maybe_ecma(pattern: str, name: str) -> bool:
+def maybe_ecma(pattern: str, name: str) -> bool:
     return any(ord(ch) >= 0x80 for ch in name)  # where the two readings of \d \w \s differ
 
 
-def _member(c: Clause, name: str) -> list:
+def member_subs(c: Clause, name: str) -> list:
     """The subschemas that a property ``name`` of an object satisfying ``c`` must satisfy."""
     out = list(c.props.get(name, []))
     surely_any = False
     for p, subs in c.patprops:
-        surely, maybe = _matches(p, name, c.ptr)
+        surely, maybe = name_matches(p, name, c.ptr)
         if maybe:
             out += subs
         surely_any = surely_any or surely
@@ -988,7 +988,7 @@ def _member(c: Clause, name: str) -> list:
     return out
 
 
-def _intervals(c: Clause):
+def intervals(c: Clause):
     """(lo, lo_strict, hi, hi_strict) of the numeric bounds, as Decimals of the shortest repr
     (None: unbounded)."""
     lo = hi = None
@@ -1004,7 +1004,7 @@ def _intervals(c: Clause):
     return lo, lo_s, hi, hi_s
 
 
-def _disjoint(a: Clause, b: Clause, norm: _Normalizer, depth: int = 0) -> bool:
+def disjoint(a: Clause, b: Clause, norm: Normalizer, depth: int = 0) -> bool:
     """Whether no value satisfies both clauses (False: not proved)."""
     if not (a.exact and b.exact) or depth > 8:
         return False
@@ -1013,26 +1013,29 @@ def _disjoint(a: Clause, b: Clause, norm: _Normalizer, depth: int = 0) -> bool:
     if a.rule is not None or b.rule is not None:
         return False
     for x, y in ((a, b), (b, a)):
-        if x.enum is not None and all(_check(y, v, norm) is False for v in x.enum):
+        if x.enum is not None and all(check_value(y, v, norm) is False for v in x.enum):
             return True
     if a.enum is not None or b.enum is not None:
         return False
-    return all(_kind_disjoint(a, b, kind, norm, depth) for kind in a.kinds & b.kinds)
+    return all(kind_disjoint(a, b, kind, norm, depth) for kind in a.kinds & b.kinds)
 
 
-def _kind_disjoint(a: Clause, b: Clause, kind: str, norm: _Normalizer, depth: int = 0) -> bool:
+def kind_disjoint(a: Clause, b: Clause, kind: str, norm: Normalizer, depth: int = 0) -> bool:
     """Whether no value of ``kind`` satisfies both exact clauses without enum (False: not proved)."""
     for _ in (0,):
         if kind in ("integer", "fraction"):
-            alo, alos, ahi, ahis = _intervals(a)
-            blo, blos, bhi, bhis = _intervals(b)
+            alo, alos, ahi, ahis = intervals(a)
+            blo, blos, bhi, bhis = intervals(b)
             if (ahi is not None and blo is not None and (ahi < blo or ahi == blo and (ahis or blos))) or (
                 bhi is not None and alo is not None and (bhi < alo or bhi == alo and (bhis or alos))
             ):
                 continue
             return False
         if kind == "object" and (
-            any(_subs_disjoint(_member(a, k), _member(b, k), norm, depth) for k in a.required & b.required)
+            any(
+                subs_disjoint(member_subs(a, k), member_subs(b, k), norm, depth)
+                for k in a.required & b.required
+            )
             or a.required & b.forbid
             or b.required & a.forbid
         ):
@@ -1041,7 +1044,7 @@ def _kind_disjoint(a: Clause, b: Clause, kind: str, norm: _Normalizer, depth: in
     return True
 
 
-def _separate(a: Clause, b: Clause, wa: Clause, wb: Clause, norm: _Normalizer) -> bool:
+def separate(a: Clause, b: Clause, wa: Clause, wb: Clause, norm: Normalizer) -> bool:
     """Write less of two exact clauses ``a``, ``b`` (what two oneOf branches accept) so that no
     value written from one (``wa``, ``wb``: what is written) satisfies the other: objects lacking
     a property the other requires; the kinds where that or a proof fails written by neither.
@@ -1051,7 +1054,7 @@ def _separate(a: Clause, b: Clause, wa: Clause, wb: Clause, norm: _Normalizer) -
     if a.rule is not None or b.rule is not None:  # a nonterminal is written whole or not at all
         return False
     for kind in sorted(a.kinds & b.kinds):
-        if _kind_disjoint(a, b, kind, norm):
+        if kind_disjoint(a, b, kind, norm):
             continue
         # what is written is now a part of what each branch accepts: no proof may rest on it
         # (an enclosing oneOf would read "no integer written" as "no integer accepted")
@@ -1065,17 +1068,17 @@ def _separate(a: Clause, b: Clause, wa: Clause, wb: Clause, norm: _Normalizer) -
     return True
 
 
-def _json(v) -> str:
+def json_text(v) -> str:
     return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
 
 
-def _value_kinds(c: Clause) -> set:
+def value_kinds(c: Clause) -> set:
     """The kinds of value that may satisfy ``c`` (those of its enum values)."""
-    return c.kinds if c.enum is None else c.kinds & {_kind_of(v) for v in c.enum}
+    return c.kinds if c.enum is None else c.kinds & {kind_of(v) for v in c.enum}
 
 
-def _num_form(c: Clause) -> str | None:
-    """How :meth:`_Compiler.number` writes the numbers of ``c``: ``NUMBER`` (the JSON grammar:
+def number_form(c: Clause) -> str | None:
+    """How :meth:`Compiler.number` writes the numbers of ``c``: ``NUMBER`` (the JSON grammar:
     ``1.0``, ``1e2`` and ``-0`` too), ``INTEGER`` (``-0`` too), ``MULT`` (multiples, canonical),
     ``RANGE`` (canonical integers in range, decimals ``I.F``), ``FRAC`` (decimals only); None:
     refused there."""
@@ -1092,23 +1095,23 @@ def _num_form(c: Clause) -> str | None:
     return "RANGE"
 
 
-def _short_integers(c: Clause) -> bool:
+def short_integers(c: Clause) -> bool:
     """Whether every integer written for ``c`` has at most MAX_INT_DIGITS digits."""
-    if _num_form(c) != "RANGE":
+    if number_form(c) != "RANGE":
         return True
-    lo, lo_s, hi, hi_s = _intervals(c)
+    lo, lo_s, hi, hi_s = intervals(c)
     cap = Decimal(10) ** MAX_INT_DIGITS
     return (lo is None or lo > -cap) and (hi is None or hi < cap)
 
 
-def _covers(b: Clause, a: Clause, norm: _Normalizer, depth: int = 0) -> bool:
+def covers(b: Clause, a: Clause, norm: Normalizer, depth: int = 0) -> bool:
     """Whether the text written for ``b`` holds every text written for ``a`` whose value satisfies
     ``b`` (False: not proved), so that ``W(a) & ~W(b)`` removes exactly the values of ``a`` that
     satisfy ``b``. Both are written by one compiler: one whitespace rule, and strings in every
     spelling (``"a"`` and ``"\u0061"``: a length is counted per decoded character). Proved for
     null, booleans, strings without ``pattern``/``format`` (whose texts are a part: one spelling,
     the BMP), integers where ``a`` writes them canonically or ``b`` writes the whole JSON number
-    grammar (``-0`` is added to what an exclusion writes, see :meth:`_Compiler.excluded`),
+    grammar (``-0`` is added to what an exclusion writes, see :meth:`Compiler.excluded`),
     fractions where ``b`` writes the whole grammar, and arrays item by item. Never for objects:
     a text's key order, and the extra members a schema accepts but does not write, would need one
     spelling per value. ``b`` must be exact and without enum (an enum writes one spelling)."""
@@ -1116,17 +1119,17 @@ def _covers(b: Clause, a: Clause, norm: _Normalizer, depth: int = 0) -> bool:
         return False
     kinds = a.kinds & b.kinds
     if b.enum is not None:
-        return _enum_covers(b, a, norm)
+        return enum_covers(b, a, norm)
     if a.enum is not None:
-        return all(_enum_covered(b, v, norm) for v in a.enum if _kind_of(v) in b.kinds)
+        return all(enum_covered(b, v, norm) for v in a.enum if kind_of(v) in b.kinds)
     if "object" in kinds:
         return False
     if "string" in kinds and (b.patterns or b.formats):
         return False
-    bf = _num_form(b)
+    bf = number_form(b)
     if "integer" in kinds:
-        af = _num_form(a)
-        if af is None or bf is None or af == "NUMBER" and bf != "NUMBER" or not _short_integers(a):
+        af = number_form(a)
+        if af is None or bf is None or af == "NUMBER" and bf != "NUMBER" or not short_integers(a):
             return False
     if "fraction" in kinds and bf != "NUMBER":
         return False
@@ -1137,11 +1140,11 @@ def _covers(b: Clause, a: Clause, norm: _Normalizer, depth: int = 0) -> bool:
         if a.contains:
             positions.append(a.items + a.contains)
         try:
-            bs = _conj(b.items, norm)
+            bs = conjunction(b.items, norm)
             for subs in positions:
-                for x in _conj(subs, norm) if subs else [Clause(a.ptr)]:
+                for x in conjunction(subs, norm) if subs else [Clause(a.ptr)]:
                     if not all(
-                        y.exact and _covers(y, x, norm, depth + 1) for y in bs if not _disjoint(x, y, norm)
+                        y.exact and covers(y, x, norm, depth + 1) for y in bs if not disjoint(x, y, norm)
                     ):
                         return False
         except ConstraintError:
@@ -1149,21 +1152,22 @@ def _covers(b: Clause, a: Clause, norm: _Normalizer, depth: int = 0) -> bool:
     return True
 
 
-def _enum_covers(b: Clause, a: Clause, norm: _Normalizer) -> bool:
-    """:func:`_covers` for an enum ``b``, written in one spelling each: where ``a`` writes only
+def enum_covers(b: Clause, a: Clause, norm: Normalizer) -> bool:
+    """:func:`covers` for an enum ``b``, written in one spelling each: where ``a`` writes only
     that spelling (null, booleans; integers where ``a`` writes canonical ones: not ``1.0``, and
     ``-0`` only where 0 is not in the enum) and the enum writes every value that satisfies ``b``."""
     if a.enum is not None:  # both in compact JSON: the same text where the same value is written
-        texts = {_json(w) for w in b.enum if _check(_without_enum(b), w, norm) is True}
+        texts = {json_text(w) for w in b.enum if check_value(without_enum(b), w, norm) is True}
         return all(
-            _check(b, v, norm) is False or _check(b, v, norm) is True and _json(v) in texts for v in a.enum
+            check_value(b, v, norm) is False or check_value(b, v, norm) is True and json_text(v) in texts
+            for v in a.enum
         )
-    form = _num_form(a) if a.kinds & {"integer", "fraction"} else "RANGE"
+    form = number_form(a) if a.kinds & {"integer", "fraction"} else "RANGE"
     for v in b.enum:
-        kind = _kind_of(v)
-        if kind not in a.kinds or _check(_without_enum(b), v, norm) is False:
+        kind = kind_of(v)
+        if kind not in a.kinds or check_value(without_enum(b), v, norm) is False:
             continue  # a writes no text of it, or it does not satisfy b
-        if _check(_without_enum(b), v, norm) is not True and not (
+        if check_value(without_enum(b), v, norm) is not True and not (
             b.constrains_only_kinds() and b.kinds == KINDS
         ):
             return False  # the enum writer leaves out what it cannot decide
@@ -1172,40 +1176,40 @@ def _enum_covers(b: Clause, a: Clause, norm: _Normalizer) -> bool:
         if (
             kind != "integer"
             or isinstance(v, float)
-            or form in (None, "NUMBER")  # 0 is excluded as -0 too (_Compiler.enum)
+            or form in (None, "NUMBER")  # 0 is excluded as -0 too (Compiler.enum)
         ):
             return False
     return True
 
 
-def _enum_covered(b: Clause, v, norm: _Normalizer) -> bool:
+def enum_covered(b: Clause, v, norm: Normalizer) -> bool:
     """Whether the compact JSON text of ``v`` is written for ``b`` where ``v`` satisfies ``b``."""
-    verdict = _check(b, v, norm)
+    verdict = check_value(b, v, norm)
     if verdict is False:
         return True
     if verdict is None:
         return False
-    kind = _kind_of(v)
+    kind = kind_of(v)
     if kind in ("null", "boolean"):
         return True
     if kind == "string":
         return not (b.patterns or b.formats)
     if kind == "integer":  # 1.0 is written "1.0": only the full grammar writes it
-        form = _num_form(b)
+        form = number_form(b)
         return form is not None and abs(v) < 10**MAX_INT_DIGITS and (form == "NUMBER" or isinstance(v, int))
     if kind == "fraction":
-        return _num_form(b) == "NUMBER" and regex.fullmatch(NUMBER, json.dumps(v)) is not None
+        return number_form(b) == "NUMBER" and regex.fullmatch(NUMBER, json.dumps(v)) is not None
     return False
 
 
-def _subs_disjoint(xs: list, ys: list, norm: _Normalizer, depth: int) -> bool:
+def subs_disjoint(xs: list, ys: list, norm: Normalizer, depth: int) -> bool:
     if not xs or not ys:
         return False
-    cx, cy = _conj(xs, norm), _conj(ys, norm)
-    return all(_disjoint(a, b, norm, depth + 1) for a in cx for b in cy)
+    cx, cy = conjunction(xs, norm), conjunction(ys, norm)
+    return all(disjoint(a, b, norm, depth + 1) for a in cx for b in cy)
 
 
-def _conj(subs: list, norm: _Normalizer) -> list[Clause]:
+def conjunction(subs: list, norm: Normalizer) -> list[Clause]:
     """The clauses of the conjunction of ``subs`` (each ``(schema, ctx, pointer)``)."""
     alts = [Clause(subs[0][2] if subs else "")]
     for s, ctx, ptr in subs:
@@ -1213,16 +1217,16 @@ def _conj(subs: list, norm: _Normalizer) -> list[Clause]:
     return alts
 
 
-def _check(c: Clause, v, norm: _Normalizer, depth: int = 0):
+def check_value(c: Clause, v, norm: Normalizer, depth: int = 0):
     """Whether the value ``v`` satisfies the clause: True, False, or None (not decided)."""
     if depth > 20:
         return None
     if c.rule is not None:
-        return _check_subs([c.rule[1]], v, norm, depth)
-    kind = _kind_of(v)
+        return check_subs([c.rule[1]], v, norm, depth)
+    kind = kind_of(v)
     if kind not in c.kinds:
         return False if c.exact else None
-    if c.enum is not None and not any(_equal(v, w) for w in c.enum):
+    if c.enum is not None and not any(json_equal(v, w) for w in c.enum):
         return False if c.exact else None
     verdicts = []
     if kind in ("integer", "fraction"):
@@ -1235,18 +1239,18 @@ def _check(c: Clause, v, norm: _Normalizer, depth: int = 0):
     elif kind == "string":
         verdicts.append(c.min_len <= len(v) and (c.max_len is None or len(v) <= c.max_len))
         for p, ptr in c.patterns:
-            surely, maybe = _matches(p, v, ptr)
+            surely, maybe = name_matches(p, v, ptr)
             verdicts.append(True if surely else False if not maybe else None)
         for f, _ in c.formats:
             verdicts.append(True if regex.fullmatch(FORMATS[f], v) else None)
     elif kind == "array":
         verdicts.append(c.min_items <= len(v) and (c.max_items is None or len(v) <= c.max_items))
         for i, x in enumerate(v):
-            verdicts.append(_check_subs(_position(c, i), x, norm, depth))
+            verdicts.append(check_subs(position_subs(c, i), x, norm, depth))
         if c.unique:
-            verdicts.append(all(not _equal(x, y) for x, y in itertools.combinations(v, 2)))
+            verdicts.append(all(not json_equal(x, y) for x, y in itertools.combinations(v, 2)))
         if c.contains:
-            hits = [_check_subs(c.contains, x, norm, depth) for x in v]
+            hits = [check_subs(c.contains, x, norm, depth) for x in v]
             n_true, n_maybe = hits.count(True), hits.count(None)
             verdicts.append(
                 True if n_true >= c.min_contains else None if n_true + n_maybe >= c.min_contains else False
@@ -1255,25 +1259,25 @@ def _check(c: Clause, v, norm: _Normalizer, depth: int = 0):
         verdicts.append(c.required <= v.keys() and not (c.forbid & v.keys()))
         verdicts.append(c.min_props <= len(v) and (c.max_props is None or len(v) <= c.max_props))
         for k, x in v.items():
-            verdicts.append(_check_subs(_member(c, k), x, norm, depth))
+            verdicts.append(check_subs(member_subs(c, k), x, norm, depth))
             if c.names:
-                verdicts.append(_check_subs(c.names, k, norm, depth))
+                verdicts.append(check_subs(c.names, k, norm, depth))
             if k in c.dep_required:
                 verdicts.append(c.dep_required[k] <= v.keys())
             if k in c.dep_schemas:
-                verdicts.append(_check_subs(c.dep_schemas[k], v, norm, depth))
+                verdicts.append(check_subs(c.dep_schemas[k], v, norm, depth))
     if False in verdicts:
         return False if c.exact else None
     if None in verdicts:
         return None
     for x, *_ in c.excl:  # a value satisfying an excluded clause fails this one
-        r = _check(x, v, norm, depth + 1)
+        r = check_value(x, v, norm, depth + 1)
         if r is not False:
             return False if r is True and c.exact else None
     return True
 
 
-def _check_subs(subs: list, v, norm: _Normalizer, depth: int):
+def check_subs(subs: list, v, norm: Normalizer, depth: int):
     if not subs:
         return True
     verdict = True
@@ -1282,7 +1286,7 @@ def _check_subs(subs: list, v, norm: _Normalizer, depth: int):
             parts = norm.clauses(s, ctx, ptr)
         except ConstraintError:
             return None
-        results = [_check(p, v, norm, depth + 1) for p in parts]
+        results = [check_value(p, v, norm, depth + 1) for p in parts]
         r = True if True in results else None if None in results or not all(p.exact for p in parts) else False
         if r is False:
             return False
@@ -1296,16 +1300,16 @@ def _check_subs(subs: list, v, norm: _Normalizer, depth: int):
 # Pattern where an intersection was needed (then everything around it is a Pattern too)
 
 
-def _frag(text: str, states: int | None = None):
+def fragment(text: str, states: int | None = None):
     return (text, len(text) if states is None else states)
 
 
-def _size(text) -> int:
+def text_size(text) -> int:
     """The characters of a fragment's text (a Pattern: its text written out, shared parts at each use)."""
     return len(text) if isinstance(text, str) else text.text_length()
 
 
-class _Dag:
+class Dag:
     """The Pattern nodes written while sealed, each counted once however often it is used: the
     regex texts' characters plus one per node and operand (:meth:`Pattern.size` of them all).
     A sealed fragment's Pattern weighs 1 in the fragment's count; its size is counted here, and
@@ -1328,21 +1332,21 @@ class _Dag:
         return self.total
 
 
-def _opaque(text: str) -> Pattern:
+def opaque(text: str) -> Pattern:
     """``text`` as a leaf of a Pattern that :func:`concat` and :func:`repeat` never join into a
     longer regex text (a union of one), so that each regex text the engine parses stays under
     its NFA-state budget while the whole is larger (counted repetitions stay symbolic)."""
     return Pattern("", "or", (Pattern(text),))
 
 
-def _runs(parts: list) -> list:
+def sealed_runs(parts: list) -> list:
     """Consecutive str fragments of ``parts`` joined while their NFA states stay under
     :data:`SEAL_STATES`, each run (and every Pattern part) as a Pattern leaf."""
     out, run = [], []
 
     def flush():
         if run:
-            out.append(_opaque("".join(t for t, _ in run)))
+            out.append(opaque("".join(t for t, _ in run)))
             run.clear()
 
     states = 0
@@ -1363,10 +1367,10 @@ def _runs(parts: list) -> list:
     return out
 
 
-def _cat(*parts):
+def joined(*parts):
     if any(p is None for p in parts):
         return None
-    if not _SEALING.get():
+    if not SEALING.get():
         if any(isinstance(p[0], Pattern) for p in parts):
             texts = [p[0] for p in parts if p[0] != ""]
             return (concat(*texts) if texts else "", sum(p[1] for p in parts))
@@ -1375,17 +1379,17 @@ def _cat(*parts):
         states = sum(p[1] for p in parts)
         if states <= SEAL_STATES:
             return ("".join(p[0] for p in parts), states)
-    items = _runs(list(parts))
-    return (concat(*items), 1) if items else _frag("")
+    items = sealed_runs(list(parts))
+    return (concat(*items), 1) if items else fragment("")
 
 
-def _alts(parts):
+def either(parts):
     parts = [p for p in parts if p is not None]
     if not parts:
         return None
     if len(parts) == 1:
         return parts[0]
-    if not _SEALING.get():
+    if not SEALING.get():
         if any(isinstance(p[0], Pattern) for p in parts):
             return (union(*(p[0] for p in parts)), sum(p[1] for p in parts) + 2)
         return (f"(?:{'|'.join(p[0] for p in parts)})", sum(p[1] for p in parts) + 2)
@@ -1405,22 +1409,22 @@ def _alts(parts):
         states += p[1]
     if run:
         leaves.append(Pattern(f"(?:{'|'.join(run)})"))
-    one = leaves[0] if leaves[0].op != "re" else _opaque(leaves[0].args)
+    one = leaves[0] if leaves[0].op != "re" else opaque(leaves[0].args)
     return (union(*leaves) if len(leaves) > 1 else one, 1)
 
 
-def _rep(p, lo: int, hi: int | None):
+def repeated(p, lo: int, hi: int | None):
     if hi == 0 or p is not None and p[0] == "":
-        return _frag("")
+        return fragment("")
     if p is None:
-        return _frag("") if lo == 0 else None
+        return fragment("") if lo == 0 else None
     if (lo, hi) == (1, 1):
         return p
     states = p[1] * max(lo, hi or 1, 1) + 2
-    if isinstance(p[0], Pattern) and not _SEALING.get():
+    if isinstance(p[0], Pattern) and not SEALING.get():
         return (repeat(p[0], lo, hi), states)
     if isinstance(p[0], Pattern) or states > SEAL_STATES:
-        inner = p[0] if isinstance(p[0], Pattern) and p[0].op != "re" else _opaque(str(p[0]))
+        inner = p[0] if isinstance(p[0], Pattern) and p[0].op != "re" else opaque(str(p[0]))
         return (repeat(inner, lo, hi), 1)  # the engine keeps the count symbolic
     q = (
         "*"
@@ -1435,22 +1439,22 @@ def _rep(p, lo: int, hi: int | None):
     return (f"(?:{p[0]}){q}", states)
 
 
-def _too_large(frag) -> bool:
+def too_large(frag) -> bool:
     """A str: more NFA states than one regex text may have; a Pattern: an expanded text over
     :data:`MAX_PATTERN_CHARS` (what the engine walks and prints)."""
     if frag is None:
         return False
-    dag = _SEALING.get()
+    dag = SEALING.get()
     if isinstance(frag[0], str) or dag is None:
-        return frag[1] > MAX_STATES or _size(frag[0]) > MAX_PATTERN_CHARS
+        return frag[1] > MAX_STATES or text_size(frag[0]) > MAX_PATTERN_CHARS
     return dag.add(frag[0]) > MAX_PATTERN_CHARS
 
 
-def _escape(text: str) -> str:
-    return "".join("\\" + c if c in _META else c for c in text)
+def escaped(text: str) -> str:
+    return "".join("\\" + c if c in META else c for c in text)
 
 
-class _Compiler:
+class Compiler:
     def __init__(
         self,
         root,
@@ -1460,7 +1464,7 @@ class _Compiler:
         any_order: bool = False,
         recursive: frozenset = frozenset(),
     ):
-        self.norm, self.depth, self.any_order = _Normalizer(root, unroll, recursive), 0, any_order
+        self.norm, self.depth, self.any_order = Normalizer(root, unroll, recursive), 0, any_order
         self.rule_names: dict[tuple, str] = {}  # recursive $ref key -> nonterminal name
         self.definitions: dict[str, object] = {}  # nonterminal name -> fragment (None: no value)
         self.opening = None  # the nonterminal whose definition value() is about to write
@@ -1472,16 +1476,16 @@ class _Compiler:
         self.widen = False
 
     def check(self, frag, ptr: str):
-        if _too_large(frag):
-            dag = _SEALING.get()
+        if too_large(frag):
+            dag = SEALING.get()
             if isinstance(frag[0], str):
                 what = f"{frag[1]:,} NFA states"
             elif dag is None:
-                what = f"{frag[1]:,} NFA states or {_size(frag[0]):,} characters of regex text"
+                what = f"{frag[1]:,} NFA states or {text_size(frag[0]):,} characters of regex text"
             else:
                 what = f"{dag.total:,} characters and nodes of regex texts, each written once"
             raise ConstraintTooLarge(
-                f"{_show(ptr)}: the JSON Schema's regex would exceed {MAX_PATTERN_CHARS:,} characters or "
+                f"{show(ptr)}: the JSON Schema's regex would exceed {MAX_PATTERN_CHARS:,} characters or "
                 f"{MAX_STATES:,} automaton states (at least {what} here): simplify the schema",
                 bound="characters or states",
                 limit=MAX_PATTERN_CHARS,
@@ -1497,7 +1501,7 @@ class _Compiler:
             self.opening = None  # writing the rule's own definition
         if self.depth >= MAX_DEPTH:
             raise ConstraintError(
-                f"{_show(ptr)}: the JSON Schema nests subschemas more than {MAX_DEPTH} levels deep"
+                f"{show(ptr)}: the JSON Schema nests subschemas more than {MAX_DEPTH} levels deep"
             )
         key = self.share and (
             self.widen,
@@ -1505,7 +1509,7 @@ class _Compiler:
         )
         if key in self.memo:
             return self.memo[key]
-        _spend(ptr)
+        spend(ptr)
         self.depth += 1
         try:
             if all(s is True or s == {} for s, _ in subs):
@@ -1514,12 +1518,12 @@ class _Compiler:
                 alts = [Clause(ptr)]
                 for s, ctx in subs:
                     alts = self.norm.product(alts, self.norm.clauses(s, ctx, ptr), ptr)
-                out = self.check(_alts([self.clause(c) for c in alts]), ptr)
+                out = self.check(either([self.clause(c) for c in alts]), ptr)
         finally:
             self.depth -= 1
         if self.share:
             if out is not None and isinstance(out[0], str) and len(out[0]) > SHARE_LEAF:
-                out = (_opaque(out[0]), 1)  # equal texts: one leaf (Patterns are hash-consed)
+                out = (opaque(out[0]), 1)  # equal texts: one leaf (Patterns are hash-consed)
             self.memo[key] = out
         return out
 
@@ -1529,10 +1533,10 @@ class _Compiler:
     def any(self, depth: int):
         scalar = f"null|true|false|{NUMBER}|{STRING}"
         if depth == 0:
-            return _frag(f"(?:{scalar})")
+            return fragment(f"(?:{scalar})")
         v = self.any(depth - 1)[0]
         member = f"{STRING}{self.colon}{v}"
-        return _frag(
+        return fragment(
             rf"(?:{scalar}|\[(?:{v}(?:{self.comma}{v})*)?\]|\{{(?:{member}(?:{self.comma}{member})*)?\}})"
         )
 
@@ -1545,9 +1549,9 @@ class _Compiler:
             return self.enum(c)
         parts = []
         if "null" in c.kinds:
-            parts.append(_frag("null"))
+            parts.append(fragment("null"))
         if "boolean" in c.kinds:
-            parts.append(_frag("(?:true|false)"))
+            parts.append(fragment("(?:true|false)"))
         if c.kinds & {"integer", "fraction"}:
             parts.append(self.number(c))
         if "string" in c.kinds:
@@ -1556,7 +1560,7 @@ class _Compiler:
             parts.append(self.array(c))
         if "object" in c.kinds:
             parts.append(self.object(c))
-        return self.check(_alts(parts), c.ptr)
+        return self.check(either(parts), c.ptr)
 
     def restricted_rule(self, subs: list):
         """The key of a subschema that is a recursive ``$ref`` beside keywords restricting it
@@ -1573,7 +1577,7 @@ class _Compiler:
     def named(self, key: tuple, subs: list, ptr: str):
         """The placeholder of the nonterminal ``key`` whose definition is ``value(subs)``."""
         if self.widen:
-            raise RecursionNotLowered(f"{_show(ptr)}: a recursive $ref inside an excluded text")
+            raise RecursionNotLowered(f"{show(ptr)}: a recursive $ref inside an excluded text")
         name = self.rule_names.get(key)
         if name is None:
             name = self.rule_names[key] = f"def{len(self.rule_names)}"
@@ -1590,7 +1594,7 @@ class _Compiler:
 
     def excluded(self, c: Clause):
         """``W(c) & ~(W(x) | ...)`` over the excluded clauses ``x`` (exact oneOf, ``not``): the
-        texts of ``c``'s values that satisfy no ``x``, each ``x`` checked by :func:`_covers`
+        texts of ``c``'s values that satisfy no ``x``, each ``x`` checked by :func:`covers`
         against ``c`` as merged with its siblings (else refused; for a ``not``, the kinds of value
         ``x`` accepts are left out of ``c``, a part). The excluded texts are written
         with ``-0`` beside every ``0`` (writing more of them only removes more)."""
@@ -1600,12 +1604,12 @@ class _Compiler:
         excluded = []
         for x, ptr, what, part in c.excl:
             # odd: W(x) of a sound writer holds no text of c's values, so any x may be removed
-            if odd or x.exact and _covers(x, base, self.norm):
+            if odd or x.exact and covers(x, base, self.norm):
                 excluded.append(x)
             elif part:  # a value of a kind x rejects satisfies c: those are written (a part)
-                base.kinds -= _value_kinds(x)
+                base.kinds -= value_kinds(x)
             else:
-                _needs(ptr, what, "complement")
+                needs(ptr, what, "complement")
         if not base.kinds:
             return None
         pos = self.clause(base)
@@ -1621,10 +1625,10 @@ class _Compiler:
                     neg.append(self.clause(x))
         finally:
             self.widen = odd
-        out = _alts(neg)
+        out = either(neg)
         if out is None:
             return pos
-        size = pos[1] + out[1] if not _SEALING.get() else 1
+        size = pos[1] + out[1] if not SEALING.get() else 1
         return self.check((intersect(pos[0], complement(out[0])), size), c.ptr)
 
     def enum(self, c: Clause):
@@ -1634,93 +1638,27 @@ class _Compiler:
             try:
                 text = json.dumps(v, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
             except ValueError as e:
-                raise ConstraintError(
-                    f"{_show(c.ptr)}/enum: {str(v)[:60]!r} has no JSON form ({e})"
-                ) from None
+                raise ConstraintError(f"{show(c.ptr)}/enum: {str(v)[:60]!r} has no JSON form ({e})") from None
             if text in texts:
                 continue
-            if not plain and _check(_without_enum(c), v, self.norm) is not True:
+            if not plain and check_value(without_enum(c), v, self.norm) is not True:
                 continue
             texts[text] = None
             if self.widen and text == "0":
                 texts["-0"] = None  # an excluded text: every spelling of 0
         if not texts:
             # no value here: an optional place is left out
-            self.empty = self.empty or f"{_show(c.ptr)}/enum: no value satisfies the rest of the schema"
+            self.empty = self.empty or f"{show(c.ptr)}/enum: no value satisfies the rest of the schema"
             return None
         # a literal alternation: counted as the trie of its texts is, about a state per value
-        out = _alts([_frag(_escape(t), 2) for t in texts])
+        out = either([fragment(escaped(t), 2) for t in texts])
         return out and (out[0], max(out[1], 2 * len(texts)))
 
     # numbers ------------------------------------------------------------------------------------
     def number(self, c: Clause):
-        if c.mult:
-            return self.multiple(c)
-        if not c.lo and not c.hi:
-            if c.kinds >= {"integer", "fraction"}:
-                return _frag(NUMBER)
-            if "integer" in c.kinds:
-                return _frag(INTEGER)
-        lo, lo_s, hi, hi_s = _intervals(c)
-        parts = []
-        if "integer" in c.kinds:
-            ilo = (
-                None
-                if lo is None
-                else (math.floor(lo) + 1 if lo_s and lo == math.floor(lo) else math.ceil(lo))
-            )
-            ihi = (
-                None
-                if hi is None
-                else (math.ceil(hi) - 1 if hi_s and hi == math.ceil(hi) else math.floor(hi))
-            )
-            ints = _signed_range(ilo, ihi)
-            parts.append(ints)
-            if not ints and _signed_range(ilo, ihi, cap=None):  # only integers past the written digits
-                side, bound = ("minimum", ilo) if ilo is not None and ilo > 0 else ("maximum", ihi)
-                other = "maximum" if side == "minimum" else "minimum"
-                self.empty = self.empty or (
-                    f"{_show(c.ptr)}/{side}: an integer without a {other} is written with at most "
-                    f"{MAX_INT_DIGITS} digits, and {side} {_short(bound)} leaves none; give the {other} too"
-                )
-            if self.widen and (ilo is None or ilo <= 0) and (ihi is None or ihi >= 0):
-                parts.append("-0")
-        if "fraction" in c.kinds:
-            parts.append(_fractions(lo, lo_s, hi, hi_s))
-        return _alts([_frag(p) for p in parts if p])
-
-    def multiple(self, c: Clause):
-        """multipleOf for integers: a divisor of a power of ten, by the last digits."""
-        ms = {m for m, _ in c.mult}
-        m = ms.pop() if len(ms) == 1 else None
-        ptr = c.mult[0][1]
-        if "integer" not in c.kinds:  # only integers are written: none of them may be
-            raise ConstraintError(f"{_show(ptr)}/multipleOf is not supported where integers are excluded")
-        if m is not None and not c.lo and not c.hi and not self.widen and _integers_pass(m):
-            return _frag(
-                INTEGER
-            )  # 10**-k: the integers, a part (their multiples of m with fractions are not written)
-        if m is None or not (isinstance(m, int) or float(m).is_integer()) or c.lo or c.hi:
-            raise ConstraintError(
-                f"{_show(ptr)}/multipleOf is not supported (only a divisor of 1000 or 10**-k, unbounded)"
-            )
-        m = int(m)
-        k = next((k for k in range(4) if 10**k % m == 0), None)
-        if k is None:
-            raise ConstraintError(
-                f"{_show(ptr)}/multipleOf is not supported (only a divisor of 1000 or 10**-k, unbounded)"
-            )
-        if k == 0:
-            return _frag(INTEGER)
-        ends = [f"{r:0{k}d}" for r in range(0, 10**k, m)]
-        zero = "-?0" if self.widen else "0"
-        head = f"[1-9][0-9]{{0,{MAX_INT_DIGITS - k - 1}}}"
-        small = [str(int(e)) for e in ends if e != "0" * k]  # below 10**k
-        return _frag(
-            f"(?:{zero}|-?(?:{head}(?:{'|'.join(ends)})|{'|'.join(small)}))"
-            if small
-            else f"(?:{zero}|-?{head}{'0' * k})"
-        )
+        out, why_none = number_text(c, self.widen)
+        self.empty = self.empty or why_none
+        return out
 
     # strings ------------------------------------------------------------------------------------
     def string(self, c: Clause):
@@ -1732,24 +1670,24 @@ class _Compiler:
         lo, hi = c.min_len, c.max_len
         if hi is not None and hi < lo:
             return None
-        texts = [(f'"{FORMATS[f]}"', _size(FORMATS[f]) + 2) for f, _ in c.formats]
+        texts = [(f'"{FORMATS[f]}"', text_size(FORMATS[f]) + 2) for f, _ in c.formats]
         length = lo or hi is not None
         if len(c.formats) == 1 and not c.patterns and length:
-            shortest, longest = _FORMAT_LENGTHS.get(c.formats[0][0], (0, None))
+            shortest, longest = FORMAT_LENGTHS.get(c.formats[0][0], (0, None))
             if lo <= shortest and longest is not None and (hi is None or longest <= hi):
                 length = False  # every text of the format has a length within the bounds
         for p, ptr in c.patterns:
             t = translate(p, ptr)
             if length and len(c.patterns) == 1 and not c.formats:
-                fitted = _fit(p, ptr, lo, hi, t)
+                fitted = fit_lengths(p, ptr, lo, hi, t)
                 if fitted is not None:
-                    return _frag(f'"{fitted.encoded}"', fitted.states)
+                    return fragment(f'"{fitted.encoded}"', fitted.states)
             texts.append((f'"{t.encoded}"', t.states))
         if length or not texts:
-            texts.append((STRING, _CHAR_STATES + 4) if lo == 0 and hi is None else _rep_string(lo, hi))
+            texts.append((STRING, CHAR_STATES + 4) if lo == 0 and hi is None else string_of_length(lo, hi))
         if len(texts) == 1:
             return texts[0]
-        if not _SEALING.get():
+        if not SEALING.get():
             return (intersect(*(Pattern(t) for t, _ in texts)), max(n for _, n in texts) * len(texts))
         return (intersect(*(Pattern(t) for t, _ in texts)), 1)
 
@@ -1763,7 +1701,7 @@ class _Compiler:
         if c.contains and c.min_contains > 0:
             if prefix or c.unique:
                 raise ConstraintError(
-                    f"{_show(c.ptr)}/contains is only supported without prefixItems and uniqueItems"
+                    f"{show(c.ptr)}/contains is only supported without prefixItems and uniqueItems"
                 )
             prefix = [rest + c.contains for _ in range(c.min_contains)]
             lo = max(lo, c.min_contains)
@@ -1773,14 +1711,14 @@ class _Compiler:
             prefix = prefix[:hi]
         texts = [self.subs(p, f"{c.ptr}/items") for p in prefix]
         rest_text = self.subs(rest, f"{c.ptr}/items") if (hi is None or hi > len(prefix)) else None
-        return self.check(_array(texts, rest_text, lo, hi, self.comma), c.ptr)
+        return self.check(array_text(texts, rest_text, lo, hi, self.comma), c.ptr)
 
     def unique(self, c: Clause, prefix, rest, lo: int, hi: int | None):
         """uniqueItems: arrays of distinct values of a finite item set (enum, null, booleans);
         otherwise arrays of at most one item (always unique)."""
         values = None
         if not prefix:
-            parts = _conj([(s, ctx, p) for s, ctx, p in rest], self.norm) if rest else None
+            parts = conjunction([(s, ctx, p) for s, ctx, p in rest], self.norm) if rest else None
             if parts and all(
                 p.rule is None and (p.enum is not None or p.kinds <= {"null", "boolean"}) for p in parts
             ):
@@ -1789,27 +1727,27 @@ class _Compiler:
                     cands = (
                         p.enum
                         if p.enum is not None
-                        else [v for v in (None, True, False) if _kind_of(v) in p.kinds]
+                        else [v for v in (None, True, False) if kind_of(v) in p.kinds]
                     )
                     for v in cands:
-                        if _check(p, v, self.norm) is True and not any(_equal(v, w) for w in values):
+                        if check_value(p, v, self.norm) is True and not any(json_equal(v, w) for w in values):
                             values.append(v)
         if values is not None and len(values) <= MAX_ENUM_UNIQUE:
-            texts = [_escape(json.dumps(v, ensure_ascii=False, separators=(",", ":"))) for v in values]
+            texts = [escaped(json.dumps(v, ensure_ascii=False, separators=(",", ":"))) for v in values]
             seqs = [
                 rf"\[{self.comma.join(p)}\]"
                 for n in range(lo, min(len(texts), hi if hi is not None else len(texts)) + 1)
                 for p in itertools.permutations(texts, n)
             ]
-            return _alts([_frag(s) for s in seqs])
+            return either([fragment(s) for s in seqs])
         if lo > 1:
             raise ConstraintError(
-                f"{_show(c.ptr)}/uniqueItems is not supported with minItems > 1 over more than "
+                f"{show(c.ptr)}/uniqueItems is not supported with minItems > 1 over more than "
                 f"{MAX_ENUM_UNIQUE} possible items (distinct items are not a regular language)"
             )
         texts = [self.subs(p, f"{c.ptr}/items") for p in prefix[:1]]
         rest_text = self.subs(rest, f"{c.ptr}/items") if not prefix else None
-        return _array(texts, rest_text, lo, 1, self.comma)
+        return array_text(texts, rest_text, lo, 1, self.comma)
 
     # objects ------------------------------------------------------------------------------------
     def object(self, c: Clause):
@@ -1825,10 +1763,10 @@ class _Compiler:
             if name in c.dep_schemas:
                 if name in required:
                     raise ConstraintError(
-                        f"{_show(c.ptr)}/dependentSchemas of a required property is not supported"
+                        f"{show(c.ptr)}/dependentSchemas of a required property is not supported"
                     )
                 forbidden.add(name)
-            if c.names and _check_subs(c.names, name, self.norm, 0) is not True:
+            if c.names and check_subs(c.names, name, self.norm, 0) is not True:
                 forbidden.add(name)
         if forbidden & required:
             return None
@@ -1836,13 +1774,13 @@ class _Compiler:
         for name in listed:
             if name in forbidden:
                 continue
-            key = _escape(json.dumps(name, ensure_ascii=False))
-            val = self.subs(_member(c, name), f"{c.ptr}/properties/{name}")
+            key = escaped(json.dumps(name, ensure_ascii=False))
+            val = self.subs(member_subs(c, name), f"{c.ptr}/properties/{name}")
             if val is None:
                 if name in required:
                     return None
                 continue
-            members.append((_cat(_frag(key + self.colon), val), name in required))
+            members.append((joined(fragment(key + self.colon), val), name in required))
         extra = None
         if c.extras and not c.names and not c.dep_required and not c.dep_schemas:
             extra = self.extra_members(c, listed + sorted(c.forbid - set(listed)))
@@ -1854,7 +1792,7 @@ class _Compiler:
         for first in (None, 8, 1):  # too large: the first property written among the first 8, then 1
             try:
                 return self.check(
-                    _members(members, extra, c.min_props, c.max_props, self.comma, first, c.ptr), c.ptr
+                    members_text(members, extra, c.min_props, c.max_props, self.comma, first, c.ptr), c.ptr
                 )
             except MembersTooLarge:
                 if first == 1:
@@ -1872,11 +1810,11 @@ class _Compiler:
             for order in itertools.permutations(range(len(members)), k):
                 if not required <= set(order):
                     continue
-                parts = [_frag(r"\{")]
+                parts = [fragment(r"\{")]
                 for j, i in enumerate(order):
-                    parts += [_frag(self.comma), members[i][0]] if j else [members[i][0]]
-                alts.append(_cat(*parts, _frag(r"\}")))
-        return _alts(alts)
+                    parts += [fragment(self.comma), members[i][0]] if j else [members[i][0]]
+                alts.append(joined(*parts, fragment(r"\}")))
+        return either(alts)
 
     def extra_members(self, c: Clause, names: list):
         """key:value for properties not listed: keys of a patternProperties pattern (when no
@@ -1885,20 +1823,88 @@ class _Compiler:
         all_pats = [s for _, subs in c.patprops for s in subs]
         for p, subs in c.patprops:
             ptr = subs[0][2] if subs else c.ptr
-            if any(_matches(p, n, ptr)[1] for n in names):
+            if any(name_matches(p, n, ptr)[1] for n in names):
                 continue
             keys = translate(p, ptr)
             value = self.subs(all_pats, ptr)  # a key may match other patterns too
             if value is not None:
-                alts.append(_cat(_frag(f'"{keys.encoded}"{self.colon}', keys.states + 4), value))
+                alts.append(joined(fragment(f'"{keys.encoded}"{self.colon}', keys.states + 4), value))
         if not c.patprops and c.additional:
             value = self.subs(c.additional, c.additional[0][2])
             if value is not None:
-                alts.append(_cat(_frag(f'"{_not_words(names)}"{self.colon}'), value))
-        return _alts(alts)
+                alts.append(joined(fragment(f'"{not_words(names)}"{self.colon}'), value))
+        return either(alts)
 
 
-def _integers_pass(m) -> bool:
+def number_text(c: Clause, widen: bool):
+    """A number's fragment (its kinds, bounds and multipleOf), and why it writes no integer when
+    its bounds leave only integers past the digits written ("" otherwise). ``widen``: an excluded
+    text, holding ``-0`` beside ``0``."""
+    if c.mult:
+        return multiple_text(c, widen), ""
+    if not c.lo and not c.hi:
+        if c.kinds >= {"integer", "fraction"}:
+            return fragment(NUMBER), ""
+        if "integer" in c.kinds:
+            return fragment(INTEGER), ""
+    why_none = ""
+    lo, lo_s, hi, hi_s = intervals(c)
+    parts = []
+    if "integer" in c.kinds:
+        ilo = None if lo is None else (math.floor(lo) + 1 if lo_s and lo == math.floor(lo) else math.ceil(lo))
+        ihi = None if hi is None else (math.ceil(hi) - 1 if hi_s and hi == math.ceil(hi) else math.floor(hi))
+        ints = signed_range(ilo, ihi)
+        parts.append(ints)
+        if not ints and signed_range(ilo, ihi, cap=None):  # only integers past the written digits
+            side, bound = ("minimum", ilo) if ilo is not None and ilo > 0 else ("maximum", ihi)
+            other = "maximum" if side == "minimum" else "minimum"
+            why_none = (
+                f"{show(c.ptr)}/{side}: an integer without a {other} is written with at most "
+                f"{MAX_INT_DIGITS} digits, and {side} {short_number(bound)} leaves none; "
+                f"give the {other} too"
+            )
+        if widen and (ilo is None or ilo <= 0) and (ihi is None or ihi >= 0):
+            parts.append("-0")
+    if "fraction" in c.kinds:
+        parts.append(fraction_range(lo, lo_s, hi, hi_s))
+    return either([fragment(p) for p in parts if p]), why_none
+
+
+def multiple_text(c: Clause, widen: bool):
+    """multipleOf for integers: a divisor of a power of ten, by the last digits."""
+    ms = {m for m, _ in c.mult}
+    m = ms.pop() if len(ms) == 1 else None
+    ptr = c.mult[0][1]
+    if "integer" not in c.kinds:  # only integers are written: none of them may be
+        raise ConstraintError(f"{show(ptr)}/multipleOf is not supported where integers are excluded")
+    if m is not None and not c.lo and not c.hi and not widen and integers_pass(m):
+        return fragment(
+            INTEGER
+        )  # 10**-k: the integers, a part (their multiples of m with fractions are not written)
+    if m is None or not (isinstance(m, int) or float(m).is_integer()) or c.lo or c.hi:
+        raise ConstraintError(
+            f"{show(ptr)}/multipleOf is not supported (only a divisor of 1000 or 10**-k, unbounded)"
+        )
+    m = int(m)
+    k = next((k for k in range(4) if 10**k % m == 0), None)
+    if k is None:
+        raise ConstraintError(
+            f"{show(ptr)}/multipleOf is not supported (only a divisor of 1000 or 10**-k, unbounded)"
+        )
+    if k == 0:
+        return fragment(INTEGER)
+    ends = [f"{r:0{k}d}" for r in range(0, 10**k, m)]
+    zero = "-?0" if widen else "0"
+    head = f"[1-9][0-9]{{0,{MAX_INT_DIGITS - k - 1}}}"
+    small = [str(int(e)) for e in ends if e != "0" * k]  # below 10**k
+    return fragment(
+        f"(?:{zero}|-?(?:{head}(?:{'|'.join(ends)})|{'|'.join(small)}))"
+        if small
+        else f"(?:{zero}|-?{head}{'0' * k})"
+    )
+
+
+def integers_pass(m) -> bool:
     """Whether ``m`` is a float ``10**-k`` (``0.1``, ``0.01``, ...) that every JSON integer ``n`` is a
     multiple of as validators compute it: ``n / m`` in floating point is integral. The double
     nearest ``10**-k`` is ``10**-k (1 + d)``; with ``|d| < 2**-54`` (under half an ulp of any
@@ -1913,7 +1919,7 @@ def _integers_pass(m) -> bool:
     return abs(exact / Fraction(m) - 1) < Fraction(1, 2**54)
 
 
-def _fit(p: str, ptr: str, lo: int, hi: int | None, t):
+def fit_lengths(p: str, ptr: str, lo: int, hi: int | None, t):
     """The pattern's translation cut to strings of lo..hi characters (its repetitions capped,
     repeated classes repeated more), or None when that does not fit."""
 
@@ -1942,46 +1948,46 @@ def _fit(p: str, ptr: str, lo: int, hi: int | None, t):
     return best if best is not None and ok(best) else None
 
 
-def _without_enum(c: Clause) -> Clause:
+def without_enum(c: Clause) -> Clause:
     d = c.copy()
     d.enum = None
     return d
 
 
-def _rep_string(lo: int, hi: int | None):
+def string_of_length(lo: int, hi: int | None):
     q = f"{{{lo},{'' if hi is None else hi}}}"
-    states = _CHAR_STATES * max(lo, hi or 1, 1) + 4
-    if states > SEAL_STATES and _SEALING.get():  # the count kept symbolic: one node of the engine
-        return (concat('"', repeat(_opaque(CHAR), lo, hi), '"'), 1)
+    states = CHAR_STATES * max(lo, hi or 1, 1) + 4
+    if states > SEAL_STATES and SEALING.get():  # the count kept symbolic: one node of the engine
+        return (concat('"', repeat(opaque(CHAR), lo, hi), '"'), 1)
     return (f'"{CHAR}{q}"', states)
 
 
-def _array(texts: list, rest, lo: int, hi: int | None, comma: str):
+def array_text(texts: list, rest, lo: int, hi: int | None, comma: str):
     """``[`` items ``]``: the i-th of ``texts`` at position i, then ``rest`` repeated; between
     ``lo`` and ``hi`` items (a None text: no value there, so the array ends before)."""
     k = len(texts)
     rest_lo, rest_hi = max(lo - k, 0), None if hi is None else max(hi - k, 0)
     if k == 0:
         if rest is None or rest_hi == 0:
-            tail = _frag("") if rest_lo == 0 else None
+            tail = fragment("") if rest_lo == 0 else None
         else:
-            more = _rep(
-                _cat(_frag(comma), rest), max(rest_lo - 1, 0), None if rest_hi is None else rest_hi - 1
+            more = repeated(
+                joined(fragment(comma), rest), max(rest_lo - 1, 0), None if rest_hi is None else rest_hi - 1
             )
-            tail = _cat(rest, more)
+            tail = joined(rest, more)
             if rest_lo == 0:
-                tail = _rep(tail, 0, 1)
+                tail = repeated(tail, 0, 1)
     else:
-        tail = _rep(_cat(_frag(comma), rest) if rest is not None else None, rest_lo, rest_hi)
+        tail = repeated(joined(fragment(comma), rest) if rest is not None else None, rest_lo, rest_hi)
     for i in range(k - 1, -1, -1):
-        body = _cat(_frag(comma if i else ""), texts[i], tail) if texts[i] is not None else None
-        tail = _rep(body, 0, 1) if i >= lo else body
+        body = joined(fragment(comma if i else ""), texts[i], tail) if texts[i] is not None else None
+        tail = repeated(body, 0, 1) if i >= lo else body
         if tail is None:
             return None
-    return _cat(_frag(r"\["), tail, _frag(r"\]"))
+    return joined(fragment(r"\["), tail, fragment(r"\]"))
 
 
-def _members(
+def members_text(
     members: list, extra, min_props: int, max_props: int | None, comma: str, first=None, ptr: str = ""
 ):
     """``{`` members ``}``: ``members`` (fragment, required) in order, each optional one present or
@@ -1993,7 +1999,7 @@ def _members(
     n = len(members)
     if sum(min(i, cap) + 1 for i in range(n + 1)) > MAX_MEMBER_PIECES:  # the (member, count) pieces
         raise MembersTooLarge(
-            f"{_show(ptr)}: the JSON Schema's regex would exceed {MAX_PATTERN_CHARS:,} characters or "
+            f"{show(ptr)}: the JSON Schema's regex would exceed {MAX_PATTERN_CHARS:,} characters or "
             f"{MAX_STATES:,} automaton states (an object's optional properties, counted up to {cap}): "
             "simplify the schema",
             bound="pieces",
@@ -2006,37 +2012,41 @@ def _members(
             return None
         room = None if max_props is None else max_props - count
         if extra is None or room == 0:
-            return _frag("") if not need else None
+            return fragment("") if not need else None
         if count == 0:
-            first = _cat(extra, _rep(_cat(_frag(comma), extra), 0, None if room is None else room - 1))
-            return first if need else _rep(first, 0, 1)
-        return _rep(_cat(_frag(comma), extra), need, room)
+            first = joined(
+                extra, repeated(joined(fragment(comma), extra), 0, None if room is None else room - 1)
+            )
+            return first if need else repeated(first, 0, 1)
+        return repeated(joined(fragment(comma), extra), need, room)
 
     def gen(i: int, count: int):
         key = (i, min(count, cap))
         if key in memo:
             return memo[key]
-        _spend(ptr)
+        spend(ptr)
         if i == n:
             out = tail(count)
         else:
             text, req = members[i]
-            sep = _frag(comma if count else "")
+            sep = fragment(comma if count else "")
             full = max_props is not None and count >= max_props
-            present = None if full else _cat(sep, text, gen(i + 1, count + 1))
+            present = None if full else joined(sep, text, gen(i + 1, count + 1))
             if req:
                 out = present
             elif first is not None and count == 0 and i >= first and present is not None:
                 # linear from here: this member, or (no required one left) no listed member at all
                 later_required = any(r for _, r in members[i:])
-                out = present if later_required else _alts([present, tail(0)])
+                out = present if later_required else either([present, tail(0)])
             elif count >= cap and max_props is None and count:
-                out = _cat(_rep(_cat(sep, text), 0, 1), gen(i + 1, count))  # the counts no longer matter
+                out = joined(
+                    repeated(joined(sep, text), 0, 1), gen(i + 1, count)
+                )  # the counts no longer matter
             else:
-                out = _alts([present, gen(i + 1, count)])
-        if _too_large(out):
+                out = either([present, gen(i + 1, count)])
+        if too_large(out):
             raise MembersTooLarge(
-                f"{_show(ptr)}: the JSON Schema's regex would exceed {MAX_PATTERN_CHARS:,} characters or "
+                f"{show(ptr)}: the JSON Schema's regex would exceed {MAX_PATTERN_CHARS:,} characters or "
                 f"{MAX_STATES:,} automaton states (an object's optional properties): simplify the schema",
                 bound="characters or states",
                 limit=MAX_PATTERN_CHARS,
@@ -2044,27 +2054,27 @@ def _members(
         memo[key] = out
         return out
 
-    return _cat(_frag(r"\{"), gen(0, 0), _frag(r"\}"))
+    return joined(fragment(r"\{"), gen(0, 0), fragment(r"\}"))
 
 
-_KEY_CHARS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz"
+KEY_CHARS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz"
 
 
-def _not_words(words: list[str]) -> str:
+def not_words(words: list[str]) -> str:
     """Non-empty keys of ``[A-Za-z0-9_]`` that are none of ``words``."""
     trie: dict = {}
     for w in words:
-        if all(ch in _KEY_CHARS for ch in w):
+        if all(ch in KEY_CHARS for ch in w):
             node = trie
             for ch in w:
                 node = node.setdefault(ch, {})
             node[""] = {}
-    free = f"[{_KEY_CHARS[:10]}A-Z_a-z]"
+    free = f"[{KEY_CHARS[:10]}A-Z_a-z]"
 
     def walk(node: dict, top: bool) -> str:
         alts = [] if top or "" in node else [""]
         kids = sorted(k for k in node if k)
-        others = "".join(ch for ch in _KEY_CHARS if ch not in kids)
+        others = "".join(ch for ch in KEY_CHARS if ch not in kids)
         if others:
             cls = others if len(others) < 10 else None
             alts.append((f"[{cls}]" if cls else f"[^{''.join(kids)}\\W]" if kids else free) + f"{free}*")
@@ -2075,26 +2085,26 @@ def _not_words(words: list[str]) -> str:
     return walk(trie, True)
 
 
-def _signed_range(lo: int | None, hi: int | None, cap: int | None = 10**MAX_INT_DIGITS - 1) -> str:
+def signed_range(lo: int | None, hi: int | None, cap: int | None = 10**MAX_INT_DIGITS - 1) -> str:
     """Integers in [lo, hi] (None: unbounded, then at most MAX_INT_DIGITS digits); '' when none.
     ``cap=None``: whether any integer is in [lo, hi] ('-' or '' ; nothing is written)."""
     if cap is None:
         return "-" if lo is None or hi is None or lo <= hi else ""
     lo = -cap if lo is None else lo
     hi = cap if hi is None else hi
-    neg = _range(max(-hi, 1), -lo) if lo < 0 else ""
-    pos = _range(max(lo, 0), hi) if hi >= 0 else ""
+    neg = digit_range(max(-hi, 1), -lo) if lo < 0 else ""
+    pos = digit_range(max(lo, 0), hi) if hi >= 0 else ""
     alts = [a for a in ("-" + neg if neg else "", pos) if a]
     return alts[0] if len(alts) == 1 else f"(?:{'|'.join(alts)})" if alts else ""
 
 
-def _short(n: int) -> str:
+def short_number(n: int) -> str:
     """An integer for a message: in full up to 30 digits, else its digit count."""
     text = str(n)
     return text if len(text) <= 30 else f"{text[:6]}... ({len(text.lstrip('-'))} digits)"
 
 
-def _range(lo: int, hi: int) -> str:
+def digit_range(lo: int, hi: int) -> str:
     """Decimal numerals (no leading zero) of lo <= n <= hi; '' when none."""
     if hi < lo:
         return ""
@@ -2104,15 +2114,15 @@ def _range(lo: int, hi: int) -> str:
         if n > 1 and a == 10 ** (n - 1) and b == 10**n - 1:
             full.append(n)  # every numeral of n digits: merged with the next lengths
         else:
-            alts.extend(_digits(full))
+            alts.extend(digit_runs(full))
             full = []
-            alts.append(_same_length(str(a), str(b)))
+            alts.append(same_length(str(a), str(b)))
         n += 1
-    alts.extend(_digits(full))
+    alts.extend(digit_runs(full))
     return alts[0] if len(alts) == 1 else f"(?:{'|'.join(alts)})"
 
 
-def _digits(lengths: list[int]) -> list[str]:
+def digit_runs(lengths: list[int]) -> list[str]:
     """Every numeral (no leading zero) of lengths[0] to lengths[-1] digits (consecutive)."""
     if not lengths:
         return []
@@ -2120,7 +2130,7 @@ def _digits(lengths: list[int]) -> list[str]:
     return ["[1-9][0-9]" + (f"{{{lo}}}" if lo == hi else f"{{{lo},{hi}}}")]
 
 
-def _same_length(a: str, b: str) -> str:
+def same_length(a: str, b: str) -> str:
     """Fixed-width numerals from a to b (same length, a <= b; leading zeros allowed)."""
     if a == b:
         return a
@@ -2128,33 +2138,33 @@ def _same_length(a: str, b: str) -> str:
         first = a[0] if a[0] == b[0] else f"[{a[0]}-{b[0]}]"
         return first + ("" if len(a) == 1 else "[0-9]" if len(a) == 2 else f"[0-9]{{{len(a) - 1}}}")
     if a[0] == b[0]:
-        return a[0] + _same_length(a[1:], b[1:])
+        return a[0] + same_length(a[1:], b[1:])
     k = len(a) - 1
-    parts = [a[0] + _same_length(a[1:], "9" * k)]
+    parts = [a[0] + same_length(a[1:], "9" * k)]
     if int(a[0]) + 1 <= int(b[0]) - 1:
         mid = f"{int(a[0]) + 1}" if int(a[0]) + 1 == int(b[0]) - 1 else f"[{int(a[0]) + 1}-{int(b[0]) - 1}]"
         parts.append(mid + (f"[0-9]{{{k}}}" if k > 1 else "[0-9]"))
-    parts.append(b[0] + _same_length("0" * k, b[1:]))
+    parts.append(b[0] + same_length("0" * k, b[1:]))
     return f"(?:{'|'.join(parts)})"
 
 
-def _fixed(a: int, b: int, k: int) -> str:
+def fixed_width(a: int, b: int, k: int) -> str:
     """Numerals of the integers a..b (0 <= a <= b) written with a point before the last k digits."""
     if k == 0:
-        return _range(a, b)
+        return digit_range(a, b)
     unit = 10**k
     ia, ib = a // unit, b // unit
     fa, fb = f"{a % unit:0{k}d}", f"{b % unit:0{k}d}"
     if ia == ib:
-        return f"{ia}\\.{_same_length(fa, fb)}"
-    parts = [f"{ia}\\.{_same_length(fa, '9' * k)}"]
+        return f"{ia}\\.{same_length(fa, fb)}"
+    parts = [f"{ia}\\.{same_length(fa, '9' * k)}"]
     if ia + 1 <= ib - 1:
-        parts.append(f"{_range(ia + 1, ib - 1)}\\.[0-9]{{{k}}}")
-    parts.append(f"{ib}\\.{_same_length('0' * k, fb)}")
+        parts.append(f"{digit_range(ia + 1, ib - 1)}\\.[0-9]{{{k}}}")
+    parts.append(f"{ib}\\.{same_length('0' * k, fb)}")
     return f"(?:{'|'.join(parts)})"
 
 
-def _positive_fractions(lo: Decimal, lo_s: bool, hi: Decimal | None, hi_s: bool) -> list[str]:
+def positive_fractions(lo: Decimal, lo_s: bool, hi: Decimal | None, hi_s: bool) -> list[str]:
     """Decimals v > 0 (1 to MAX_FRACTION_DIGITS fraction digits, the last non-zero, 15 significant
     digits at most) with lo < v (lo <= v unless lo_s) and v < hi (v <= hi unless hi_s)."""
     out = []
@@ -2175,7 +2185,7 @@ def _positive_fractions(lo: Decimal, lo_s: bool, hi: Decimal | None, hi_s: bool)
         qa, qb = a // 10, b // 10  # M = 10 q + r with r in 1-9: the last digit non-zero
 
         def head(x: int, y: int, j: int = j) -> str:
-            return _fixed(x, y, j - 1) + ("\\." if j == 1 else "")
+            return fixed_width(x, y, j - 1) + ("\\." if j == 1 else "")
 
         def digit(x: int, y: int) -> str:
             return str(x) if x == y else f"[{x}-{y}]"
@@ -2192,15 +2202,15 @@ def _positive_fractions(lo: Decimal, lo_s: bool, hi: Decimal | None, hi_s: bool)
     return out
 
 
-def _fractions(lo, lo_s, hi, hi_s) -> str:
+def fraction_range(lo, lo_s, hi, hi_s) -> str:
     """Non-integral decimals within the bounds (None: unbounded) as json.loads reads them: 15
     significant digits at most, so the float of one is strictly inside any bound it is inside."""
     zero = Decimal(0)
     pos = neg = []
     if hi is None or hi > 0:
-        pos = _positive_fractions(lo if lo is not None and lo > 0 else zero, lo_s, hi, hi_s)
+        pos = positive_fractions(lo if lo is not None and lo > 0 else zero, lo_s, hi, hi_s)
     if lo is None or lo < 0:
-        neg = _positive_fractions(
+        neg = positive_fractions(
             -hi if hi is not None and hi < 0 else zero, hi_s, None if lo is None else -lo, lo_s
         )
     alts = pos + ["-" + p for p in neg]
