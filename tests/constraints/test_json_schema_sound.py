@@ -14,9 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import decodekit
-import decodekit.constraints.frontends.schema as schema_module
 from decodekit.constraints.automata.derivatives import Pattern
-from decodekit.constraints.frontends.schema import MAX_REF_UNROLL, json_schema
+from decodekit.constraints.frontends.schema import MAX_REF_UNROLL, json_schema, limits
 from decodekit.errors import ConstraintError
 from tests.constraints.test_json_schema import VOCAB, valid
 from tests.support.fakes import HistoryLM
@@ -355,7 +354,7 @@ def test_size_is_bounded_by_the_dag_before_the_text_is_built(monkeypatch):
     pattern = json_schema(schema)
     assert time.process_time() - start < 5.0
     assert pattern.size() < 50_000 < 10**9 < pattern.text_length()
-    monkeypatch.setattr(schema_module, "MAX_PATTERN_CHARS", 5_000)
+    monkeypatch.setattr(limits, "MAX_PATTERN_CHARS", 5_000)
     start = time.process_time()
     refused(schema, "automaton states")
     assert time.process_time() - start < 2.0
