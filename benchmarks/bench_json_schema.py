@@ -183,6 +183,7 @@ def run_suite(args, workers: dict) -> dict:
     import regex
 
     from decodekit.constraints import Pattern, check_pattern, json_schema
+    from decodekit.constraints.grammar.cfg import CFG
     from decodekit.errors import ConstraintError
 
     rows = {n: collections.Counter() for n in ["decodekit", *workers]}
@@ -201,7 +202,8 @@ def run_suite(args, workers: dict) -> dict:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 pattern = json_schema(schema)
-                compiled = _PatternMatcher(pattern, texts) if isinstance(pattern, Pattern) else None
+                expression = isinstance(pattern, (Pattern, CFG))  # CFG: a recursive schema's grammar
+                compiled = _PatternMatcher(pattern, texts) if expression else None
                 if compiled is None:
                     check_pattern(pattern)
                     compiled = regex.compile(pattern)
@@ -246,15 +248,15 @@ def run_suite(args, workers: dict) -> dict:
 
 
 class _PatternMatcher:
-    """``fullmatch`` for a Pattern expression: its automaton over a character vocabulary (printable
-    ASCII and every character of the texts), walked character by character."""
+    """``fullmatch`` for a Pattern expression or a grammar: its automaton over a character
+    vocabulary (printable ASCII and every character of the texts), walked character by character."""
 
     def __init__(self, pattern, texts: list[str]):
         from decodekit.constraints import compile_regex
 
         self.chars = sorted({chr(c) for c in range(32, 127)} | {c for t in texts for c in t})
         self.ids = {c: i for i, c in enumerate(self.chars)}
-        self.auto = compile_regex(pattern, self.chars)
+        self.auto = compile_regex(pattern, self.chars, lazy="masked")
 
     def fullmatch(self, text: str):
         return True if self.auto.accepts([self.ids[c] for c in text]) else None

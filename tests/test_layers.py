@@ -94,9 +94,12 @@ DEPENDS = {
     "plotting": ("errors", "util"),  # training curves (matplotlib, optional)
     # the constraint compiler, by stage (docs/architecture.md): each stage imports only earlier ones
     "constraints.syntax": ("errors",),  # regex text -> AST; the Unicode tables
-    # JSON Schema -> a regex, or a Pattern expression where it needs an intersection
-    "constraints.frontends": ("errors", "constraints.syntax", "constraints.automata"),
+    # JSON Schema -> a regex, a Pattern expression where it needs an intersection, or a grammar
+    # (constraints.grammar's CFG) where a $ref is recursive
+    "constraints.frontends": ("errors", "constraints.syntax", "constraints.automata", "constraints.grammar"),
     "constraints.automata": ("errors", "constraints.syntax"),  # AST -> char DFA -> byte DFA; products
+    # context-free grammars: the CFG, its readers, and its Earley byte states (over the automata)
+    "constraints.grammar": ("errors", "constraints.syntax", "constraints.automata"),
     "constraints.tokens": ("errors", "constraints.automata"),  # trie, lift, the protocols, automata, masks
     "constraints": (  # the face: compile_regex, the cache, one build ladder; beside the models
         "util",
@@ -104,6 +107,7 @@ DEPENDS = {
         "vocab",
         "constraints.syntax",
         "constraints.frontends",
+        "constraints.grammar",
         "constraints.automata",
         "constraints.tokens",
     ),

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 import decodekit
 from decodekit.constraints.automata.derivatives import LABEL_CHARS, Pattern, concat, union
-from decodekit.constraints.frontends.schema import MAX_PATTERN_CHARS, json_schema
-from decodekit.errors import ConstraintError
+from decodekit.constraints.frontends.schema import MAX_PATTERN_CHARS, json_schema, limits
+from decodekit.errors import ConstraintError, ConstraintTooLarge
 from decodekit.vocab import Vocab
 from tests.constraints.test_json_schema import valid
 from tests.constraints.test_json_schema_sound import JSON, SCHEMAS, fullmatcher
@@ -185,11 +185,10 @@ def test_nested_arrays_share_their_items():
 def test_small_objects_through_the_dag_accept_exactly_the_valid_ones(n, required, monkeypatch):
     """Sealed (the thresholds lowered so that every member is its own node): every object of the
     listed properties in the schema's order, each present or not, is accepted iff valid."""
-    import decodekit.constraints.frontends.schema as schema_module
 
-    monkeypatch.setattr(schema_module, "STR_STATES", 10)
-    monkeypatch.setattr(schema_module, "SEAL_STATES", 10)
-    monkeypatch.setattr(schema_module, "SHARE_LEAF", 5)
+    monkeypatch.setattr(limits, "STR_STATES", 10)
+    monkeypatch.setattr(limits, "SEAL_STATES", 10)
+    monkeypatch.setattr(limits, "SHARE_LEAF", 5)
     inner = {"type": "object", "properties": {"x": {"enum": [1, 2]}, "y": {"type": "boolean"}}}
     schema = {
         "type": "object",
@@ -243,10 +242,9 @@ def test_a_large_intersection_is_written_sealed(monkeypatch):
     """A Pattern (strings with a pattern, a format and a length) of more than PATTERN_STATES NFA
     states is written sealed (the thresholds lowered: leaves of at most about SHARE_LEAF
     characters, 2,056 unsealed), and stays sound."""
-    import decodekit.constraints.frontends.schema as schema_module
 
-    monkeypatch.setattr(schema_module, "PATTERN_STATES", 1_000)
-    monkeypatch.setattr(schema_module, "SHARE_LEAF", 200)
+    monkeypatch.setattr(limits, "PATTERN_STATES", 1_000)
+    monkeypatch.setattr(limits, "SHARE_LEAF", 200)
     item = {
         "type": "object",
         "properties": {
@@ -304,17 +302,16 @@ def test_many_members_counted_up_to_a_large_max_properties_are_refused_at_once()
 @contextlib.contextmanager
 def _sealed_everywhere():
     """Every schema written sealed, in pieces of a few NFA states (each a DAG node)."""
-    import decodekit.constraints.frontends.schema as schema_module
 
     names = {"STR_STATES": 0, "PATTERN_STATES": 0, "SEAL_STATES": 30, "SHARE_LEAF": 10}
-    saved = {k: getattr(schema_module, k) for k in names}
+    saved = {k: getattr(limits, k) for k in names}
     try:
         for k, v in names.items():
-            setattr(schema_module, k, v)
+            setattr(limits, k, v)
         yield
     finally:
         for k, v in saved.items():
-            setattr(schema_module, k, v)
+            setattr(limits, k, v)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
@@ -350,22 +347,34 @@ def _recursive_tree(width: int) -> dict:
 
 
 def test_the_front_ends_work_is_bounded(monkeypatch):
-    import decodekit.constraints.frontends.schema as schema_module
 
     schema = _recursive_tree(4)
     counted = []
-    spend = schema_module._spend
+    spend = limits.spend
 
     def counting(ptr):
         spend(ptr)
         counted.append(ptr)
 
-    monkeypatch.setattr(schema_module, "_spend", counting)
+    monkeypatch.setattr(limits, "spend", counting)
     json_schema(schema)  # within the default bound
     steps = len(counted)
     assert steps > 50
-    monkeypatch.setattr(schema_module, "MAX_WORK", steps // 2)
+    monkeypatch.setattr(limits, "MAX_WORK", steps // 2)
     start = time.process_time()
     with pytest.raises(ConstraintError, match=r"would exceed [\d,]+ steps to write") as e:
         json_schema(schema)
     assert "\n" not in str(e.value) and time.process_time() - start < 5
+    assert isinstance(e.value, ConstraintTooLarge)
+    assert (e.value.bound, e.value.limit) == ("steps", steps // 2) and e.value.size > steps // 2
+
+
+def test_the_front_end_decides_by_refusal_type_not_message():
+    """Which smaller form is tried next depends on the refusal's class (ConstraintTooLarge,
+    MembersTooLarge), never on its message's text (issue 37 item 3)."""
+    import pathlib
+
+    import decodekit.constraints.frontends.schema as schema_module
+
+    for path in pathlib.Path(schema_module.__file__).parent.glob("*.py"):
+        assert "in str(" not in path.read_text(), path

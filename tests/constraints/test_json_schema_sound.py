@@ -14,38 +14,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import decodekit
-import decodekit.constraints.frontends.schema as schema_module
 from decodekit.constraints.automata.derivatives import Pattern
-from decodekit.constraints.frontends.schema import MAX_REF_UNROLL, json_schema
+from decodekit.constraints.frontends.schema import MAX_REF_UNROLL, json_schema, limits
 from decodekit.errors import ConstraintError
 from tests.constraints.test_json_schema import VOCAB, valid
 from tests.support.fakes import HistoryLM
+from tests.support.schema_match import fullmatcher
 
 
 def matches(schema, text: str) -> bool:
-    return regex.fullmatch(json_schema(schema), text) is not None
-
-
-class fullmatcher:
-    """``fullmatch`` for what json_schema returns: ``regex`` for a str; for a Pattern, its
-    automaton over the characters of ``texts`` and printable ASCII, walked character by character."""
-
-    def __init__(self, pattern, texts=()):
-        self.pattern = pattern
-        if isinstance(pattern, Pattern):
-            self.chars = sorted({chr(c) for c in range(32, 127)} | {c for t in texts for c in t})
-            self.ids = {c: i for i, c in enumerate(self.chars)}
-            try:
-                self.auto = decodekit.compile_regex(pattern, self.chars)
-            except ConstraintError as e:  # an intersection no text satisfies: nothing matches
-                assert "no text" in str(e) or "no token sequence" in str(e), str(e)
-                self.auto = None
-
-    def fullmatch(self, text: str) -> bool:
-        if isinstance(self.pattern, str):
-            return regex.fullmatch(self.pattern, text) is not None
-        ok = self.auto is not None and all(c in self.ids for c in text)
-        return ok and self.auto.accepts([self.ids[c] for c in text])
+    return fullmatcher(json_schema(schema), [text]).fullmatch(text)
 
 
 def refused(schema, says: str) -> str:
@@ -340,7 +318,9 @@ def test_unique_items_where_regular():
     assert matches(strings, '["x"]') and matches(strings, "[]") and not matches(strings, '["x","y"]')
 
 
-def test_recursive_ref_is_unrolled_to_a_documented_depth():
+def test_recursive_ref_is_a_grammar_of_any_depth():
+    """A recursive $ref is a nonterminal (issue 38 item 6): any depth is written, and only
+    valid nestings."""
     schema = {
         "$defs": {
             "node": {
@@ -350,8 +330,10 @@ def test_recursive_ref_is_unrolled_to_a_documented_depth():
         },
         "$ref": "#/$defs/node",
     }
-    deep = '{"v":1,"next":' * MAX_REF_UNROLL + "{}" + "}" * MAX_REF_UNROLL
-    assert valid(schema, deep) and not matches(schema, deep)
+    deep = '{"v":1,"next":' * (4 * MAX_REF_UNROLL) + "{}" + "}" * (4 * MAX_REF_UNROLL)
+    assert valid(schema, deep) and matches(schema, deep)
+    wrong = '{"v":1,"next":' * (4 * MAX_REF_UNROLL) + '{"v":"x"}' + "}" * (4 * MAX_REF_UNROLL)
+    assert not valid(schema, wrong) and not matches(schema, wrong)
     shallow = '{"v":1,"next":' * (MAX_REF_UNROLL - 1) + "{}" + "}" * (MAX_REF_UNROLL - 1)
     assert matches(schema, shallow)
     tree = {"$defs": {"t": {"type": "array", "items": {"$ref": "#/$defs/t"}}}, "$ref": "#/$defs/t"}
@@ -372,7 +354,7 @@ def test_size_is_bounded_by_the_dag_before_the_text_is_built(monkeypatch):
     pattern = json_schema(schema)
     assert time.process_time() - start < 5.0
     assert pattern.size() < 50_000 < 10**9 < pattern.text_length()
-    monkeypatch.setattr(schema_module, "MAX_PATTERN_CHARS", 5_000)
+    monkeypatch.setattr(limits, "MAX_PATTERN_CHARS", 5_000)
     start = time.process_time()
     refused(schema, "automaton states")
     assert time.process_time() - start < 2.0

@@ -821,6 +821,11 @@ class CharLevel:
         self._spelled: dict[int, bytes] = {}
         self.initial = self.state(self.root, False)
 
+    def expression(self, p: Pattern) -> Expr:
+        """The expression of a Pattern made of this level's regexes (a part of the pattern it
+        was built for: a grammar's terminal), as the pattern's own is made."""
+        return _combine(p, self.alg, self.converted)
+
     def _available_classes(self) -> dict[int, int]:
         """class -> the fewest bytes of a character of it spellable with the available bytes."""
         u = self.utf8

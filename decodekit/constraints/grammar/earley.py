@@ -226,7 +226,13 @@ class GrammarBytes:
         distinct = list(dict.fromkeys(patterns))
         char = CharLevel(union(*[Pattern(p) for p in distinct]), available)
         self.lexer = LazyBytes(char)
-        starts = [self.lexer.state(char.state(char.converted[p], False), 0, 0) for p in patterns]
+        # a terminal is a regex text, or a Pattern (a JSON Schema's regular part: its intersections)
+        starts = [
+            self.lexer.state(
+                char.state(char.converted[p] if isinstance(p, str) else char.expression(p), False), 0, 0
+            )
+            for p in patterns
+        ]
         self.g = g = _Tables(cfg, self.lexer, starts)
         if g.minlen[g.nt[cfg.start]] >= INF:
             unspellable = [n for n, m in zip(g.term_names, g.t_min) if m < 0]
