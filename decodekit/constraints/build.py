@@ -27,7 +27,7 @@ from decodekit.constraints.tokens.interface import TokenConstraint, decides_on_h
 from decodekit.constraints.tokens.lazy import LazyTokenAutomaton
 from decodekit.constraints.tokens.lift import lift
 from decodekit.constraints.tokens.trie import EncodedVocab, as_bytes, encode_vocab
-from decodekit.errors import ConstraintError
+from decodekit.errors import ConstraintError, ConstraintTooLarge
 
 # Laziness.AUTO builds lazily (decodekit.constraints.tokens.lazy) when, before lifting, the byte
 # DFA's states between characters (+ "nothing emitted") x V exceed LAZY_ENTRIES (the lift would
@@ -238,9 +238,9 @@ def _lift(dfa, enc: EncodedVocab, sep: bytes, eos_id, max_states: int, lazy: Laz
     character boundaries) and ``dfa`` is large (all its states x V over :data:`LAZY_ENTRIES`)."""
     try:
         return lift(dfa, enc, sep, eos_id, max_states)
-    except ConstraintError as e:
+    except ConstraintTooLarge:
         large = len(dfa.table) * enc.size > LAZY_ENTRIES
-        if lazy in (Laziness.AUTO, Laziness.MASKED) and large and str(e).startswith("constraint too large"):
+        if lazy in (Laziness.AUTO, Laziness.MASKED) and large:
             return _LAZY
         raise
 
@@ -302,9 +302,7 @@ def _build(
     if derivable and max_states > DERIVE_STATES:
         try:
             dfa = build_char_dfa(ast, boundaries, DERIVE_STATES, minimal=not masked_lazily)
-        except ConstraintError as e:
-            if "too large" not in str(e) and "too expensive" not in str(e):
-                raise
+        except ConstraintTooLarge:
             known = {pattern: (ast, boundaries)}
             return _derived(Pattern(pattern), entry, eos_id, pattern, {"nfa_states": ast.size}, known)
     else:

@@ -14,7 +14,7 @@ from decodekit.constraints.automata.derivatives import Pattern, excluding
 from decodekit.constraints.automata.product import as_patterns
 from decodekit.constraints.build import Laziness, Vocabulary, build, is_grammar, parsed
 from decodekit.constraints.tokens.interface import StateTables, TokenConstraint, provides
-from decodekit.errors import ConstraintError
+from decodekit.errors import ConstraintError, ConstraintTooLarge, NoBeamPerState
 
 CACHE_VOCABS, CACHE_PATTERNS = 4, 32  # vocabularies kept, and automata kept per vocabulary
 FINGERPRINT_SAMPLE = 256  # tokens hashed into a vocabulary's fingerprint (hashing 10k: 0.3 ms)
@@ -203,7 +203,7 @@ def as_automaton(
         constraint = ()
     compiled = provides(constraint, TokenConstraint)
     if compiled and lazy is Laziness.WHOLE and not provides(constraint, StateTables):
-        raise ConstraintError(
+        raise NoBeamPerState(
             f"the constraint {constraint.pattern!r} is a {type(constraint).__name__} (built on first visit, "
             f"{constraint.stats.get('candidate_states')} candidate states). {ANDERSON_HINT}"
         )
@@ -250,13 +250,11 @@ def as_automaton(
 
 def anderson_automaton(constraint, model, *, exclude: str | Sequence[str] = ()) -> StateTables:
     """:func:`as_automaton` built whole (:class:`~decodekit.constraints.tokens.interface.StateTables`),
-    for Anderson-style search (one beam per state): a size refusal (``constraint too large``,
-    ``exceeds max_states``) or a lazy automaton given says that one beam per state is impractical
-    and names the masked searches."""
+    for Anderson-style search (one beam per state). Raises :class:`~decodekit.errors.NoBeamPerState`
+    (naming the masked searches) where the whole automaton is refused for size
+    (:class:`~decodekit.errors.ConstraintTooLarge`, kept as its ``cause``) or a constraint built
+    on first visit is given."""
     try:
         return as_automaton(constraint, model, exclude=exclude, lazy=Laziness.WHOLE)
-    except ConstraintError as e:
-        text = str(e)
-        if ANDERSON_HINT not in text and ("too large" in text or "exceeds max_states" in text):
-            raise ConstraintError(f"{text}. {ANDERSON_HINT}") from e
-        raise
+    except ConstraintTooLarge as e:
+        raise NoBeamPerState(f"{e}. {ANDERSON_HINT}", cause=e) from e

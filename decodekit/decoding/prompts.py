@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from decodekit.constraints import TokenConstraint
-from decodekit.errors import ConfigError, ConstraintError, ModelOutputError
+from decodekit.errors import ConfigError, ConstraintError, ModelOutputError, NoBeamPerState
 from decodekit.models import base
 from decodekit.models import state as st
 from decodekit.models.base import LanguageModel, State, model_device
@@ -140,7 +140,6 @@ def _for_states(constraint: Any, model: LanguageModel, exclude: Any, max_length:
     may mask more unless ``exact``) and a match fits in ``max_length``: both searched over the
     states they reach. Otherwise the size refusal, naming the masked searches."""
     from decodekit.constraints import ConstraintError, Laziness, Transitions, anderson_automaton, as_automaton
-    from decodekit.constraints.compile import ANDERSON_HINT
     from decodekit.constraints.tokens.interface import StateTables, provides
 
     given = provides(constraint, TokenConstraint) and not provides(constraint, StateTables)
@@ -153,8 +152,8 @@ def _for_states(constraint: Any, model: LanguageModel, exclude: Any, max_length:
         return as_automaton(constraint, model, exclude=exclude)
     try:
         return anderson_automaton(constraint, model, exclude=exclude)
-    except ConstraintError as refused:
-        if given or ANDERSON_HINT not in str(refused):
+    except NoBeamPerState as refused:
+        if given:
             raise
         lazy = None
         for how in (Laziness.MASKED, Laziness.LAZY):  # exact near the limit where it can be; else the bound
