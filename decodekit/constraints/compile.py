@@ -65,7 +65,7 @@ def compile_regex(
     *,
     exclude: str | Sequence[str] = (),
     max_states: int = DEFAULT_MAX_STATES,
-    lazy: Laziness | bool | str | None = Laziness.AUTO,
+    lazy: bool | str | None = Laziness.DEFAULT,
 ) -> TokenConstraint:
     """Compile ``pattern`` into a :class:`TokenAutomaton` over ``len(token_strings)`` tokens (or,
     as ``lazy`` says, a :class:`LazyTokenAutomaton`: both are
@@ -89,15 +89,17 @@ def compile_regex(
     confirmed by comparing the tokens) and (pattern, separator, eos_id, max_states): the last
     32 automata each; compiling again returns the same object.
 
-    ``lazy``: a :class:`~decodekit.constraints.build.Laziness`. ``AUTO`` (default) returns a
-    :class:`~decodekit.constraints.tokens.lazy.LazyTokenAutomaton` (masked search only; built on
-    first visit) when the automaton would be too large to build whole (decided before lifting,
-    from the byte DFA's size), ``LAZY`` always, ``WHOLE`` never (the size errors below instead).
-    ``MASKED`` (what the masked searches compile with on the CPU): lazily whenever the lazy
-    automaton's masks equal the whole one's (every byte the tokens contain is a token by itself,
-    no separator), so that compiling costs a parse, two small DFAs and the first mask; else as
-    ``AUTO``. The older spellings are aliases: None = AUTO, True = LAZY, False = WHOLE,
-    ``"masked"`` = MASKED.
+    By default the compiler decides how much to build, as the searches would: a pattern small
+    enough (its character DFA within 256 states) whole, a larger one, where the vocabulary spells
+    every text one byte per token (byte-level BPE, characters) and has no separator, on first
+    visit from its derivatives (a :class:`~decodekit.constraints.tokens.derived.DerivedTokenAutomaton`:
+    masks equal to the whole automaton's, compiled in milliseconds where the whole one takes
+    seconds), else whole, or built on first visit when too large to build whole.
+
+    ``lazy`` (deprecated, accepted for one more release; docs/constraints.md): ``"auto"`` (or
+    None) the eager ladder, whole unless too large, ``"lazy"`` (or True) always on first visit,
+    ``"whole"`` (or False) always whole (the size errors instead), ``"masked"`` on first visit
+    wherever the masks are exact.
 
     Raises:
         ConstraintError: invalid regex (with the position), unsupported feature (back-references,
@@ -190,7 +192,7 @@ def as_automaton(
     *,
     exclude: str | Sequence[str] = (),
     max_states: int = DEFAULT_MAX_STATES,
-    lazy: Laziness | bool | str | None = Laziness.AUTO,
+    lazy: bool | str | None = Laziness.DEFAULT,
 ) -> TokenConstraint:
     """A compiled automaton for ``model``: a pattern string, or a list of them (all must match),
     with optional ``exclude`` patterns (none may match anywhere), is compiled against
