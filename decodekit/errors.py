@@ -34,6 +34,17 @@ class ConstraintTooLarge(ConstraintError):
         self.size = size
 
 
+class NoBeamPerState(ConstraintError):
+    """Anderson-style search (one beam per automaton state) is refused for this constraint: its
+    automaton cannot be built whole (``cause``: the :class:`ConstraintTooLarge` underneath), or
+    the constraint given was built on first visit (``cause`` None). A masked or banked search
+    can still run it; code that falls back to one catches this class."""
+
+    def __init__(self, message: str, *, cause: ConstraintTooLarge | None = None):
+        super().__init__(message)
+        self.cause = cause
+
+
 class CheckpointError(DecodekitError):
     """A checkpoint is missing, truncated, tampered with, or belongs to another model kind."""
 

@@ -1,7 +1,7 @@
 """Regex constraints (docs/constraints.md): ``compile_regex(pattern, token_strings, eos_id,
 separator)`` returns a :class:`TokenAutomaton` accepting exactly the token sequences whose text
-``separator.join(token_strings)`` fully matches the pattern (or, as its ``lazy=`` :class:`Laziness`
-says, a :class:`LazyTokenAutomaton`); the decoders see either as a :class:`TokenConstraint`, and
+``separator.join(token_strings)`` fully matches the pattern (or, where that would be large, one
+built on first visit); the decoders see either as a :class:`TokenConstraint`, and
 one beam per state needs the :class:`StateTables` refinement, and :func:`fill_bitmask` writes any
 constraint's masks into a preallocated packed bitmask (:class:`Bitmasks`: the peers' form).
 Names are imported on first use (PEP 562): ``DEFAULT_MAX_STATES`` is read without importing
@@ -16,7 +16,6 @@ DEFAULT_MAX_STATES = 100_000  # the state guard of a compile (its max_states)
 
 _LAZY = {  # public name -> its module
     "ConstraintError": "decodekit.errors",
-    "Laziness": "decodekit.constraints.build",
     "DerivedTokenAutomaton": "decodekit.constraints.tokens.derived",
     "Grammar": "decodekit.constraints.grammar.grammar",
     "Pattern": "decodekit.constraints.automata.derivatives",

@@ -27,7 +27,7 @@ from decodekit.constraints.tokens.interface import TokenConstraint, decides_on_h
 from decodekit.constraints.tokens.lazy import LazyTokenAutomaton
 from decodekit.constraints.tokens.lift import lift
 from decodekit.constraints.tokens.trie import EncodedVocab, as_bytes, encode_vocab
-from decodekit.errors import ConstraintError
+from decodekit.errors import ConstraintError, ConstraintTooLarge
 
 # Laziness.AUTO builds lazily (decodekit.constraints.tokens.lazy) when, before lifting, the byte
 # DFA's states between characters (+ "nothing emitted") x V exceed LAZY_ENTRIES (the lift would
@@ -59,9 +59,14 @@ def parsed(pattern: str):
 
 
 class Laziness(enum.Enum):
-    """How much of a token automaton to build before decoding (``compile_regex(..., lazy=)``).
+    """How much of a token automaton to build before decoding: the compiler's own choice, no
+    longer public (``compile_regex(..., lazy=)`` still accepts the values for a release).
 
-    AUTO: whole (:class:`TokenAutomaton`), or built on first visit
+    DEFAULT (``compile_regex``'s default): where the derivative engine's masks are exact
+    (:func:`exact_lazily`), a pattern whose character DFA exceeds :data:`DERIVE_STATES` (or whose
+    NFA exceeds :data:`DERIVE_NFA`) is built on first visit from its derivatives, as the masked
+    searches build it, instead of whole; else as AUTO (a small pattern whole, which every search,
+    one beam per state included, can use). AUTO: whole (:class:`TokenAutomaton`), or built on first visit
     (:class:`LazyTokenAutomaton`, masked search only) when the whole automaton would be too large
     (``LAZY_ENTRIES``, ``LAZY_STEP``: decided before lifting, from the byte DFA's size, or when
     the lift refuses for size). LAZY: always on first visit. WHOLE: always whole (the size errors
@@ -75,6 +80,7 @@ class Laziness(enum.Enum):
     ``"masked"`` = MASKED.
     """
 
+    DEFAULT = "default"
     AUTO = "auto"
     LAZY = "lazy"
     WHOLE = "whole"
@@ -91,8 +97,7 @@ class Laziness(enum.Enum):
         if isinstance(value, str) and value in cls._value2member_map_:
             return cls(value)
         raise ConstraintError(
-            "lazy must be None, True, False or 'masked' (or a Laziness: AUTO, LAZY, WHOLE, MASKED), "
-            f"got {value!r}"
+            f"lazy must be None, True, False, 'auto', 'lazy', 'whole', 'masked' or 'default', got {value!r}"
         )
 
     @classmethod
@@ -211,7 +216,7 @@ def _build_expression(
     """An expression with ``&`` / ``~``: on first visit from its derivatives where that is exact
     (:func:`_derivable`), else its byte DFA explored whole from them and built as any other."""
     label = str(expr)
-    if _derivable(entry, eos_id, separator, lazy, (Laziness.AUTO, Laziness.MASKED)):
+    if _derivable(entry, eos_id, separator, lazy, (Laziness.AUTO, Laziness.MASKED, Laziness.DEFAULT)):
         return _derived(expr, entry, eos_id, label, {})
     shown = short_label(label)
     enc, sep = entry.trie(), separator.encode("utf-8")
@@ -238,9 +243,9 @@ def _lift(dfa, enc: EncodedVocab, sep: bytes, eos_id, max_states: int, lazy: Laz
     character boundaries) and ``dfa`` is large (all its states x V over :data:`LAZY_ENTRIES`)."""
     try:
         return lift(dfa, enc, sep, eos_id, max_states)
-    except ConstraintError as e:
+    except ConstraintTooLarge:
         large = len(dfa.table) * enc.size > LAZY_ENTRIES
-        if lazy in (Laziness.AUTO, Laziness.MASKED) and large and str(e).startswith("constraint too large"):
+        if lazy in (Laziness.AUTO, Laziness.MASKED, Laziness.DEFAULT) and large:
             return _LAZY
         raise
 
@@ -291,7 +296,7 @@ def _build(
 ) -> TokenConstraint:
     """Parse, character DFA, UTF-8 byte DFA, lift, dense tables (or the lazy automaton)."""
     ast, boundaries = parsed(pattern)
-    derivable = _derivable(entry, eos_id, separator, lazy)
+    derivable = _derivable(entry, eos_id, separator, lazy, (Laziness.MASKED, Laziness.DEFAULT))
     if derivable and (ast.size > DERIVE_NFA or DERIVE_ALWAYS):
         known = {pattern: (ast, boundaries)}
         return _derived(Pattern(pattern), entry, eos_id, pattern, {"nfa_states": ast.size}, known)
@@ -302,9 +307,7 @@ def _build(
     if derivable and max_states > DERIVE_STATES:
         try:
             dfa = build_char_dfa(ast, boundaries, DERIVE_STATES, minimal=not masked_lazily)
-        except ConstraintError as e:
-            if "too large" not in str(e) and "too expensive" not in str(e):
-                raise
+        except ConstraintTooLarge:
             known = {pattern: (ast, boundaries)}
             return _derived(Pattern(pattern), entry, eos_id, pattern, {"nfa_states": ast.size}, known)
     else:

@@ -14,7 +14,7 @@ from decodekit.constraints.automata.derivatives import Pattern, excluding
 from decodekit.constraints.automata.product import as_patterns
 from decodekit.constraints.build import Laziness, Vocabulary, build, is_grammar, parsed
 from decodekit.constraints.tokens.interface import StateTables, TokenConstraint, provides
-from decodekit.errors import ConstraintError
+from decodekit.errors import ConstraintError, ConstraintTooLarge, NoBeamPerState
 
 CACHE_VOCABS, CACHE_PATTERNS = 4, 32  # vocabularies kept, and automata kept per vocabulary
 FINGERPRINT_SAMPLE = 256  # tokens hashed into a vocabulary's fingerprint (hashing 10k: 0.3 ms)
@@ -65,7 +65,7 @@ def compile_regex(
     *,
     exclude: str | Sequence[str] = (),
     max_states: int = DEFAULT_MAX_STATES,
-    lazy: Laziness | bool | str | None = Laziness.AUTO,
+    lazy: bool | str | None = Laziness.DEFAULT,
 ) -> TokenConstraint:
     """Compile ``pattern`` into a :class:`TokenAutomaton` over ``len(token_strings)`` tokens (or,
     as ``lazy`` says, a :class:`LazyTokenAutomaton`: both are
@@ -89,15 +89,17 @@ def compile_regex(
     confirmed by comparing the tokens) and (pattern, separator, eos_id, max_states): the last
     32 automata each; compiling again returns the same object.
 
-    ``lazy``: a :class:`~decodekit.constraints.build.Laziness`. ``AUTO`` (default) returns a
-    :class:`~decodekit.constraints.tokens.lazy.LazyTokenAutomaton` (masked search only; built on
-    first visit) when the automaton would be too large to build whole (decided before lifting,
-    from the byte DFA's size), ``LAZY`` always, ``WHOLE`` never (the size errors below instead).
-    ``MASKED`` (what the masked searches compile with on the CPU): lazily whenever the lazy
-    automaton's masks equal the whole one's (every byte the tokens contain is a token by itself,
-    no separator), so that compiling costs a parse, two small DFAs and the first mask; else as
-    ``AUTO``. The older spellings are aliases: None = AUTO, True = LAZY, False = WHOLE,
-    ``"masked"`` = MASKED.
+    By default the compiler decides how much to build, as the searches would: a pattern small
+    enough (its character DFA within 256 states) whole, a larger one, where the vocabulary spells
+    every text one byte per token (byte-level BPE, characters) and has no separator, on first
+    visit from its derivatives (a :class:`~decodekit.constraints.tokens.derived.DerivedTokenAutomaton`:
+    masks equal to the whole automaton's, compiled in milliseconds where the whole one takes
+    seconds), else whole, or built on first visit when too large to build whole.
+
+    ``lazy`` (deprecated, accepted for one more release; docs/constraints.md): ``"auto"`` (or
+    None) the eager ladder, whole unless too large, ``"lazy"`` (or True) always on first visit,
+    ``"whole"`` (or False) always whole (the size errors instead), ``"masked"`` on first visit
+    wherever the masks are exact.
 
     Raises:
         ConstraintError: invalid regex (with the position), unsupported feature (back-references,
@@ -190,7 +192,7 @@ def as_automaton(
     *,
     exclude: str | Sequence[str] = (),
     max_states: int = DEFAULT_MAX_STATES,
-    lazy: Laziness | bool | str | None = Laziness.AUTO,
+    lazy: bool | str | None = Laziness.DEFAULT,
 ) -> TokenConstraint:
     """A compiled automaton for ``model``: a pattern string, or a list of them (all must match),
     with optional ``exclude`` patterns (none may match anywhere), is compiled against
@@ -203,7 +205,7 @@ def as_automaton(
         constraint = ()
     compiled = provides(constraint, TokenConstraint)
     if compiled and lazy is Laziness.WHOLE and not provides(constraint, StateTables):
-        raise ConstraintError(
+        raise NoBeamPerState(
             f"the constraint {constraint.pattern!r} is a {type(constraint).__name__} (built on first visit, "
             f"{constraint.stats.get('candidate_states')} candidate states). {ANDERSON_HINT}"
         )
@@ -250,13 +252,11 @@ def as_automaton(
 
 def anderson_automaton(constraint, model, *, exclude: str | Sequence[str] = ()) -> StateTables:
     """:func:`as_automaton` built whole (:class:`~decodekit.constraints.tokens.interface.StateTables`),
-    for Anderson-style search (one beam per state): a size refusal (``constraint too large``,
-    ``exceeds max_states``) or a lazy automaton given says that one beam per state is impractical
-    and names the masked searches."""
+    for Anderson-style search (one beam per state). Raises :class:`~decodekit.errors.NoBeamPerState`
+    (naming the masked searches) where the whole automaton is refused for size
+    (:class:`~decodekit.errors.ConstraintTooLarge`, kept as its ``cause``) or a constraint built
+    on first visit is given."""
     try:
         return as_automaton(constraint, model, exclude=exclude, lazy=Laziness.WHOLE)
-    except ConstraintError as e:
-        text = str(e)
-        if ANDERSON_HINT not in text and ("too large" in text or "exceeds max_states" in text):
-            raise ConstraintError(f"{text}. {ANDERSON_HINT}") from e
-        raise
+    except ConstraintTooLarge as e:
+        raise NoBeamPerState(f"{e}. {ANDERSON_HINT}", cause=e) from e

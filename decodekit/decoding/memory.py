@@ -220,17 +220,16 @@ def _rows(model: Any, config: Any, prompts: int, constraint: Any = None) -> tupl
 
 def _states_constraint(model: Any, config: Any) -> Any:
     """The whole automaton of ``config``'s constraint, or None where it is refused for size."""
-    from decodekit.constraints import ConstraintError, anderson_automaton
+    from decodekit.constraints import anderson_automaton
     from decodekit.constraints.build import is_grammar
+    from decodekit.errors import NoBeamPerState
 
     if is_grammar(config.constraint):  # unboundedly many states: never one beam per state
         return None
     try:
         return anderson_automaton(config.constraint, model, exclude=getattr(config, "exclude", ()))
-    except ConstraintError as e:
-        if "too large" in str(e) or "exceeds max_states" in str(e) or "built on first visit" in str(e):
-            return None
-        raise
+    except NoBeamPerState:
+        return None
 
 
 def rows_guard(model: Any, config: Any, prompts: int, limit: int | str | None = None):

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from decodekit.constraints import TokenConstraint
-from decodekit.errors import ConfigError, ConstraintError, ModelOutputError
+from decodekit.errors import ConfigError, ConstraintError, ModelOutputError, NoBeamPerState
 from decodekit.models import base
 from decodekit.models import state as st
 from decodekit.models.base import LanguageModel, State, model_device
@@ -173,8 +173,8 @@ def _for_states(constraint: Any, model: LanguageModel, exclude: Any, max_length:
     (``exact_rows``: no separator, every byte a token by itself; near the length limit its bound
     may mask more unless ``exact``) and a match fits in ``max_length``: both searched over the
     states they reach. Otherwise the size refusal, naming the masked searches."""
-    from decodekit.constraints import ConstraintError, Laziness, Transitions, anderson_automaton, as_automaton
-    from decodekit.constraints.compile import ANDERSON_HINT
+    from decodekit.constraints import ConstraintError, Transitions, anderson_automaton, as_automaton
+    from decodekit.constraints.build import Laziness
     from decodekit.constraints.tokens.interface import StateTables, provides
 
     given = provides(constraint, TokenConstraint) and not provides(constraint, StateTables)
@@ -187,8 +187,8 @@ def _for_states(constraint: Any, model: LanguageModel, exclude: Any, max_length:
         return as_automaton(constraint, model, exclude=exclude)
     try:
         return anderson_automaton(constraint, model, exclude=exclude)
-    except ConstraintError as refused:
-        if given or ANDERSON_HINT not in str(refused):
+    except NoBeamPerState as refused:
+        if given:
             raise
         lazy = None
         for how in (Laziness.MASKED, Laziness.LAZY):  # exact near the limit where it can be; else the bound
@@ -218,14 +218,15 @@ def compile_constraint(settings: Any, needs: str, model: LanguageModel) -> Token
     is refused for size an exact lazy :class:`~decodekit.constraints.Transitions` (one beam per
     state reached: :func:`_for_states`); ``"masks"``: a
     :class:`~decodekit.constraints.TokenConstraint`, as
-    :meth:`Laziness.for_masks <decodekit.constraints.Laziness.for_masks>` says for the model's
+    :meth:`Laziness.for_masks <decodekit.constraints.build.Laziness.for_masks>` says for the model's
     device), on the model's device; None without a constraint.
 
     Raises :class:`ConstraintError` when no sequence the masks allow fits in ``max_length`` tokens."""
     constraint, exclude, max_length = settings.constraint, settings.exclude, settings.max_length
     if constraint is None and not exclude:
         return None
-    from decodekit.constraints import Laziness, as_automaton
+    from decodekit.constraints import as_automaton
+    from decodekit.constraints.build import Laziness
 
     device = model_device(model)
     if needs == "states":

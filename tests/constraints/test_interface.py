@@ -13,7 +13,6 @@ import torch
 import decodekit
 from decodekit.constraints import (
     ConstraintError,
-    Laziness,
     LazyTokenAutomaton,
     StateTables,
     TokenAutomaton,
@@ -21,6 +20,7 @@ from decodekit.constraints import (
     clear_cache,
     compile_regex,
 )
+from decodekit.constraints.build import Laziness  # no longer public: the compiler's own choice
 from decodekit.constraints.tokens import lift
 from decodekit.constraints.tokens.interface import provides
 from decodekit.models.lstm import LSTMLM, LSTMConfig

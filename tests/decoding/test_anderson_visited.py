@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 import decodekit
 from decodekit import GenerationConfig, compile_regex, generate
-from decodekit.constraints import Laziness, LazyTokenAutomaton, TokenAutomaton, clear_cache
+from decodekit.constraints import LazyTokenAutomaton, TokenAutomaton, clear_cache
+from decodekit.constraints.build import Laziness
 from decodekit.constraints.tokens import lift
 from decodekit.decoding.beam import ANDERSON, ANDERSON_GRID, ANDERSON_VISITED
 from decodekit.decoding.memory import ResourceError

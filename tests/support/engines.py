@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from unittest import mock
 
-from decodekit.constraints import Laziness, LazyTokenAutomaton, TokenAutomaton, clear_cache, compile_regex
+from decodekit.constraints import LazyTokenAutomaton, TokenAutomaton, clear_cache, compile_regex
 from decodekit.constraints import build as _build
+from decodekit.constraints.build import Laziness
 from decodekit.constraints.tokens.derived import DerivedTokenAutomaton
 
 # <unk> and <eos> (ids 0, 1) have no text; the others are byte-level: every byte is a token

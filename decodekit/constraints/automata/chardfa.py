@@ -21,7 +21,7 @@ import numpy as np
 from decodekit.constraints.automata.graph import distances_to_accept, levels_back, minimize
 from decodekit.constraints.syntax.nodes import Anchor, Kind, Node
 from decodekit.constraints.syntax.unicode import OCCURRING_BITS, PREDICATE_BITS, predicate_bits
-from decodekit.errors import ConstraintError
+from decodekit.errors import ConstraintTooLarge
 
 
 @dataclass(frozen=True)
@@ -77,9 +77,12 @@ class _NFA:
         over the nesting): each node is a generator that yields its children and receives their
         (entry, exit)."""
         if node.size > self.limit:
-            raise ConstraintError(
+            raise ConstraintTooLarge(
                 f"regex too large: its NFA needs {node.size:,} states (limit {self.limit:,}; "
-                "repetition counts multiply)"
+                "repetition counts multiply)",
+                bound="nfa_states",
+                limit=self.limit,
+                size=node.size,
             )
         base = self.count = len(self.eps)
         self.eps.extend([_NO_EDGES] * node.size)
@@ -190,9 +193,12 @@ def _partition(sets, split_words: bool):
         k = other[b] = keys.setdefault(((), b & used), len(keys))
         examples.setdefault(k, next((c for c in spare[b] if c not in sig), spare[b][0]))
     if len(sets) * len(keys) > MEMBER_CELLS:
-        raise ConstraintError(
+        raise ConstraintTooLarge(
             f"regex too large: {len(sets):,} distinct character sets over {len(keys):,} character classes "
-            f"(at most {MEMBER_CELLS:,} pairs; a long text of many distinct characters does this)"
+            f"(at most {MEMBER_CELLS:,} pairs; a long text of many distinct characters does this)",
+            bound="class_cells",
+            limit=MEMBER_CELLS,
+            size=len(sets) * len(keys),
         )
     member = np.zeros((len(sets), len(keys)), dtype=bool)
     class_bits = np.array([b for _, b in keys], dtype=np.int64)
@@ -205,9 +211,12 @@ def _partition(sets, split_words: bool):
     word = (class_bits & PREDICATE_BITS["w"]) > 0
     accepted = member.sum(axis=1)
     if accepted.sum() > MEMBER_PAIRS:
-        raise ConstraintError(
+        raise ConstraintTooLarge(
             f"regex too large: its {len(sets):,} character sets accept {int(accepted.sum()):,} (set, class) "
-            f"pairs (at most {MEMBER_PAIRS:,}): fewer distinct negated classes or distinct characters"
+            f"pairs (at most {MEMBER_PAIRS:,}): fewer distinct negated classes or distinct characters",
+            bound="class_pairs",
+            limit=MEMBER_PAIRS,
+            size=int(accepted.sum()),
         )
     return explicit, other, member, word, tuple(examples[k] for k in range(len(keys)))
 
@@ -258,20 +267,25 @@ def build_char_dfa(ast, has_boundaries: bool, max_states: int, minimal: bool = T
     plain: dict[frozenset[int], frozenset[int]] = {}
     for states, prev in order:  # `order` grows while we iterate; small Python sets beat numpy here
         if (len(rows) + 1) * num_classes > SUBSET_CELLS * nfa.limit:
-            raise ConstraintError(
+            raise ConstraintTooLarge(
                 f"regex too large: its character automaton would need more than {SUBSET_CELLS * nfa.limit:,} "
                 f"cells (DFA states x {num_classes:,} character classes; a long text of many distinct "
-                "characters does this)"
+                "characters does this)",
+                bound="cells",
+                limit=SUBSET_CELLS * nfa.limit,
             )
         row = [-1] * num_classes
         for nxt_word in sides:
             closed = _closure(nfa, states, prev != nxt_word, prev == nxt_word) if has_boundaries else states
             visits += sum(map(weight.__getitem__, closed))
             if visits > SUBSET_VISITS * nfa.limit:
-                raise ConstraintError(
+                raise ConstraintTooLarge(
                     f"regex too expensive: building its character automaton would visit more than "
                     f"{SUBSET_VISITS * nfa.limit:,} (NFA state, class) pairs (patterns like (?:a?){{3000}} "
-                    "make every DFA state hold many NFA states)"
+                    "make every DFA state hold many NFA states)",
+                    bound="steps",
+                    limit=SUBSET_VISITS * nfa.limit,
+                    size=visits,
                 )
             if not nxt_word:
                 accepting.append(final in closed)
@@ -291,9 +305,11 @@ def build_char_dfa(ast, has_boundaries: bool, max_states: int, minimal: bool = T
                 key = (plain[target], bool(nxt_word) and has_boundaries)
                 if key not in index:
                     if len(index) >= max_states:
-                        raise ConstraintError(
+                        raise ConstraintTooLarge(
                             f"regex too large: its character automaton exceeds max_states={max_states} "
-                            "states (patterns like (a|b)*a(a|b){20} blow up exponentially)"
+                            "states (patterns like (a|b)*a(a|b){20} blow up exponentially)",
+                            bound="states",
+                            limit=max_states,
                         )
                     index[key] = len(index)
                     order.append(key)

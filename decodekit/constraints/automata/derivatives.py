@@ -51,7 +51,7 @@ from decodekit.constraints.automata.utf8 import _bits_blocks, _layout, _node_of,
 from decodekit.constraints.syntax.nodes import Anchor, Kind, Node
 from decodekit.constraints.syntax.parser import parse
 from decodekit.constraints.syntax.unicode import OCCURRING_BITS
-from decodekit.errors import ConstraintError
+from decodekit.errors import ConstraintError, ConstraintTooLarge
 
 ANY_TEXT = r"(?s:.*)"
 SEARCH_BUDGET = 200_000  # derivatives a liveness / distance search may take from one state
@@ -854,8 +854,10 @@ class CharLevel:
         if q is None:
             q = self.index[key] = len(self.states)
             if q >= MAX_STATES:
-                raise ConstraintError(
-                    f"constraint too large: more than {MAX_STATES:,} character states visited"
+                raise ConstraintTooLarge(
+                    f"constraint too large: more than {MAX_STATES:,} character states visited",
+                    bound="states",
+                    limit=MAX_STATES,
                 )
             self.states.append(key)
             self.trans.append({})
@@ -1143,10 +1145,13 @@ class CharLevel:
                 continue
             visited += 1
             if visited > SEARCH_BUDGET:
-                raise ConstraintError(
+                raise ConstraintTooLarge(
                     f"constraint too expensive: deciding whether a state can still match searched more "
                     f"than {SEARCH_BUDGET:,} states (an intersection or complement whose matches are far "
-                    "or rare); simplify the expression"
+                    "or rare); simplify the expression",
+                    bound="steps",
+                    limit=SEARCH_BUDGET,
+                    size=visited,
                 )
             for block in self.blocks(e):  # one derivative per block: the cheapest class of it
                 k = min(usable_in(block), key=cost.__getitem__, default=-1)

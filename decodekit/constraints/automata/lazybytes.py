@@ -26,7 +26,7 @@ from decodekit.constraints.automata.graph import (
 )
 from decodekit.constraints.automata.protocol import UNKNOWN
 from decodekit.constraints.automata.utf8 import ByteDFA
-from decodekit.errors import ConstraintError
+from decodekit.errors import ConstraintTooLarge
 
 FILL_BY_CLASS = 16  # bytes asked of one state between characters from which fill steps by class
 
@@ -228,9 +228,12 @@ class LazyBytes:
                 self.step(s, b)
             s += 1
             if self.size > max_states:
-                raise ConstraintError(
+                raise ConstraintTooLarge(
                     f"constraint too large: {label} has more than {max_states} reachable byte-level states "
-                    f"(max_states={max_states}); use a masked search, which builds it on first visit"
+                    f"(max_states={max_states}); use a masked search, which builds it on first visit",
+                    bound="states",
+                    limit=max_states,
+                    size=self.size,
                 )
         n = self.size
         table = self.table[:n].astype(np.int64)

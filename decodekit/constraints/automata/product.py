@@ -29,7 +29,7 @@ from decodekit.constraints.automata.utf8 import ByteDFA, byte_dfa, code_point_cl
 from decodekit.constraints.syntax.firstset import first_char_rejects
 from decodekit.constraints.syntax.nodes import Anchor, Kind, Node
 from decodekit.constraints.syntax.parser import parse
-from decodekit.errors import ConstraintError
+from decodekit.errors import ConstraintError, ConstraintTooLarge
 
 ANY_TEXT = r"(?s:.*)"  # the positive pattern when only excludes are given
 BFS_FACTOR = 4  # reachable product states allowed before minimisation, x max_states
@@ -175,9 +175,12 @@ def product(parts: list[Component], available: np.ndarray | None, max_states: in
     remap = np.append(np.where(live, np.cumsum(live) - 1, -1), -1)
     out = minimize(remap[table[live]], acc[live], 0, hint=dist[live])
     if len(out.table) > max_states:
-        raise ConstraintError(
+        raise ConstraintTooLarge(
             f"constraint too large: {label} need {len(out.table)} byte-level states after minimisation "
-            f"(max_states={max_states}); use fewer or simpler constraints"
+            f"(max_states={max_states}); use fewer or simpler constraints",
+            bound="states",
+            limit=max_states,
+            size=len(out.table),
         )
     stats["byte_states"] = len(out.table)
     columns, which = distinct_columns(out.table)
@@ -203,8 +206,9 @@ def _explore(steps: list[np.ndarray], excluded: list[bool], limit: int, label: s
     radix = np.concatenate([[1], np.cumprod(sizes[:-1])]) if k else sizes
     total = float(np.prod(sizes.astype(float)))
     if total >= 2**62:
-        raise ConstraintError(
-            f"constraint too large: {label} are too many to combine ({total:.3g} state tuples)"
+        raise ConstraintTooLarge(
+            f"constraint too large: {label} are too many to combine ({total:.3g} state tuples)",
+            bound="state_tuples",
         )
     dense = total <= DENSE_KEYS
     index = np.full(int(np.prod(sizes)), -1, dtype=np.int64) if dense else {}
@@ -234,9 +238,12 @@ def _explore(steps: list[np.ndarray], excluded: list[bool], limit: int, label: s
         rows.append(row)
         count += int(new.sum())
         if count > limit:
-            raise ConstraintError(
+            raise ConstraintTooLarge(
                 f"constraint too large: {label} have more than {count} reachable byte-level states "
-                f"(limit {limit}, {BFS_FACTOR} x max_states); use fewer or simpler constraints"
+                f"(limit {limit}, {BFS_FACTOR} x max_states); use fewer or simpler constraints",
+                bound="states",
+                limit=limit,
+                size=count,
             )
         # the new states, in id order: the tuple of each from its key
         fresh = uniq[new][np.argsort(ids[new], kind="stable")]

@@ -65,7 +65,7 @@ from decodekit.constraints.syntax.nodes import (
     Range,
 )
 from decodekit.constraints.syntax.scanner import DIGITS, Refusal
-from decodekit.errors import ConstraintError
+from decodekit.errors import ConstraintError, ConstraintTooLarge
 
 __all__ = ["MAX_CLASS_CHARS", "MAX_DEPTH", "MAX_NFA_STATES", "Node", "Parsed", "parse"]
 
@@ -119,7 +119,9 @@ def parse(pattern: str) -> tuple[Node, bool]:
             raise ConstraintError(f"invalid regex {pattern!r}: {r.message}{where}") from None
         if r.kind == "unsupported":
             raise ConstraintError(f"unsupported regex feature in {pattern!r}: {r.message}") from None
-        raise ConstraintError(r.message) from None  # budget, anchor: complete messages
+        if r.kind == "budget":  # complete messages
+            raise ConstraintTooLarge(r.message, bound="pattern") from None
+        raise ConstraintError(r.message) from None  # anchor: a complete message
     if not parser.core:  # the parser's own checks were incomplete (bounded: the expansion of every
         _check_valid(pattern)  # repetition fits MAX_NFA_STATES)
     return parsed.root, parsed.boundaries

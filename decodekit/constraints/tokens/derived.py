@@ -63,7 +63,7 @@ from decodekit.constraints.automata.utf8 import ByteDFA
 from decodekit.constraints.tokens.lazy import LazyTokenAutomaton
 from decodekit.constraints.tokens.lift import lift
 from decodekit.constraints.tokens.trie import EncodedVocab, as_bytes
-from decodekit.errors import ConstraintError
+from decodekit.errors import ConstraintError, ConstraintTooLarge
 
 ROWS = 256  # static rows kept (LRU)
 CUT_ROWS = 1024  # (state, budget) -> the row a length budget cuts, or None where it cuts nothing
@@ -153,9 +153,12 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
         states by tokens (:meth:`_search`), stopped by the spelled shortest text's tokens."""
         d = self.bytes.distance(0)
         if d > LONG_WITNESS:  # neither spelled into tokens nor searched: say so, never a made-up count
-            raise ConstraintError(
+            raise ConstraintTooLarge(
                 f"constraint too expensive: the fewest tokens matching {short_label(self.pattern)!r} are not "
-                f"computed: a match needs {d:,} bytes (over {LONG_WITNESS:,})"
+                f"computed: a match needs {d:,} bytes (over {LONG_WITNESS:,})",
+                bound="bytes",
+                limit=LONG_WITNESS,
+                size=d,
             )
         upper = min(d, self._upper_bound(0, LONG_WITNESS))
         if self._estimate(0) >= upper:
@@ -466,16 +469,21 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
         need = self.__dict__.get("_need")
         if need is None:
             if not self.bytes.finite:  # a grammar: no whole automaton to read it off
-                raise ConstraintError(
+                raise ConstraintTooLarge(
                     f"constraint too expensive: deciding whether {short_label(self.pattern)!r} can still be "
                     f"completed within the length limit took over {NEED_WALKS:,} walks of the vocabulary "
-                    "(a grammar has no whole automaton to fall back on); raise max_length"
+                    "(a grammar has no whole automaton to fall back on); raise max_length",
+                    bound="steps",
+                    limit=NEED_WALKS,
                 )
             if self.bytes.distance(s) > WHOLE_STATES:  # a shortest text's bytes are distinct states
-                raise ConstraintError(
+                raise ConstraintTooLarge(
                     f"constraint too expensive: deciding whether {short_label(self.pattern)!r} can still be "
                     f"matched within the length limit needs the fewest tokens of more than {WHOLE_STATES:,} "
-                    "byte states; raise max_length or simplify the pattern"
+                    "byte states; raise max_length or simplify the pattern",
+                    bound="bytes",
+                    limit=WHOLE_STATES,
+                    size=self.bytes.distance(s),
                 )
             need = self._need = self._whole_need()
         return int(need[s]) if s < len(need) else -1
@@ -498,10 +506,13 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
                 lb.fill(np.full(len(unknown), x, dtype=np.int64), unknown)
             x += 1
             if lb.size > WHOLE_STATES:
-                raise ConstraintError(
+                raise ConstraintTooLarge(
                     f"constraint too expensive: deciding whether {short_label(self.pattern)!r} can still be "
                     f"matched within the length limit needs the fewest tokens of more than {WHOLE_STATES:,} "
-                    "byte states; raise max_length or simplify the pattern"
+                    "byte states; raise max_length or simplify the pattern",
+                    bound="states",
+                    limit=WHOLE_STATES,
+                    size=lb.size,
                 )
         n = lb.size
         table = lb.table[:n].astype(np.int64)

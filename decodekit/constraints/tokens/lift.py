@@ -22,7 +22,7 @@ from decodekit.constraints.automata.graph import (
 )
 from decodekit.constraints.automata.utf8 import ByteDFA
 from decodekit.constraints.tokens.trie import EncodedVocab, TrieLists
-from decodekit.errors import ConstraintError
+from decodekit.errors import ConstraintTooLarge
 
 MAX_TABLE_ENTRIES = 2**27  # next_state [S, V] int64 and the lift's [states, nodes] arrays: 1 GiB each
 MAX_STEP_ENTRIES = 2**25  # [states, trie nodes] of one depth: 256 MiB per array, ~4 alive at once
@@ -98,10 +98,12 @@ def _walk(starts: np.ndarray, enc: EncodedVocab, lut: np.ndarray, flat, dead: in
                 sel = np.flatnonzero(p >= 0)
                 parent, byte = p[sel], byte[sel]
             if len(starts) * len(parent) > MAX_STEP_ENTRIES:
-                raise ConstraintError(
+                raise ConstraintTooLarge(
                     f"constraint too large: stepping {len(starts)} automaton states through {len(parent)} "
                     f"token prefixes at once exceeds {MAX_STEP_ENTRIES} entries (a pattern with this "
-                    "many states over this vocabulary: simplify it)"
+                    "many states over this vocabulary: simplify it)",
+                    bound="entries",
+                    limit=MAX_STEP_ENTRIES,
                 )
             step = flat[np.take(state, parent, axis=1) + lut[byte]]  # np.take: 3x faster than [:, idx]
             # the dead sink has the largest index: a node is alive iff some row is below it
@@ -119,9 +121,11 @@ def _walk(starts: np.ndarray, enc: EncodedVocab, lut: np.ndarray, flat, dead: in
         if len(tokens) or not d:
             found += len(tokens) * len(starts)
             if found > MAX_TABLE_ENTRIES:
-                raise ConstraintError(
+                raise ConstraintTooLarge(
                     f"constraint too large: {len(starts)} automaton states x the tokens alive from them "
-                    f"exceed {MAX_TABLE_ENTRIES} table entries (simplify the pattern)"
+                    f"exceed {MAX_TABLE_ENTRIES} table entries (simplify the pattern)",
+                    bound="entries",
+                    limit=MAX_TABLE_ENTRIES,
                 )
             if pos is None:
                 yield Reads(tokens, np.take(state, nodes, axis=1))
@@ -425,9 +429,12 @@ def lift(
         pending = reached[~done[reached]]
     candidates = np.flatnonzero(done)  # in order: row 0 first
     if len(candidates) * enc.size > MAX_TABLE_ENTRIES:
-        raise ConstraintError(
+        raise ConstraintTooLarge(
             f"constraint too large: {len(candidates)} candidate states x {enc.size} tokens exceed "
-            f"{MAX_TABLE_ENTRIES} table entries"
+            f"{MAX_TABLE_ENTRIES} table entries",
+            bound="entries",
+            limit=MAX_TABLE_ENTRIES,
+            size=len(candidates) * enc.size,
         )
     reads, start_row = _join_rounds(rounds, candidates, dead)
     columns, which = distinct_columns(reads.ends)  # tokens acting alike from every start share one
@@ -444,7 +451,12 @@ def lift(
         return None
     live = int(keep.sum())
     if live > max_states:
-        raise ConstraintError(f"constraint too large: {live} token-level states > max_states={max_states}")
+        raise ConstraintTooLarge(
+            f"constraint too large: {live} token-level states > max_states={max_states}",
+            bound="states",
+            limit=max_states,
+            size=live,
+        )
     remap = np.append(np.where(keep, np.cumsum(keep) - 1, -1), -1).astype(np.int32)
     out, block = minimize_with_blocks(remap[table[keep]], accepting[keep], 0, hint=dist[keep])  # -1 reads -1
     state_of = np.full(num_byte + 1, -1, dtype=np.int64)
