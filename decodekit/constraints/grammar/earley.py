@@ -42,7 +42,7 @@ from decodekit.constraints.automata.derivatives import CharLevel, Pattern, union
 from decodekit.constraints.automata.lazybytes import LazyBytes
 from decodekit.constraints.automata.protocol import UNKNOWN
 from decodekit.constraints.grammar.cfg import CFG
-from decodekit.errors import ConstraintError
+from decodekit.errors import ConstraintError, ConstraintTooLarge
 
 SELF = -1  # an item's origin: the set that holds it
 INF = 1 << 62
@@ -481,8 +481,10 @@ class GrammarBytes:
             return got
         got = self.index[key] = len(self.sets)
         if got >= MAX_STATES:
-            raise ConstraintError(
-                f"constraint too large: the grammar's parse visited more than {MAX_STATES:,} states"
+            raise ConstraintTooLarge(
+                f"constraint too large: the grammar's parse visited more than {MAX_STATES:,} states",
+                bound="states",
+                limit=MAX_STATES,
             )
         self.sets.append(_Set(rules, lex, expect, accepting, self.g.rhs))
         if got >= len(self.table):
