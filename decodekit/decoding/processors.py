@@ -152,6 +152,23 @@ def process(
     return out
 
 
+def process_settings(logprobs: torch.Tensor, settings) -> torch.Tensor:
+    """:func:`process` with the sampler fields of ``settings`` (a ``GenerationConfig`` or the
+    decoders' ``Settings``: temperature, top_k, top_p, min_p, typical_p, epsilon_cutoff,
+    eta_cutoff), the one place that reads them, so every sampler filters alike."""
+    s = settings
+    return process(
+        logprobs,
+        t=s.temperature,
+        k=s.top_k,
+        p=s.top_p,
+        minp=s.min_p,
+        typical=s.typical_p,
+        epsilon=s.epsilon_cutoff,
+        eta=s.eta_cutoff,
+    )
+
+
 def validate(
     t: float,
     k: int | None,

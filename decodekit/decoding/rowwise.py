@@ -89,16 +89,7 @@ def _sampler(settings, model: LanguageModel) -> Chooser:
         generator = torch.Generator(device=model_device(model)).manual_seed(generator)
 
     def choose(logprobs: torch.Tensor) -> torch.Tensor:
-        weights = processors.process(
-            logprobs,
-            t=s.temperature,
-            k=s.top_k,
-            p=s.top_p,
-            minp=s.min_p,
-            typical=s.typical_p,
-            epsilon=s.epsilon_cutoff,
-            eta=s.eta_cutoff,
-        )
+        weights = processors.process_settings(logprobs, s)
         return torch.multinomial(torch.softmax(weights.float(), dim=-1), 1, generator=generator)[:, 0]
 
     return choose
