@@ -262,7 +262,7 @@ class LazyTokenAutomaton:
         if target is None or target[0] is not bitmask or target[1] != bitmask.data_ptr():
             target = self._target(bitmask)
         raw = target[3]
-        if remaining is not None and type(remaining) is not int and remaining.numel() == 1:
+        if isinstance(remaining, torch.Tensor) and remaining.numel() == 1:
             remaining = int(remaining)  # one row's budget as a tensor (the logits processor's)
         if raw is not None and target[2] == 1 and (remaining is None or type(remaining) is int):
             # one row on the CPU, the common case: a warm state is a lookup and a memcpy
@@ -351,7 +351,7 @@ class LazyTokenAutomaton:
         """``logprobs`` [N, V] with -inf wherever ``allowed(states, remaining)`` is False (a new
         tensor, same dtype; ``inplace``: written into ``logprobs``), from the rows found on first
         visit."""
-        if remaining is not None and type(remaining) is not int and remaining.numel() == 1:
+        if isinstance(remaining, torch.Tensor) and remaining.numel() == 1:
             remaining = int(remaining)  # one row's budget as a tensor (the logits processor's)
         rows = self._rows_of(states, remaining)
         if not rows:
