@@ -46,6 +46,7 @@ import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's decodekit
 
 DRAFTS = ("draft2020-12", "draft7")
 SUBSETS = (
