@@ -45,22 +45,27 @@ class Trace:
             return ()
         if self._tops_host is None:
             starts = [0, *itertools.accumulate(v.shape[0] for v, _ in self.tops)]
-            values = torch.cat([v.double() for v, _ in self.tops]).tolist() if self.tops else []
+            values = torch.cat([v.double() for v, _ in self.tops]).tolist()
             self._tops_host = (values, torch.cat([i for _, i in self.tops]).tolist(), starts)
         values, ids, top_starts = self._tops_host
-        parents, _, _, starts = self.host()
-        rows, row = [], c.row  # the row of step s-1 each position's token was chosen from
-        if c.finished:
-            rows.append(c.row)
-        for s in range(c.last_step, -1, -1):
-            row = parents[starts[s] + row]
-            rows.append(row)
-        rows.reverse()
+        parents = self.host()[0]
+        # the row of step s - 1 each position's token was chosen from: its row's parent
+        rows = [parents[k] for k in reversed(self._path(c))] + ([c.row] if c.finished else [])
         out = []
         for s, r in enumerate(rows):
             k = top_starts[s] + r
             out.append(tuple((i, v) for i, v in zip(ids[k], values[k]) if v > -math.inf))
         return tuple(out)
+
+    def _path(self, c: Candidate) -> list[int]:
+        """Where candidate ``c``'s tokens are in :meth:`host`'s lists, newest first: step s's row
+        ``starts[s] + row``, each row the parent of the next along the back-pointers."""
+        parents, _, _, starts = self.host()
+        out, row = [], c.row
+        for s in range(c.last_step, -1, -1):
+            out.append(starts[s] + row)
+            row = parents[out[-1]]
+        return out
 
     def host(self) -> tuple[list, list, list, list]:
         """(parents, tokens, logprob, step starts), all steps in one list each: one device->host copy."""
@@ -75,13 +80,9 @@ class Trace:
         """Candidate ``c`` as :class:`Hypothesis` fields: its tokens, oldest first, and each
         token's log-probability (EOS included when finished) from the differences of the rows'
         cumulative log-probabilities along the back-pointers."""
-        parents, tokens, logprob, starts = self.host()
-        out, cum, row = [], [], c.row
-        for s in range(c.last_step, -1, -1):
-            out.append(tokens[starts[s] + row])
-            cum.append(logprob[starts[s] + row])
-            row = parents[starts[s] + row]
-        cum.reverse()
+        _, tokens, logprob, _ = self.host()
+        path = self._path(c)
+        out, cum = [tokens[k] for k in path], [logprob[k] for k in reversed(path)]
         steps = [b - a for a, b in zip([0.0, *cum], cum)]
         if c.finished:
             steps.append(c.logprob - (cum[-1] if cum else 0.0))
