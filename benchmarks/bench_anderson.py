@@ -81,7 +81,7 @@ def child(args) -> None:
 
     from decodekit.constraints import compile_regex
     from decodekit.decoding.beam import ANDERSON, ANDERSON_GRID, ANDERSON_VISITED
-    from decodekit.decoding.prompts import _for_states
+    from decodekit.decoding.plan import _for_states
     from decodekit.decoding.search import Search, decode
     from decodekit.decoding.strategies import Settings
 

@@ -40,6 +40,7 @@ import torch
 
 from decodekit.decoding.banked import BANKED
 from decodekit.decoding.beam import ANDERSON, BEAM, MASKED_BEAM
+from decodekit.decoding.plan import plan
 from decodekit.decoding.search import run
 from decodekit.decoding.strategies import Settings
 
@@ -213,7 +214,8 @@ def decode(model, strategy, constraint, beam: int, max_length: int):
     settings = Settings(strategy, max_length, constraint, beam_size=beam, length_penalty=1.0, n_best=1)
     rows, t0 = [], time.thread_time()
     with PeakRSS() as mem:
-        hyps = run(model, [[]], settings, observe=lambda sel: rows.append(sel.logprob.shape[0]))[0]
+        observe = lambda sel: rows.append(sel.logprob.shape[0])  # noqa: E731
+        hyps = run(plan(model, [[]], settings), observe=observe)[0]
     seconds = time.thread_time() - t0
     return (hyps[0] if hyps else None), seconds, max(rows, default=0), len(rows), mem.growth
 

@@ -29,8 +29,8 @@ def test_from_import_and_attribute_setting_reach_the_module(monkeypatch):
     from decodekit.decoding import generation as current
 
     assert generation is current
-    monkeypatch.setattr("decodekit.generation.check_memory", "patched")
-    assert current.check_memory == "patched"
+    monkeypatch.setattr("decodekit.generation.plan", "patched")
+    assert current.plan == "patched"
 
 
 def test_an_unknown_name_is_still_an_import_error():

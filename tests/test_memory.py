@@ -67,11 +67,11 @@ def test_batches_are_split_to_fit(model, tmp_path, monkeypatch):
     calls = []
     real = memory.check
 
-    def counting(model_, prompts, config_, *, limit=None):
+    def counting(model_, prompts, config_, **kw):
         calls.append(len(prompts))
-        return real(model_, prompts, config_, limit=limit)
+        return real(model_, prompts, config_, **kw)
 
-    monkeypatch.setattr("decodekit.decoding.generation.check_memory", counting)
+    monkeypatch.setattr("decodekit.decoding.plan.memory.check", counting)
     lines = [json.dumps({"id": i, "prompt": [2 + i % 8]}) for i in range(64)]
     counts = generate_jsonl(model, lines, tmp_path / "o", config, batch_size=64, max_memory=int(10.5 * one))
     assert counts["written"] == 64 and counts["errors"] == 0

@@ -48,6 +48,9 @@ DERIVE_ALWAYS = False  # every pattern through the derivative engine where it is
 # layering, no trim: utf8.ascii_byte_dfa), and the others' neither forward-trimmed nor with their
 # alike columns merged (byte_dfa(minimal=False)); off, the general path (tests compare them)
 FAST_ASCII = True
+# Laziness.SMALL_WHOLE (the banked search's): whole while its candidate states x V stay within
+# WHOLE_ENTRIES (the bank of every token of every state is then one [S, V] table), else as MASKED
+WHOLE_ENTRIES = 1 << 24
 PARSES = 64  # parsed patterns kept (check_pattern then compile_regex parse once; cleared with the automata)
 
 
@@ -74,7 +77,10 @@ class Laziness(enum.Enum):
     visit whenever its masks equal the whole automaton's (:func:`exact_lazily`: every byte the
     tokens contain is a token by itself, no separator; near the length limit the whole automaton
     is built once, on first need), so that compiling costs a parse, two small DFAs and the first
-    mask; else as AUTO.
+    mask; else as AUTO. SMALL_WHOLE (what the banked search, and the plan choosing between it and
+    the per-state grid, compile with where the host decides): as DEFAULT, but whole only while the
+    candidate states x V stay within :data:`WHOLE_ENTRIES` (the same automaton WHOLE builds),
+    beyond that as MASKED.
 
     The older spellings stay accepted (:meth:`of`): None = AUTO, True = LAZY, False = WHOLE,
     ``"masked"`` = MASKED.
@@ -85,6 +91,7 @@ class Laziness(enum.Enum):
     LAZY = "lazy"
     WHOLE = "whole"
     MASKED = "masked"
+    SMALL_WHOLE = "small-whole"
 
     @classmethod
     def of(cls, value: Laziness | bool | str | None) -> Laziness:
@@ -106,6 +113,12 @@ class Laziness(enum.Enum):
         (the CPU: the lazy automaton decides on the host as it goes), else AUTO (whole where it
         can be, so that masks never wait for the host)."""
         return cls.MASKED if decides_on_host(device) else cls.AUTO
+
+    @classmethod
+    def for_banks(cls, device) -> Laziness:
+        """How the banked search compiles for a model on ``device``: SMALL_WHOLE where the host
+        decides, else AUTO."""
+        return cls.SMALL_WHOLE if decides_on_host(device) else cls.AUTO
 
 
 @dataclass
@@ -216,7 +229,7 @@ def _build_expression(
     """An expression with ``&`` / ``~``: on first visit from its derivatives where that is exact
     (:func:`_derivable`), else its byte DFA explored whole from them and built as any other."""
     label = str(expr)
-    if _derivable(entry, eos_id, separator, lazy, (Laziness.AUTO, Laziness.MASKED, Laziness.DEFAULT)):
+    if _derivable(entry, eos_id, separator, lazy, _DERIVED_EXPRESSIONS):
         return _derived(expr, entry, eos_id, label, {})
     shown = short_label(label)
     enc, sep = entry.trie(), separator.encode("utf-8")
@@ -234,6 +247,9 @@ def _build_expression(
     return _ladder(dfa, target, {"byte_states": stats["byte_states"]}, masked_lazily, lambda: why)
 
 
+# how lazily an expression is built from its derivatives (where exact), and a large regex
+_DERIVED_EXPRESSIONS = (Laziness.AUTO, Laziness.MASKED, Laziness.DEFAULT, Laziness.SMALL_WHOLE)
+_DERIVED_PATTERNS = (Laziness.MASKED, Laziness.DEFAULT, Laziness.SMALL_WHOLE)
 _LAZY = object()  # what _lift returns when the lift refused for size and AUTO may go lazy
 
 
@@ -245,7 +261,7 @@ def _lift(dfa, enc: EncodedVocab, sep: bytes, eos_id, max_states: int, lazy: Laz
         return lift(dfa, enc, sep, eos_id, max_states)
     except ConstraintTooLarge:
         large = len(dfa.table) * enc.size > LAZY_ENTRIES
-        if lazy in (Laziness.AUTO, Laziness.MASKED, Laziness.DEFAULT) and large:
+        if lazy in _DERIVED_EXPRESSIONS and large:
             return _LAZY
         raise
 
@@ -296,7 +312,7 @@ def _build(
 ) -> TokenConstraint:
     """Parse, character DFA, UTF-8 byte DFA, lift, dense tables (or the lazy automaton)."""
     ast, boundaries = parsed(pattern)
-    derivable = _derivable(entry, eos_id, separator, lazy, (Laziness.MASKED, Laziness.DEFAULT))
+    derivable = _derivable(entry, eos_id, separator, lazy, _DERIVED_PATTERNS)
     if derivable and (ast.size > DERIVE_NFA or DERIVE_ALWAYS):
         known = {pattern: (ast, boundaries)}
         return _derived(Pattern(pattern), entry, eos_id, pattern, {"nfa_states": ast.size}, known)
@@ -357,6 +373,8 @@ def _ladder(dfa, target: _Target, stats: dict, masked_lazily: bool, unmatched) -
 
     if lazy is Laziness.LAZY or (lazy is not Laziness.WHOLE and _too_large(dfa, enc)):
         return lazily()
+    if lazy is Laziness.SMALL_WHOLE and target.entry.exact_lazily(separator, eos_id):
+        masked_lazily = (len(dfa.table) + 1) * enc.size > WHOLE_ENTRIES  # the lazy one's candidates
     if masked_lazily:
         made = _exact_lazy(dfa, enc, tokens, separator, eos_id, label, stats, target.max_states)
         if made is not None:

@@ -22,8 +22,9 @@ One step, for the N = P·K rows of P prompts (``logprobs [N, V]``):
    of banks with fewer candidates go to the others (nothing is left empty while a candidate
    remains).
 
-Candidates. With a whole :class:`~decodekit.constraints.TokenAutomaton` (or a lazy one small
-enough to build whole: ``WHOLE_ENTRIES``) the banks of all V tokens of every state are one
+Candidates. With a whole :class:`~decodekit.constraints.TokenAutomaton` (the plan compiles one
+whole where its candidate states x V stay within
+:data:`~decodekit.constraints.build.WHOLE_ENTRIES`) the banks of all V tokens of every state are one
 ``[S, V]`` int8 table built at the start, and step 3 takes, per bank, the K best of the
 prompt's K·V candidates exactly. With a lazy automaton too large to build (only masks, no
 ``next_state``), the candidates are each row's ``2K`` most probable allowed tokens, stepped
@@ -46,26 +47,21 @@ fewer matches or none (as a narrow grid may).
 from __future__ import annotations
 
 import dataclasses
-import math
 import weakref
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 
 from decodekit.constraints.tokens.interface import StateTables, provides
 from decodekit.decoding.beam import BEAM
+from decodekit.decoding.plan import plan
 from decodekit.decoding.prompts import Constraint, Prompt
 from decodekit.decoding.search import NEG_INF, Search, Select, Selection, run
 from decodekit.decoding.strategies import Settings
 from decodekit.models.base import LanguageModel, model_device
 from decodekit.outputs import Hypothesis, SearchTree
 
-WHOLE_ENTRIES = 1 << 24  # candidate states x V up to which a lazy automaton is built whole
 _CHUNK = 1 << 22  # entries of next_state read at once while building the bank table
-# The default under a constraint: the per-state grid while its rows x vocabulary stay within
-# GRID_ENTRIES (docs/decoding.md, "Choosing between the grid and the banked search").
-GRID_ENTRIES = 1 << 21
 BANK_GROUP = 4  # banks masked at once (the working set: a [N, 4, V] copy)
 
 
@@ -90,7 +86,7 @@ def banked_beam_search(
     settings = Settings(
         BANKED, max_length, constraint, beam_size=beam_size, length_penalty=length_penalty, n_best=n_best
     )
-    return run(model, prompt, settings, record=record, max_memory=max_memory)
+    return run(plan(model, prompt, settings, max_memory=max_memory), record=record)
 
 
 def bank_count(automaton, beam: int) -> int:
@@ -122,27 +118,6 @@ def _bank_table(automaton, banks: int) -> torch.Tensor:
     return out
 
 
-def _whole(search: Search):
-    """The automaton with every state's tables (:class:`StateTables`): the one compiled, or a lazy
-    one built whole when its candidate states x V stay within :data:`WHOLE_ENTRIES`; None (the
-    lazy candidates) else."""
-    automaton = search.automaton
-    if provides(automaton, StateTables):
-        return automaton
-    settings, model = search.settings, search.model
-    states = automaton.stats.get("candidate_states", math.inf)
-    patterns = isinstance(settings.constraint, (str, tuple, list)) or settings.constraint is None
-    if states * model.vocab_size > WHOLE_ENTRIES or not patterns:  # not a compiled automaton given
-        return None
-    from decodekit.constraints import ConstraintError, as_automaton
-
-    try:
-        whole = as_automaton(settings.constraint, model, exclude=settings.exclude, lazy=False)
-    except ConstraintError:
-        return None
-    return whole.to(model_device(model))
-
-
 def _start_banked(search: Search, batch: int) -> tuple[Select, Selection]:
     """K rows per prompt, only the first live at step 0; plain beam search without a constraint."""
     if search.automaton is None:
@@ -151,23 +126,7 @@ def _start_banked(search: Search, batch: int) -> tuple[Select, Selection]:
     cum = torch.full((batch, beam), NEG_INF, device=model_device(model))
     cum[:, 0] = 0.0
     rows = Selection(cum.view(-1), torch.full_like(cum, automaton.initial, dtype=torch.long).view(-1))
-    whole = _whole(search)
-    select = banked_selection(whole or automaton, beam, model.vocab_size, model.eos_id)
-    if whole is None or whole is automaton:
-        return select, rows
-    # The loop reads the compiled (lazy) automaton's states; the banks read the whole one's,
-    # carried alongside (the two number their states differently, their masks are the same).
-    carried = {"rows": rows, "states": torch.full_like(rows.states, whole.initial)}
-
-    def translated(logprobs: torch.Tensor, rows: Selection, remaining: int) -> Selection:
-        assert rows is carried["rows"], "a banked search's selection runs once per step, in order"
-        sel = select(logprobs, Selection(rows.logprob, carried["states"]), remaining)
-        states = automaton.step(rows.states[sel.parents], sel.tokens).masked_fill(sel.states < 0, -1)
-        out = Selection(sel.logprob, states, sel.parents, sel.tokens, sel.ended, sel.ended_logprob)
-        carried.update(rows=out, states=sel.states)
-        return out
-
-    return translated, rows
+    return banked_selection(automaton, beam, model.vocab_size, model.eos_id), rows
 
 
 def banked_selection(automaton, beam: int, vocab: int, eos: int | None) -> Select:
@@ -266,49 +225,7 @@ BANKED = dataclasses.replace(
     what="banked constrained beam search",
     start=_start_banked,
     working_set=_banked_units,
+    needs="banks",
     transformers=None,
     constrained=None,
 )
-
-
-def default_search(model: LanguageModel, settings: Any) -> Any:
-    """``settings``, with the banked search where no strategy is named, the output is
-    constrained and the per-state grid would be large: its rows x vocabulary, S·K·V (S: the
-    automaton's states, or its candidate states when it is not built yet), above
-    :data:`GRID_ENTRIES`. The grid (``beam``) stays where it fits. The choice is silent (issue 36:
-    a notice on every constrained run on a BPE model was jargon the user had not asked for); a
-    user who names ``beam`` where the grid cannot run gets the refusal, which names the banked
-    search."""
-    if settings.strategy is not None or not settings.constrained:
-        return settings
-    states = _states(model, settings)
-    grid = states * settings.beam_size * model.vocab_size
-    if grid <= GRID_ENTRIES:
-        return settings
-    return settings.replace(strategy=BANKED.name)
-
-
-def _states(model: LanguageModel, settings: Any) -> float:
-    """The automaton's states S (whole), its candidate states (lazy: what compiling it lazily,
-    a parse and a byte DFA, tells), or inf when it is lazy already."""
-    from decodekit.constraints import ConstraintError, as_automaton
-
-    c = settings.constraint
-    if provides(c, StateTables):
-        return c.num_states
-    if provides(c):  # a compiled automaton built on first visit
-        return math.inf
-    try:
-        lazy = as_automaton(c, model, exclude=settings.exclude, lazy=True)
-    except ConstraintError:  # not spellable one byte per token (a word vocabulary): build it
-        try:
-            from decodekit.constraints import anderson_automaton
-
-            return anderson_automaton(c, model, exclude=settings.exclude).num_states
-        except ConstraintError:
-            return 0  # the grid's own refusal (or the banked one's) will say why
-    if provides(lazy, StateTables):
-        return lazy.num_states
-    if not getattr(lazy, "finite", True):  # a grammar: no grid of one beam per state
-        return math.inf
-    return lazy.stats.get("candidate_states", math.inf)

@@ -17,6 +17,7 @@ import torch
 from decodekit.constraints import StateTables, TokenConstraint, Transitions
 from decodekit.constraints.tokens.interface import provides
 from decodekit.decoding import memory
+from decodekit.decoding.plan import plan
 from decodekit.decoding.prompts import Constraint, Prompt
 from decodekit.decoding.search import NEG_INF, Search, Select, Selection, run
 from decodekit.decoding.strategies import Settings, Strategy
@@ -53,7 +54,7 @@ def beam_search(
     settings = Settings(
         strategy, max_length, constraint, beam_size=beam_size, length_penalty=length_penalty, n_best=n_best
     )
-    return run(model, prompt, settings, record=record, max_memory=max_memory)
+    return run(plan(model, prompt, settings, max_memory=max_memory), record=record)
 
 
 def _start_beam(search: Search, batch: int) -> tuple[Select, Selection]:
@@ -162,7 +163,7 @@ def constrained_beam_search(
     settings = Settings(
         ANDERSON, max_length, constraint, beam_size=beam_size, length_penalty=length_penalty, n_best=n_best
     )
-    return run(model, prompt, settings, record=record, max_memory=max_memory)
+    return run(plan(model, prompt, settings, max_memory=max_memory), record=record)
 
 
 def _start_anderson(search: Search, batch: int) -> tuple[Select, Selection]:

@@ -18,10 +18,9 @@ from typing import Any
 
 import torch
 
-from decodekit.decoding.banked import default_search
-from decodekit.decoding.memory import check as check_memory
-from decodekit.decoding.prompts import compile_constraint, prompt_logprobs, token_ids
-from decodekit.decoding.search import run
+from decodekit.decoding.plan import plan
+from decodekit.decoding.prompts import prompt_logprobs, token_ids
+from decodekit.decoding.search import Search, run
 from decodekit.decoding.strategies import STRATEGIES, Settings
 from decodekit.errors import ConfigError
 from decodekit.models.base import LanguageModel
@@ -467,9 +466,7 @@ def generate(
         return []
     if config.assistant_model is not None or config.prompt_lookup_num_tokens is not None:
         return _speculative(model, prompts, config, single, record)
-    config = default_search(model, config)  # under a constraint: the grid, or banked where it is large
-    searched = _checked(model, prompts, config, max_memory)
-    out = run(searched, prompts, config, record=record, max_memory=max_memory, observe=observe)
+    out = run(_planned(model, prompts, config, max_memory), record=record, observe=observe)
     if config.prompt_logprobs:  # the model's own (the controls are about the generated tokens)
         with torch.inference_mode():
             scored = prompt_logprobs(model, prompts, config.prompt_logprobs)
@@ -498,19 +495,14 @@ def _config(config: GenerationConfig | None, options: dict[str, Any]) -> Generat
     return config.replace(**options) if options else config
 
 
-def _checked(model: LanguageModel, prompts, config: GenerationConfig, max_memory) -> LanguageModel:
-    """Refuse what does not fit (memory, the model's position limit), then ``model`` with the
-    config's suppression and controls: what :func:`generate` and :func:`stream` decode. One beam
-    per automaton state counts the states of the constraint the plan step compiles (the compile
-    cache hands :func:`~decodekit.decoding.search.run` the same one)."""
-    planned = None
-    if config.search.needs == "states":
-        planned = compile_constraint(config, "states", model)
-    check_memory(
-        model, prompts, config, limit=max_memory, **({} if planned is None else {"constraint": planned})
-    )
+def _planned(model: LanguageModel, prompts, config: GenerationConfig, max_memory) -> Search:
+    """The plan of what :func:`generate` and :func:`stream` decode (:func:`~.decoding.plan.plan`:
+    the strategy, the constraint compiled once, the memory check with a probe of the model), the
+    model's position limit checked, and the model seen through the config's suppression and
+    controls."""
+    search = plan(model, prompts, config, max_memory=max_memory, probe=True)
     check_positions(model, prompts, config.max_length)
-    return with_controls(with_suppression(model, config), config)
+    return dataclasses.replace(search, model=with_controls(with_suppression(model, config), config))
 
 
 def stream(
@@ -538,7 +530,7 @@ def stream(
         f"streaming follows one greedy or sampled row; the {config.resolved_strategy} strategy (or "
         "num_samples > 1) gives its result only at the end: use generate()",
     )
-    model = _checked(model, ids, config, max_memory)
+    search = _planned(model, ids, config, max_memory)
     eos = model.eos_id
     chosen: queue.Queue = queue.Queue()
     done, closed = object(), threading.Event()
@@ -552,7 +544,7 @@ def stream(
 
     def work() -> None:
         try:
-            run(model, ids, config, max_memory=max_memory, observe=observe)
+            run(search, observe=observe)
             chosen.put(done)
         except _StreamClosed:
             pass

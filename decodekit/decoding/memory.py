@@ -281,7 +281,7 @@ def estimate(
     strategy = config.search
     per_row, per_token = state_profile(model, measure=measure)
     units = strategy.working_set(config)  # [N, V] float32 tensors alive at the peak of a step
-    if strategy.needs == "masks" and (config.constraint is not None or getattr(config, "exclude", ())):
+    if strategy.needs != "states" and (config.constraint is not None or getattr(config, "exclude", ())):
         # masking (measured: sampling 5000 rows, 7.5 units in all): the allowed mask, a masked
         # copy, the check for rows that cannot go on
         units += 4

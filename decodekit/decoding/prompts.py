@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from decodekit.constraints import TokenConstraint
-from decodekit.errors import ConfigError, ConstraintError, ModelOutputError, NoBeamPerState
+from decodekit.errors import ConfigError, ModelOutputError
 from decodekit.models import base
 from decodekit.models import state as st
 from decodekit.models.base import LanguageModel, State, model_device
@@ -18,7 +18,7 @@ from decodekit.util.checks import collector_paused, require
 
 Prompt = Sequence[int]
 # what a caller constrains with: a regex (str), a list of them (all must match), or a compiled
-# TokenConstraint; compile_constraint makes the TokenConstraint the decoders see
+# TokenConstraint; decoding.plan.compile_for makes the TokenConstraint the decoders see
 Constraint = str | Sequence[str] | TokenConstraint
 
 
@@ -162,87 +162,3 @@ def check_logprobs(logprobs: torch.Tensor, rows: int, vocab_size: int, step: int
             f"step {step}: the model's log-probabilities for row {row} are not normalised ({what}); "
             "step must return log_softmax over the vocabulary"
         )
-
-
-def _for_states(constraint: Any, model: LanguageModel, exclude: Any, max_length: int) -> TokenConstraint:
-    """What one beam per automaton state runs on: the whole automaton (``anderson_automaton``);
-    a lazy automaton given whose masks are the whole automaton's (``exact`` and ``exact_rows``;
-    an engine without ``exact_rows``, such as the derivatives', is refused as before); where the
-    whole automaton is refused for size, the lazy one (``Laziness.MASKED``, else ``LAZY``: the
-    byte-DFA engine, not the derivatives') if its static rows are the whole automaton's
-    (``exact_rows``: no separator, every byte a token by itself; near the length limit its bound
-    may mask more unless ``exact``) and a match fits in ``max_length``: both searched over the
-    states they reach. Otherwise the size refusal, naming the masked searches."""
-    from decodekit.constraints import ConstraintError, Transitions, anderson_automaton, as_automaton
-    from decodekit.constraints.build import Laziness
-    from decodekit.constraints.tokens.interface import StateTables, provides
-
-    given = provides(constraint, TokenConstraint) and not provides(constraint, StateTables)
-    if (
-        given
-        and provides(constraint, Transitions)
-        and constraint.exact
-        and getattr(constraint, "exact_rows", False)
-    ):
-        return as_automaton(constraint, model, exclude=exclude)
-    try:
-        return anderson_automaton(constraint, model, exclude=exclude)
-    except NoBeamPerState as refused:
-        if given:
-            raise
-        lazy = None
-        for how in (Laziness.MASKED, Laziness.LAZY):  # exact near the limit where it can be; else the bound
-            try:
-                made = as_automaton(constraint, model, exclude=exclude, lazy=how)
-            except ConstraintError:
-                continue
-            if provides(made, StateTables):
-                return made
-            if provides(made, Transitions) and getattr(made, "exact_rows", False):
-                lazy = made
-                break
-        if lazy is None:
-            raise
-        if not lazy.fits(max_length):
-            raise ConstraintError(
-                f"{refused}; built on first visit, it has no match within max_length={max_length}"
-            ) from None
-        return lazy
-
-
-def compile_constraint(settings: Any, needs: str, model: LanguageModel) -> TokenConstraint | None:
-    """The planning step above the loop, the one place a constraint meets a model:
-    ``settings.constraint`` (a regex, a list of them, a compiled constraint, or None) and
-    ``settings.exclude`` compiled once for ``model`` as the strategy ``needs`` (``"states"``: a
-    :class:`~decodekit.constraints.StateTables`, built whole for one beam per state, or where that
-    is refused for size an exact lazy :class:`~decodekit.constraints.Transitions` (one beam per
-    state reached: :func:`_for_states`); ``"masks"``: a
-    :class:`~decodekit.constraints.TokenConstraint`, as
-    :meth:`Laziness.for_masks <decodekit.constraints.build.Laziness.for_masks>` says for the model's
-    device), on the model's device; None without a constraint.
-
-    Raises :class:`ConstraintError` when no sequence the masks allow fits in ``max_length`` tokens."""
-    constraint, exclude, max_length = settings.constraint, settings.exclude, settings.max_length
-    if constraint is None and not exclude:
-        return None
-    from decodekit.constraints import as_automaton
-    from decodekit.constraints.build import Laziness
-
-    device = model_device(model)
-    if needs == "states":
-        automaton = _for_states(constraint, model, exclude, max_length)
-    else:
-        automaton = as_automaton(constraint, model, exclude=exclude, lazy=Laziness.for_masks(device))
-    if automaton.fits(max_length):
-        return automaton.to(device)
-    shortest = automaton.shortest
-    if not automaton.exact:
-        raise ConstraintError(
-            f"the constraint {automaton.pattern!r} is built lazily (too large to build whole) and its masks "
-            f"guarantee a match within {shortest} tokens (the shortest match spelled one byte per token), "
-            f"more than max_length={max_length}: raise max_length"
-        )
-    raise ConstraintError(
-        f"the constraint {automaton.pattern!r} needs at least {shortest} tokens, "
-        f"more than max_length={max_length}"
-    )

@@ -17,6 +17,7 @@ import torch
 
 from decodekit.constraints import TokenConstraint
 from decodekit.decoding import processors
+from decodekit.decoding.plan import plan
 from decodekit.decoding.prompts import Constraint, Prompt
 from decodekit.decoding.search import NEG_INF, Search, Select, Selection, run
 from decodekit.decoding.strategies import Settings, Strategy
@@ -41,7 +42,7 @@ def greedy(
     (EOS included). Arguments and the result: see :mod:`decodekit.decoding`; one hypothesis
     per prompt, none when it ended unmatched."""
     settings = Settings(GREEDY, max_length, constraint)
-    return run(model, prompt, settings, record=record, max_memory=max_memory)
+    return run(plan(model, prompt, settings, max_memory=max_memory), record=record)
 
 
 @torch.inference_mode()
@@ -73,7 +74,7 @@ def sample(
     settings = Settings(SAMPLE, max_length, constraint, num_samples=num_samples, seed=generator)
     settings = settings.replace(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p)
     settings = settings.replace(typical_p=typical_p, epsilon_cutoff=epsilon_cutoff, eta_cutoff=eta_cutoff)
-    return run(model, prompt, settings, record=record, max_memory=max_memory)
+    return run(plan(model, prompt, settings, max_memory=max_memory), record=record)
 
 
 def _check_sampling(settings) -> None:

@@ -10,28 +10,19 @@ is called only here and in :func:`~decodekit.decoding.prompts.prefill`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from decodekit.constraints import TokenConstraint
-from decodekit.decoding import memory
-from decodekit.decoding.prompts import (
-    Prompt,
-    as_batch,
-    check_logprobs,
-    compile_constraint,
-    is_check_step,
-    prefill,
-)
+from decodekit.decoding.prompts import check_logprobs, is_check_step, prefill
 from decodekit.decoding.strategies import Strategy
 from decodekit.decoding.trace import Pool, Trace
 from decodekit.models import state as st
 from decodekit.models.base import LanguageModel
 from decodekit.outputs import Hypothesis, SearchTree
-from decodekit.util.checks import at_least
 
 NEG_INF = float("-inf")
 
@@ -72,47 +63,38 @@ Select = Callable[[torch.Tensor, Selection, int], Selection]  # (logprobs [N, V]
 
 @dataclass(frozen=True)
 class Search:
-    """One planned search, what a strategy's ``start`` reads: the model, the strategy (as it
-    runs), its settings (a ``GenerationConfig`` or :class:`~.strategies.Settings`) and the
-    constraint compiled for the model (None: unconstrained): a
-    :class:`~decodekit.constraints.TokenConstraint`, the
-    :class:`~decodekit.constraints.StateTables` refinement when the strategy ``needs="states"``."""
+    """One planned search (:func:`~decodekit.decoding.plan.plan` makes it; a strategy's ``start``
+    reads it): the model, the strategy (as it runs), its settings (a ``GenerationConfig`` or
+    :class:`~.strategies.Settings`) and the constraint compiled for the model (None:
+    unconstrained): a :class:`~decodekit.constraints.TokenConstraint`, the
+    :class:`~decodekit.constraints.StateTables` refinement when the strategy ``needs="states"``;
+    the prompts as lists of token ids, and whether one prompt was given (not a batch)."""
 
     model: LanguageModel
     strategy: Strategy
     settings: Any
     automaton: TokenConstraint | None
     max_memory: int | str | None = None  # what the search may use, for a layout that grows
+    prompts: list[list[int]] = dataclasses.field(default_factory=list)
+    single: bool = False
 
 
 def run(
-    model: LanguageModel,
-    prompt: Prompt | Sequence[Prompt],
-    settings: Any,
+    search: Search,
     *,
     record: SearchTree | None = None,
-    max_memory: int | str | None = None,
     observe: Callable[[Selection], None] | None = None,
 ) -> list[Hypothesis] | list[list[Hypothesis]]:
-    """Run the strategy ``settings.search`` names: check its settings, refuse a search that would
-    not fit in memory before allocating anything (:func:`decodekit.decoding.memory.check`, after the
-    constraint is compiled once: :func:`~.prompts.compile_constraint`), then the loop (:func:`decode`;
-    ``observe(selection)`` is called after each step's selection: streaming)."""
-    strategy = settings.search
-    strategy.check(settings)
-    at_least("max_length", settings.max_length, 0)
-    prompts, single = as_batch(prompt)
+    """Run a planned search (:func:`~decodekit.decoding.plan.plan`: checked, its constraint
+    compiled, its memory checked): the loop (:func:`decode`; ``observe(selection)`` is called
+    after each step's selection: streaming), then each hypothesis's text where the model has a
+    vocabulary, and the strategy's ``finish``. Compiles nothing."""
     with torch.inference_mode():
-        automaton = compile_constraint(settings, strategy.needs, model)
-    # small: no model probe; the estimate reads the constraint the plan step compiled
-    memory.check(model, prompts, settings, limit=max_memory, small=0.01, constraint=automaton)
-    with torch.inference_mode():
-        search = Search(model, strategy, settings, automaton, max_memory)
-        out = decode(search, prompts, record, observe)
-    vocab = getattr(model, "vocab", None)
+        out = decode(search, search.prompts, record, observe)
+    vocab = getattr(search.model, "vocab", None)
     if vocab is not None:  # hypotheses carry their text when the search knows the vocabulary
         out = [[dataclasses.replace(h, text=vocab.decode(h.tokens)) for h in hyps] for hyps in out]
-    return strategy.finish(out[0] if single else out, settings)
+    return search.strategy.finish(out[0] if search.single else out, search.settings)
 
 
 def decode(

@@ -34,7 +34,7 @@ import torch
 
 from decodekit.constraints import TokenConstraint
 from decodekit.decoding import processors
-from decodekit.decoding.prompts import compile_constraint
+from decodekit.decoding.plan import compile_for
 from decodekit.errors import ConfigError
 from decodekit.models.base import LanguageModel, model_device, prefill, step_many
 from decodekit.outputs import Hypothesis
@@ -316,7 +316,7 @@ def speculative_generate(
             f"not {settings.search.what}"
         )
     settings.search.check(settings)
-    automaton = compile_constraint(settings, "masks", model)
+    automaton = compile_for(settings, "masks", model)
     distribution, generator, copies = None, None, 1
     if strategy == "sample":
         s, copies, generator = settings, settings.num_samples, settings.seed

@@ -57,8 +57,10 @@ class Strategy:
             the peak of a step, unconstrained (masking adds its own; measured, see each strategy).
         reads: the settings it reads besides ``max_length``, ``constraint`` and ``exclude``
             (the CLI warns about the others; ``seed``: batch generation seeds each record).
-        needs: the constraint it needs: ``"masks"`` (any automaton, built lazily where huge) or
-            ``"states"`` (every state's transitions, built whole: one beam per state).
+        needs: the constraint it needs (:mod:`decodekit.decoding.plan` compiles it): ``"masks"``
+            (any automaton, built lazily where huge), ``"banks"`` (masks, and every state's tables
+            where they are small: the banked search's bank of every token) or ``"states"`` (every
+            state's transitions, built whole: one beam per state).
         ranked: True: the pool ranks each prompt's rows by ``logprob / len ** length_penalty``
             and keeps ``n_best``; False: each row is its own result, ending when the row ends.
         knob: the setting that scales its rows (the memory refusal's advice), or None.

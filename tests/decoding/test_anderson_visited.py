@@ -17,6 +17,7 @@ from decodekit import GenerationConfig, compile_regex, generate
 from decodekit.constraints import LazyTokenAutomaton, TokenAutomaton, clear_cache
 from decodekit.constraints.build import Laziness
 from decodekit.constraints.tokens import lift
+from decodekit.decoding import plan as planning
 from decodekit.decoding.beam import ANDERSON, ANDERSON_GRID, ANDERSON_VISITED
 from decodekit.decoding.memory import ResourceError
 from decodekit.decoding.search import run
@@ -29,7 +30,7 @@ ALPHAS = [-1.0, -0.5, 0.0, 0.5, 1.0, 2.0]
 
 def search(model, prompt, constraint, strategy, beam, max_length, alpha=1.0, n_best=1, **kw):
     s = Settings(strategy, max_length, constraint, beam_size=beam, length_penalty=alpha, n_best=n_best)
-    return run(model, prompt, s, **kw)
+    return run(planning.plan(model, prompt, s, max_memory=kw.pop("max_memory", None)), **kw)
 
 
 def same(a, b) -> None:
@@ -111,7 +112,8 @@ def test_large_whole_automata_run_over_the_states_reached_with_the_grid_s_result
     for strategy in (ANDERSON_GRID, ANDERSON):
         seen = rows[strategy.start] = []
         s = Settings(strategy, 12, dense, beam_size=2, length_penalty=0.5, n_best=3)
-        rows[strategy] = run(model, [2], s, observe=lambda sel, seen=seen: seen.append(sel.logprob.numel()))
+        observe = lambda sel, seen=seen: seen.append(sel.logprob.numel())  # noqa: E731
+        rows[strategy] = run(planning.plan(model, [2], s), observe=observe)
     same(rows[ANDERSON], rows[ANDERSON_GRID])
     assert max(rows[ANDERSON.start]) < min(rows[ANDERSON_GRID.start])
 
@@ -127,7 +129,6 @@ def test_refused_whole_runs_over_the_states_it_reaches_and_equals_the_whole(monk
     masks' length check builds the whole automaton once, under the normal limit, on first need).
     With the limit low throughout, the length check keeps the one-byte-per-token bound: the
     outputs still match."""
-    from decodekit.decoding import prompts
 
     vocab = vocab_of(BYTES + MERGES)
     model = SparseLM(len(vocab), 7, 0.2, bos_id=1, eos_id=1, vocab=vocab)
@@ -136,7 +137,7 @@ def test_refused_whole_runs_over_the_states_it_reaches_and_equals_the_whole(monk
     clear_cache(vocabularies=False)
     whole = {m: decodekit.constrained_beam_search(model, [2], pattern, 2, m, n_best=3) for m in budgets}
     assert isinstance(decodekit.constraints.anderson_automaton(pattern, model), TokenAutomaton)
-    plan = prompts._for_states
+    plan = planning._for_states
 
     def refusing(*args):
         with monkeypatch.context() as patch:
@@ -148,7 +149,7 @@ def test_refused_whole_runs_over_the_states_it_reaches_and_equals_the_whole(monk
         assert isinstance(out, LazyTokenAutomaton)
         return out
 
-    monkeypatch.setattr(prompts, "_for_states", refusing)
+    monkeypatch.setattr(planning, "_for_states", refusing)
     for m, want in whole.items():
         got = decodekit.constrained_beam_search(model, [2], pattern, 2, m, n_best=3)
         same(got, want)
@@ -176,8 +177,8 @@ def test_the_size_error_names_the_states_reached(monkeypatch):
     assert many > one
     limit = (one + many) // 2
     with pytest.raises(ResourceError, match=r"has reached [0-9,]+ automaton states, [0-9,]+ of them"):
-        run(model, [2], s, max_memory=limit)
-    assert run(model, [2], s)  # without the limit it runs
+        run(planning.plan(model, [2], s, max_memory=limit))
+    assert run(planning.plan(model, [2], s))  # without the limit it runs
 
 
 def test_generate_with_anderson_on_a_constraint_refused_whole(monkeypatch):

@@ -3,6 +3,7 @@ its bank filling against a slow reference, and the default choice between it and
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 from unittest import mock
@@ -15,8 +16,9 @@ from hypothesis import strategies as st
 
 import decodekit
 from decodekit import GenerationConfig, generate
-from decodekit.decoding import banked
-from decodekit.decoding.banked import banked_beam_search, default_search, fill_banks
+from decodekit.constraints import build, clear_cache
+from decodekit.decoding import banked, plan
+from decodekit.decoding.banked import banked_beam_search, fill_banks
 from decodekit.outputs import SearchTree
 from tests.support.exhaustive import (
     ALPHAS,
@@ -31,13 +33,26 @@ from tests.support.exhaustive import (
 from tests.support.fakes import HistoryLM, TableLM, char_vocab
 
 
+@contextlib.contextmanager
+def banking(lazy: bool):
+    """Both ways of banking: the [S, V] bank table of the automaton the plan builds whole, and
+    (``lazy``: nothing built whole) the candidates' next states stepped through a lazy automaton;
+    the compiled automata are forgotten around the lazy way."""
+    if not lazy:
+        yield
+        return
+    with mock.patch.object(build, "WHOLE_ENTRIES", 0):
+        clear_cache(vocabularies=False)
+        try:
+            yield
+        finally:
+            clear_cache(vocabularies=False)
+
+
 @pytest.fixture(params=["whole", "lazy"])
-def path(request, monkeypatch):
-    """Both ways of banking: the [S, V] bank table, and (nothing built whole) the candidates'
-    next states stepped through a lazy automaton."""
-    if request.param == "lazy":
-        monkeypatch.setattr(banked, "WHOLE_ENTRIES", 0)
-    return request.param
+def path(request):
+    with banking(request.param == "lazy"):
+        yield request.param
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -55,7 +70,7 @@ def test_wide_banked_search_equals_exhaustive_search(
     width = len(vocab) ** max_length
     with (
         warnings.catch_warnings(),
-        mock.patch.object(banked, "WHOLE_ENTRIES", 0 if lazy else banked.WHOLE_ENTRIES),
+        banking(lazy),
     ):
         warnings.simplefilter("ignore")  # max_length 0: a beam of 1, fewer than n_best (said)
         hyps = banked_beam_search(model, [2], pattern, width, max_length, alpha, n_best)
@@ -92,7 +107,7 @@ def test_narrow_banked_search_finds_a_match_without_zero_probability_tokens(
     model = HistoryLM(len(vocab), seed=seed, vocab=vocab, bos_id=1, eos_id=1 if eos else None)
     if not spellable(model, pattern, max_length):
         return
-    with mock.patch.object(banked, "WHOLE_ENTRIES", 0 if lazy else banked.WHOLE_ENTRIES):
+    with banking(lazy):
         hyps = banked_beam_search(model, [2], pattern, beam, max_length, alpha, min(2, beam))
     assert hyps, (pattern, max_length, beam)
     for h in hyps:
@@ -195,20 +210,20 @@ def test_the_default_keeps_the_grid_where_it_fits_and_banks_beyond(monkeypatch):
     config = GenerationConfig(constraint="(a|b)*ab(a|b)*", max_length=6, beam_size=2)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert default_search(model, config) is config  # small: the grid, silently
+        assert plan.choose(model, config)[0] is config  # small: the grid, silently
         assert generate(model, [2], config) == decodekit.constrained_beam_search(
             model, [2], config.constraint, 2, 6
         )
-    monkeypatch.setattr(banked, "GRID_ENTRIES", 10)
+    monkeypatch.setattr(plan, "GRID_ENTRIES", 10)
     with warnings.catch_warnings():  # the banked search, silently (issue 36 item 8)
         warnings.simplefilter("error")
-        chosen = default_search(model, config)
+        chosen = plan.choose(model, config)[0]
         out = generate(model, [2], config)
     assert chosen.search is banked.BANKED
     assert out == banked_beam_search(model, [2], config.constraint, 2, 6)
     named = config.replace(strategy="beam")
-    assert default_search(model, named) is named  # a named strategy is never replaced
-    assert default_search(model, GenerationConfig(max_length=6)).strategy is None  # unconstrained
+    assert plan.choose(model, named)[0] is named  # a named strategy is never replaced
+    assert plan.choose(model, GenerationConfig(max_length=6))[0].strategy is None  # unconstrained
 
 
 def test_without_a_constraint_it_is_beam_search():
@@ -226,11 +241,11 @@ def test_the_default_counts_the_states_of_a_word_vocabulary(monkeypatch):
     model = TableLM(torch.zeros(6, 6), bos_id=1, eos_id=1, vocab=vocab)
     config = GenerationConfig(constraint=(r".*\bdog\b.*", r".*\bpark\b.*"), max_length=6, beam_size=2)
     states = decodekit.compile_regex(config.constraint, vocab.surfaces(), 1, " ").num_states
-    assert default_search(model, config) is config
-    monkeypatch.setattr(banked, "GRID_ENTRIES", states * 2 * 6)
-    assert default_search(model, config) is config  # S x K x V at the bound: the grid
-    monkeypatch.setattr(banked, "GRID_ENTRIES", states * 2 * 6 - 1)
-    chosen = default_search(model, config)  # one entry over: the banked search (silently)
+    assert plan.choose(model, config)[0] is config
+    monkeypatch.setattr(plan, "GRID_ENTRIES", states * 2 * 6)
+    assert plan.choose(model, config)[0] is config  # S x K x V at the bound: the grid
+    monkeypatch.setattr(plan, "GRID_ENTRIES", states * 2 * 6 - 1)
+    chosen = plan.choose(model, config)[0]  # one entry over: the banked search (silently)
     assert chosen.strategy == "banked-beam"
     hyps = generate(model, [[]], chosen)[0]
     assert hyps and all(w in vocab.decode(hyps[0].tokens).split() for w in ("dog", "park"))
