@@ -23,6 +23,7 @@ __version__ = "0.1.0"
 _LAZY: dict[str, str] = {
     "CharVocab": "decodekit.vocab",
     "CheckpointError": "decodekit.errors",
+    "Compiler": "decodekit.constraints",
     "ConstraintError": "decodekit.errors",
     "DecodekitError": "decodekit.errors",
     "GenerationConfig": "decodekit.decoding.generation",
@@ -31,11 +32,13 @@ _LAZY: dict[str, str] = {
     "LanguageModel": "decodekit.models.base",
     "ConstraintLogitsProcessor": "decodekit.logits_processor",
     "ModelOutputError": "decodekit.errors",
+    "Pattern": "decodekit.constraints",
     "ResourceError": "decodekit.errors",
     "STRATEGIES": "decodekit.decoding.strategies",
     "SearchTree": "decodekit.outputs",
-    "TokenAutomaton": "decodekit.constraints",
+    "TokenConstraint": "decodekit.constraints",
     "Vocab": "decodekit.vocab",
+    "Vocabulary": "decodekit.constraints",
     "WordVocab": "decodekit.vocab",
     "beam_search": "decodekit.decoding",
     "compile_for_vocab": "decodekit.constraints",
@@ -64,6 +67,7 @@ _LAZY: dict[str, str] = {
 __all__ = [
     "CharVocab",
     "CheckpointError",
+    "Compiler",
     "ConstraintError",
     "ConstraintLogitsProcessor",
     "DecodekitError",
@@ -72,11 +76,13 @@ __all__ = [
     "Hypothesis",
     "LanguageModel",
     "ModelOutputError",
+    "Pattern",
     "ResourceError",
     "STRATEGIES",
     "SearchTree",
-    "TokenAutomaton",
+    "TokenConstraint",
     "Vocab",
+    "Vocabulary",
     "WordVocab",
     "beam_search",
     "compile_for_vocab",
@@ -106,7 +112,15 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from decodekit import distributed
     from decodekit import result_file as results
     from decodekit.checkpoint import load_checkpoint
-    from decodekit.constraints import TokenAutomaton, compile_for_vocab, compile_regex, json_schema
+    from decodekit.constraints import (
+        Compiler,
+        Pattern,
+        TokenConstraint,
+        Vocabulary,
+        compile_for_vocab,
+        compile_regex,
+        json_schema,
+    )
     from decodekit.constraints.grammar.grammar import Grammar
     from decodekit.data import load_data
     from decodekit.decoding import beam_search, constrained_beam_search, greedy, sample
@@ -132,7 +146,10 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from decodekit.vocab import CharVocab, Vocab, WordVocab
 
 
-__getattr__, __dir__ = lazy_exports(globals(), _LAZY)
+# implementation classes no longer public, importable for a release (docs/changelog.md)
+_KEPT = {"TokenAutomaton": "decodekit.constraints"}
+
+__getattr__, __dir__ = lazy_exports(globals(), {**_LAZY, **_KEPT})
 
 # modules that moved: their former names import the same module objects (decodekit.util.lazy)
 _FORMER_NAMES = {

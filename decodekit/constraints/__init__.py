@@ -1,8 +1,9 @@
-"""Regex constraints (docs/constraints.md): ``compile_regex(pattern, token_strings, eos_id,
-separator)`` returns a :class:`TokenAutomaton` accepting exactly the token sequences whose text
-``separator.join(token_strings)`` fully matches the pattern (or, where that would be large, one
-built on first visit); the decoders see either as a :class:`TokenConstraint`, and
-one beam per state needs the :class:`StateTables` refinement, and :func:`fill_bitmask` writes any
+"""Constraints (docs/constraints.md), in three nouns: a :class:`Vocabulary` (token bytes, EOS,
+separator), a :class:`Compiler` for it (``.regex``, ``.expression``, ``.json_schema``,
+``.grammar``) and the :class:`TokenConstraint` it returns, accepting exactly the token sequences
+whose text ``separator.join(tokens)`` is in the language (``compile_regex(pattern,
+token_strings, eos_id, separator)`` is the one-line convenience); the decoders read a
+TokenConstraint, one beam per state needs the :class:`StateTables` refinement, and :func:`fill_bitmask` writes any
 constraint's masks into a preallocated packed bitmask (:class:`Bitmasks`: the peers' form).
 Names are imported on first use (PEP 562): ``DEFAULT_MAX_STATES`` is read without importing
 numpy or torch (``--help``).
@@ -15,8 +16,8 @@ from decodekit.util.lazy import lazy_exports
 DEFAULT_MAX_STATES = 100_000  # the state guard of a compile (its max_states)
 
 _LAZY = {  # public name -> its module
+    "Compiler": "decodekit.constraints.compiler",
     "ConstraintError": "decodekit.errors",
-    "DerivedTokenAutomaton": "decodekit.constraints.tokens.derived",
     "Grammar": "decodekit.constraints.grammar.grammar",
     "Pattern": "decodekit.constraints.automata.derivatives",
     "complement": "decodekit.constraints.automata.derivatives",
@@ -25,12 +26,11 @@ _LAZY = {  # public name -> its module
     "repeat": "decodekit.constraints.automata.derivatives",
     "intersect": "decodekit.constraints.automata.derivatives",
     "union": "decodekit.constraints.automata.derivatives",
-    "LazyTokenAutomaton": "decodekit.constraints.tokens.lazy",
     "Bitmasks": "decodekit.constraints.tokens.interface",
     "StateTables": "decodekit.constraints.tokens.interface",
     "Transitions": "decodekit.constraints.tokens.interface",
-    "TokenAutomaton": "decodekit.constraints.tokens.automaton",
     "TokenConstraint": "decodekit.constraints.tokens.interface",
+    "Vocabulary": "decodekit.constraints.compiler",
     "anderson_automaton": "decodekit.constraints.compile",
     "as_automaton": "decodekit.constraints.compile",
     "check_pattern": "decodekit.constraints.compile",
@@ -46,4 +46,12 @@ _LAZY = {  # public name -> its module
 __all__ = ["DEFAULT_MAX_STATES", *_LAZY]
 
 
-__getattr__, __dir__ = lazy_exports(globals(), _LAZY)
+# implementation classes, no longer public (the three nouns are Vocabulary, Compiler and
+# TokenConstraint): importable for a release (docs/changelog.md)
+_KEPT = {
+    "DerivedTokenAutomaton": "decodekit.constraints.tokens.derived",
+    "LazyTokenAutomaton": "decodekit.constraints.tokens.lazy",
+    "TokenAutomaton": "decodekit.constraints.tokens.automaton",
+}
+
+__getattr__, __dir__ = lazy_exports(globals(), {**_LAZY, **_KEPT})

@@ -1,23 +1,19 @@
-"""The face of the constraint compiler: its public entry points check their arguments, cache the
-automata by vocabulary, and leave the building to :func:`decodekit.constraints.build.build`."""
+"""The face of the constraint compiler: the one-line conveniences over a default
+:class:`~decodekit.constraints.compiler.Compiler` per vocabulary (``compile_regex``), a model's
+vocabulary (``as_automaton``), and Anderson-style search's whole automaton; the building is
+:func:`decodekit.constraints.build.build`'s."""
 
 from __future__ import annotations
 
-import operator
-import threading
-from collections import OrderedDict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
 from decodekit.constraints import DEFAULT_MAX_STATES
-from decodekit.constraints.automata.derivatives import Pattern, excluding
-from decodekit.constraints.automata.product import as_patterns
-from decodekit.constraints.build import Laziness, Vocabulary, build, is_grammar, parsed
+from decodekit.constraints.automata.derivatives import Pattern
+from decodekit.constraints.build import Laziness, is_grammar, parsed
+from decodekit.constraints.compiler import default_compiler, forget_defaults
 from decodekit.constraints.tokens.interface import StateTables, TokenConstraint, provides
 from decodekit.errors import ConstraintError, ConstraintTooLarge, NoBeamPerState
 
-CACHE_VOCABS, CACHE_PATTERNS = 4, 32  # vocabularies kept, and automata kept per vocabulary
-FINGERPRINT_SAMPLE = 256  # tokens hashed into a vocabulary's fingerprint (hashing 10k: 0.3 ms)
 ANDERSON_HINT = (  # names the library's API only; the CLI says it with its flags
     "Anderson-style constrained beam search keeps one beam per automaton state and needs every "
     "state built, which is impractical at this size: use a masked search, which builds the "
@@ -26,26 +22,13 @@ ANDERSON_HINT = (  # names the library's API only; the CLI says it with its flag
 )
 
 
-@dataclass
-class _Cached(Vocabulary):
-    """A cached vocabulary: its tokens (to confirm a hit), trie and automata."""
-
-    automata: OrderedDict[tuple, TokenConstraint] = field(default_factory=OrderedDict)
-
-
-_cache: OrderedDict[tuple[int, int], _Cached] = OrderedDict()  # fingerprint -> vocabulary
-_lock = threading.Lock()
-
-
 def clear_cache(vocabularies: bool = True) -> None:
-    """Forget every compiled automaton and parsed pattern (and, with ``vocabularies``, every
-    prepared vocabulary: the trie of its tokens' bytes, which several patterns share)."""
+    """Forget every constraint the default compilers compiled and every parsed pattern (and, with
+    ``vocabularies``, the default compilers themselves, with the trie of their tokens' bytes,
+    which several patterns share). A :class:`~decodekit.constraints.Compiler` of one's own keeps
+    its cache until it is dropped or cleared."""
     parsed.cache_clear()
-    with _lock:
-        if vocabularies:
-            _cache.clear()
-        for entry in _cache.values():
-            entry.automata.clear()
+    forget_defaults(vocabularies)
 
 
 def check_pattern(pattern: str) -> None:
@@ -67,9 +50,10 @@ def compile_regex(
     max_states: int = DEFAULT_MAX_STATES,
     lazy: bool | str | None = Laziness.DEFAULT,
 ) -> TokenConstraint:
-    """Compile ``pattern`` into a :class:`TokenAutomaton` over ``len(token_strings)`` tokens (or,
-    as ``lazy`` says, a :class:`LazyTokenAutomaton`: both are
-    :class:`~decodekit.constraints.tokens.interface.TokenConstraint`).
+    """Compile ``pattern`` into a :class:`~decodekit.constraints.TokenConstraint` over
+    ``len(token_strings)`` tokens: ``Compiler(Vocabulary(token_strings, eos_id, separator),
+    max_states=max_states).compile(pattern, exclude=exclude)`` through a default compiler kept
+    per vocabulary (:func:`~decodekit.constraints.compiler.default_compiler`).
 
     Several constraints: ``pattern`` may be a list of regexes, all of which must fully match the
     text, and ``exclude`` a regex or a list of them, none of which may match anywhere in it
@@ -85,9 +69,9 @@ def compile_regex(
     tokens)`` are valid UTF-8 and their decoding fully matches ``pattern``. None tokens (special
     tokens, a ``str`` with a lone surrogate) and ``eos_id`` get no transitions.
 
-    Cached per vocabulary (the last 4, by its length and a hash of 256 evenly spaced tokens,
-    confirmed by comparing the tokens) and (pattern, separator, eos_id, max_states): the last
-    32 automata each; compiling again returns the same object.
+    Cached per vocabulary (the default compilers of the last 4, by its length and a hash of 256
+    evenly spaced tokens, confirmed by comparing the tokens; one per EOS, separator and
+    ``max_states``): the last 32 automata each; compiling again returns the same object.
 
     By default the compiler decides how much to build, as the searches would: a pattern small
     enough (its character DFA within 256 states) whole, a larger one, where the vocabulary spells
@@ -107,68 +91,8 @@ def compile_regex(
             ``max_states`` states, or no token sequence of this vocabulary can match (``no text
             matches all of ...`` when the constraints contradict each other).
     """
-    grammar = is_grammar(pattern)
-    if grammar:
-        if not (isinstance(exclude, tuple) and not exclude):
-            raise ConstraintError(
-                "exclude cannot be added to a grammar constraint (a grammar's excludes are not supported)"
-            )
-    elif isinstance(pattern, Pattern):
-        if not (isinstance(exclude, tuple) and not exclude):
-            pattern = excluding(pattern, as_patterns(exclude, "exclude"))
-    elif not isinstance(pattern, str) or not (isinstance(exclude, tuple) and not exclude):
-        patterns, excludes = as_patterns(pattern, "pattern"), as_patterns(exclude, "exclude")
-        if not patterns and not excludes:
-            raise ConstraintError("no constraint given: pattern is an empty list and there is no exclude")
-        pattern = patterns[0] if len(patterns) == 1 and not excludes else ("all", patterns, excludes)
-    if not isinstance(separator, str):
-        raise ConstraintError(f"separator must be a string, got {separator!r}")
-    if isinstance(token_strings, (str, bytes, bytearray)) or not isinstance(token_strings, Iterable):
-        raise ConstraintError(
-            "token_strings must be a sequence with one str/bytes/None per token id, "
-            f"got {type(token_strings).__name__}"
-        )
-    tokens = tuple(token_strings)
-    if not tokens:
-        raise ConstraintError("cannot compile a constraint for an empty vocabulary")
-    eos_id = _optional_index("eos_id", eos_id)
-    if eos_id is not None and not 0 <= eos_id < len(tokens):
-        raise ConstraintError(f"eos_id {eos_id} out of range for {len(tokens)} tokens")
-    max_states = _optional_index("max_states", max_states)
-    if max_states is None or max_states < 1:
-        raise ConstraintError(f"max_states must be a positive integer, got {max_states!r}")
-    fingerprint = (len(tokens), hash(tokens[:: max(1, len(tokens) // FINGERPRINT_SAMPLE)]))
-    lazy = Laziness.of(lazy)
-    # pattern: a str, ("all", patterns, excludes), a Pattern, or a grammar: a Grammar by its text, a
-    # bare CFG (unhashable) by identity (the automaton holds it, so the id stays its own while cached)
-    kept = pattern if not grammar else ("grammar", pattern if hasattr(pattern, "text") else id(pattern))
-    key = (kept, separator, eos_id, max_states, lazy)
-    with _lock:
-        entry = _cache.get(fingerprint)
-        if entry is None or (entry.tokens is not tokens and entry.tokens != tokens):
-            entry = _cache[fingerprint] = _Cached(tokens)
-        _cache.move_to_end(fingerprint)
-        while len(_cache) > CACHE_VOCABS:
-            _cache.popitem(last=False)
-        automaton = entry.automata.get(key)
-        if automaton is not None:
-            entry.automata.move_to_end(key)
-            return automaton
-    automaton = build(pattern, entry, eos_id, separator, max_states, lazy)
-    with _lock:
-        entry.automata[key] = automaton
-        while len(entry.automata) > CACHE_PATTERNS:
-            entry.automata.popitem(last=False)
-    return automaton
-
-
-def _optional_index(name: str, value) -> int | None:
-    """``value`` as an int (numpy integers too), None as None, else ConstraintError."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise ConstraintError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
-    return operator.index(value)
+    compiler = default_compiler(token_strings, eos_id, separator, max_states)
+    return compiler.compile(pattern, exclude=exclude, lazy=lazy)
 
 
 def compile_for_vocab(
