@@ -34,7 +34,7 @@ from decodekit.constraints.tokens.interface import StateTables, provides
 from decodekit.decoding import memory
 from decodekit.decoding.prompts import Prompt, as_batch
 from decodekit.decoding.search import Search
-from decodekit.errors import ConstraintError, NoBeamPerState
+from decodekit.errors import ConstraintError, ConstraintTooLarge, NoBeamPerState
 from decodekit.models.base import LanguageModel, model_device
 from decodekit.util.checks import at_least
 
@@ -82,7 +82,10 @@ def choose(model: LanguageModel, settings: Any) -> tuple[Any, TokenConstraint | 
         return settings, None
     if settings.strategy is not None:
         return settings, compile_for(settings, settings.search.needs, model)
-    automaton = compile_for(settings, "banks", model)
+    try:
+        automaton = compile_for(settings, "banks", model)
+    except ConstraintTooLarge:  # too large even lazily: the grid's own refusal says what can run
+        return settings, compile_for(settings, "states", model)
     states = automaton.num_states if provides(automaton, StateTables) else math.inf
     if states * settings.beam_size * model.vocab_size > GRID_ENTRIES:
         return settings.replace(strategy=BANKED_NAME), automaton
