@@ -339,6 +339,11 @@ def _build(
         bytes_dfa = ascii_byte_dfa(dfa.table, dfa.accepting, dfa.distances, classes, enc.available(sep))
     if bytes_dfa is None:
         bytes_dfa = byte_dfa(dfa.table, dfa.accepting, classes, enc.available(sep), minimal=not fast)
+    if derivable and lazy is not Laziness.DEFAULT and (len(bytes_dfa.table) + 1) * enc.size > WHOLE_ENTRIES:
+        # built on first visit, the byte-DFA engine's exact masks near the length limit need the
+        # whole automaton (over WHOLE_ENTRIES: hundreds of MB); the derivatives' need none
+        known = {pattern: (ast, boundaries)}
+        return _derived(Pattern(pattern), entry, eos_id, pattern, {"nfa_states": ast.size}, known)
     stats = {"char_states": dfa.table.shape[0], "byte_states": bytes_dfa.table.shape[0]}
     target = _Target(entry, eos_id, separator, max_states, lazy, pattern)
     return _ladder(
