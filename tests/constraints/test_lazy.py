@@ -152,7 +152,7 @@ def test_huge_patterns_through_the_api_in_bounded_memory(bpe, monkeypatch):
             s = auto.step(s, torch.tensor([t]))
     out = decodekit.greedy(model, tok.encode("the"), 40, constraint="(a|b)*a(a|b){15}")
     assert out and regex.fullmatch("(a|b)*a(a|b){15}", _text(vocab, out[0].tokens))
-    # issue 15's bound; measured +122 MB on the 50k vocabulary (docs/benchmarks.md)
+    # issue 15's bound; measured +122 MB on the 50k vocabulary (docs/changelog.md, issue 15)
     assert (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024 < 500  # MB
 
 
