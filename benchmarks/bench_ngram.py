@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from markdown_tables import markdown_table
 
 from decodekit.data import load_brown, load_corpus
 from decodekit.models import NgramLM, stream_logprobs, train_kneser_ney
@@ -81,7 +82,9 @@ def main() -> None:
         "--mlp", default=None, help="checkpoint directory of a trained MLP: report the EM mixture"
     )
     ap.add_argument("--deleted-interpolation", action="store_true", help="also the Jelinek-Mercer trigram")
+    ap.add_argument("--markdown", action="store_true", help="end with docs/benchmarks.md's table")
     args = ap.parse_args()
+    table = []  # (model, test ppl, published)
     torch.set_num_threads(1)
     data = Path(args.data)
     t0 = time.perf_counter()
@@ -103,6 +106,7 @@ def main() -> None:
             f"{n:>5} {size:>10} {secs:>8.2f} {valid:>10.2f} {test:>9.2f}"
             f"  {PUBLISHED.get((args.corpus, n), '')}"
         )
+        table.append((f"{args.corpus.upper()} KN{n}", f"**{test:.2f}**", PUBLISHED.get((args.corpus, n), "")))
     if args.deleted_interpolation:
         di = deleted_interpolation(corpus)
         log_w = di.weights.log().view(-1, 1)
@@ -113,6 +117,8 @@ def main() -> None:
         weights = "/".join(f"{w:.2f}" for w in di.weights.tolist())
         print(f"{'DI 3':>5} {'':>10} {'':>8} {ppl(lp['valid']):>10.2f} {ppl(lp['test']):>9.2f}  "
               f"EM weights (3/2/1/uniform) {weights}; {PUBLISHED.get((args.corpus, 'di'), '')}")  # fmt: skip
+        published = PUBLISHED.get((args.corpus, "di"), "")
+        table.append((f"{args.corpus.upper()} DI trigram", f"{ppl(lp['test']):.2f}", published))
     if args.arpa and model is not None:
         t0 = time.perf_counter()
         write_arpa(model, args.arpa)
@@ -126,7 +132,9 @@ def main() -> None:
         )
         kenlm_check(args.arpa, data / args.corpus if args.corpus == "ptb" else None, model, corpus)
     if args.mlp:
-        mixture_report(args.mlp, corpus)
+        table += mixture_report(args.mlp, corpus)
+    if args.markdown:
+        print("\n" + markdown_table(("model", "test ppl", "published"), table))
 
 
 def kenlm_check(arpa: str, ptb: Path | None, model: NgramLM, corpus) -> None:
@@ -147,9 +155,10 @@ def kenlm_check(arpa: str, ptb: Path | None, model: NgramLM, corpus) -> None:
           f"decodekit {evaluate(model, corpus.test).ppl:.5f}")  # fmt: skip
 
 
-def mixture_report(path: str, corpus) -> None:
+def mixture_report(path: str, corpus) -> list[tuple[str, str, str]]:
     """MLP alone, KN and deleted-interpolation trigrams alone, their 0.5/0.5 mixtures with the MLP
-    (Bengio's "mix") and mixtures with EM weights fitted on valid; ppl from token log-probs."""
+    (Bengio's "mix") and mixtures with EM weights fitted on valid; ppl from token log-probs.
+    Returns the Markdown table's rows (model, test ppl, published)."""
     from decodekit.loading import load_model
     from decodekit.models.mixture import fit_weights
 
@@ -167,8 +176,10 @@ def mixture_report(path: str, corpus) -> None:
         parts = parts + di.weights.log().view(-1, 1)
         lp.setdefault("DI trigram", {})[split] = torch.logsumexp(parts, 0)
     print(f"{'model':>40} {'valid ppl':>10} {'test ppl':>9}")
+    rows = []
     for name in ("MLP", "KN trigram", "DI trigram"):
         print(f"{name:>40} {ppl(lp[name]['valid']):>10.2f} {ppl(lp[name]['test']):>9.2f}")
+        rows.append((name, f"{ppl(lp[name]['test']):.2f}", ""))
     for tri in ("DI trigram", "KN trigram"):
         pair = {k: torch.stack([lp["MLP"][k], lp[tri][k]]) for k in ("valid", "test")}  # [2, T]
         em, _ = fit_weights(pair["valid"])
@@ -176,6 +187,8 @@ def mixture_report(path: str, corpus) -> None:
                          (f"MLP + {tri} EM {em[0]:.2f}/{em[1]:.2f}", em)):  # fmt: skip
             mixed = {k: torch.logsumexp(pair[k] + w.log().view(2, 1), 0) for k in pair}
             print(f"{label:>40} {ppl(mixed['valid']):>10.2f} {ppl(mixed['test']):>9.2f}")
+            rows.append((label, f"{ppl(mixed['test']):.2f}", ""))
+    return rows
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import torch
+from markdown_tables import markdown_table
 
 import decodekit
 import decodekit.constraints
@@ -204,6 +205,7 @@ def main() -> None:
     ap.add_argument("--cbeam", type=int, default=4)
     ap.add_argument("--new-constrained", type=int, default=24)
     ap.add_argument("--skip-constrained", action="store_true")
+    ap.add_argument("--markdown", action="store_true", help="end with docs/benchmarks.md's table")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     import transformers
@@ -223,6 +225,7 @@ def main() -> None:
         f"{'strategy':>18} {'identical':>10} {'dk wall s':>10} {'tf wall s':>10} {'ratio':>6}"
         f" {'dk CPU s':>9} {'tf CPU s':>9} {'ratio':>6}"
     )
+    table = []
     for name, (ours, theirs) in contenders(lm, model, prompts, args.new, args.beams).items():
         a, b = ours(), theirs()
         same = sum(list(x) == list(y) for x, y in zip(a, b))
@@ -232,6 +235,10 @@ def main() -> None:
             f"{name:>18} {same:>6}/{len(a):<3} {wa:>10.3f} {wb:>10.3f} {wa / wb:>6.2f}"
             f" {ca:>9.3f} {cb:>9.3f} {ca / cb:>6.2f}"
         )
+        table.append((name, f"{same}/{len(a)}", f"**{ca / cb:.2f}**"))
+    if args.markdown:
+        header = ("strategy", "identical outputs", "decodekit / transformers (CPU)")
+        print("\n" + markdown_table(header, table))
     if not args.skip_constrained:
         constrained_report(args, model)
 

@@ -25,6 +25,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from markdown_tables import markdown_table
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = Path("../shared/data")  # relative to the repository root, where commands run
 
@@ -59,8 +61,13 @@ def command(name: str, data: Path, out: str | None = None) -> list[str]:
     return ["decodekit", "train", "--data", str(data / sub), *shlex.split(args), "--out", out or default_out]
 
 
-def table(dirs: list[str]) -> None:
-    print(f"{'run':<28}{'epochs':>7}{'best valid':>12}{'test':>10}{'train tok/s':>13}{'hours':>8}")
+def table(dirs: list[str], markdown: bool = False) -> None:
+    """One line per run directory (its metrics.jsonl): epochs, best valid ppl, test ppl, tokens per
+    second, hours; ``markdown``: as docs/benchmarks.md's table."""
+    header = ("run", "epochs", "best valid", "test", "train tok/s", "hours")
+    if not markdown:
+        print(f"{header[0]:<28}{header[1]:>7}{header[2]:>12}{header[3]:>10}{header[4]:>13}{header[5]:>8}")
+    rows = []
     for d in dirs:
         lines = [json.loads(x) for x in Path(d, "metrics.jsonl").read_text().splitlines() if x.strip()]
         epochs = [r for r in lines if "epoch" in r]
@@ -69,7 +76,11 @@ def table(dirs: list[str]) -> None:
         tps = sum(r["train_tokens_per_s"] for r in epochs) / max(len(epochs), 1)
         hours = sum(r["train_seconds"] + r["valid_seconds"] for r in epochs) / 3600
         t = f"{test[-1]['test_ppl']:.2f}" if test else "-"
-        print(f"{Path(d).name:<28}{len(epochs):>7}{best:>12.2f}{t:>10}{tps:>13.0f}{hours:>8.2f}")
+        rows.append((Path(d).name, len(epochs), f"{best:.2f}", t, f"{tps:.0f}", f"{hours:.2f}"))
+        if not markdown:
+            print(f"{Path(d).name:<28}{len(epochs):>7}{best:>12.2f}{t:>10}{tps:>13.0f}{hours:>8.2f}")
+    if markdown:
+        print(markdown_table(header, rows))
 
 
 def fail(message: str) -> None:
@@ -123,6 +134,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data directory")
     ap.add_argument("--force", action="store_true", help="ship: replace the model already in the package")
     ap.add_argument("--dest", type=Path, help="ship: write here instead of decodekit/pretrained/ptb-lstm")
+    ap.add_argument("--markdown", action="store_true", help="table: as docs/benchmarks.md's table")
     args = ap.parse_args(argv)
     if args.action in ("command", "run"):
         unknown = [t for t in args.targets if t not in RECIPES]
@@ -130,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
             ap.error(f"unknown recipe {unknown[0]!r}; choose from {', '.join(RECIPES)}")
     try:
         if args.action == "table":
-            return table(args.targets)
+            return table(args.targets, markdown=args.markdown)
         if args.action == "ship":
             return ship(args.targets[0], dest=args.dest, force=args.force)
         for name in args.targets:
