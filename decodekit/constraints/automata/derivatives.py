@@ -57,6 +57,7 @@ ANY_TEXT = r"(?s:.*)"
 SEARCH_BUDGET = 200_000  # derivatives a liveness / distance search may take from one state
 MAX_STATES = 2_000_000  # character states one compiled expression may number
 BLOCK_STEPS = 4  # classes to step from one state past which CharLevel.steps steps by derivative class
+WIDE_UNION = 16  # members of a union past which its derivatives go through an index by first class
 
 
 # ----------------------------------------------------------------------------- the user API
@@ -414,10 +415,13 @@ class Expr:
     (previous, next) word-ness (module docstring); ``ctx``: it contains ``\\b``/``\\B``;
     ``simple``: no intersection, complement or boundary below (then it is non-empty iff not ∅).
     ``minb``: a lower bound on the bytes of a match (exact when ``simple``); ``reach`` (when
-    ``simple``): an upper bound on the ``minb`` of every derivative, itself included."""
+    ``simple``): an upper bound on the ``minb`` of every derivative, itself included. ``first``:
+    a bit set over the classes, a superset of those whose derivative is not ∅ (-1: every class), so
+    that a union's derivative visits only the members that can read the class."""
 
     __slots__ = (
-        "op", "a", "b", "lo", "hi", "mask", "null", "ctx", "simple", "minb", "reach", "id", "__weakref__"
+        "op", "a", "b", "lo", "hi", "mask", "null", "ctx", "simple", "minb", "reach", "first", "id",
+        "__weakref__",
     )  # fmt: skip
 
     def __repr__(self) -> str:
@@ -445,21 +449,23 @@ class Algebra:
         self._table: dict[tuple, Expr] = {}
         self.class_bytes, self.word = class_bytes, word
         self.one_byte = _or(1 << k for k, n in enumerate(class_bytes) if n == 1)  # the classes of 1 byte
-        self.empty = self._make((EMPTY,), EMPTY, null=0, simple=True, minb=0)
+        self.empty = self._make((EMPTY,), EMPTY, null=0, simple=True, minb=0)  # first 0: as ε, \b and \B
         self.eps = self._make((EPS,), EPS, null=_ALL_CONTEXTS, simple=True, minb=0)
         self.wb = self._make((WB,), WB, null=0b0110, ctx=True, minb=0)
         self.nwb = self._make((NWB,), NWB, null=0b1001, ctx=True, minb=0)
         self.top = self.complement(self.empty)
         self._deriv: dict[tuple, Expr] = {}
+        self._by_first: dict[Expr, tuple[dict[int, list[Expr]], list[Expr]]] = {}  # wide unions' index
 
     def _make(
-        self, key, op, a=None, b=None, lo=0, hi=None, mask=0, null=0, ctx=False, simple=False, minb=0, reach=0
-    ):
+        self, key, op, a=None, b=None, lo=0, hi=None, mask=0, null=0, ctx=False, simple=False, minb=0,
+        reach=0, first=0,
+    ):  # fmt: skip
         e = self._table.get(key)
         if e is None:
             e = Expr()
             e.op, e.a, e.b, e.lo, e.hi, e.mask = op, a, b, lo, hi, mask
-            e.null, e.ctx, e.simple, e.minb, e.reach = null, ctx, simple, minb, reach
+            e.null, e.ctx, e.simple, e.minb, e.reach, e.first = null, ctx, simple, minb, reach, first
             e.id = len(self._table)
             self._table[key] = e
         return e
@@ -471,7 +477,7 @@ class Algebra:
         if got is not None:
             return got
         best = self.class_bytes[self.cheapest(mask)]  # the fewest bytes over the classes in the set
-        return self._make((SET, mask), SET, mask=mask, simple=True, minb=best, reach=best)
+        return self._make((SET, mask), SET, mask=mask, simple=True, minb=best, reach=best, first=mask)
 
     def cheapest(self, mask: int) -> int:
         """The lowest class of ``mask`` (not 0) with the fewest bytes (``class_bytes``)."""
@@ -517,6 +523,7 @@ class Algebra:
             e.op, e.a, e.b, e.lo, e.hi, e.mask = CAT, a, b, 0, None, 0
             e.null, e.ctx, e.simple = a.null & b.null, a.ctx or b.ctx, a.simple and b.simple
             e.minb, e.reach = a.minb + b.minb, max(a.reach + b.minb, b.reach)
+            e.first = a.first | b.first if a.null else a.first
             e.id = len(self._table)
             self._table[key] = e
         return e
@@ -551,12 +558,14 @@ class Algebra:
         got = self._table.get((OR, key))  # the attributes only for a new node
         if got is not None:
             return got
-        null = 0
+        null = first = 0
         for x in key:
             null |= x.null
+            first |= x.first
         return self._make(
             (OR, key), OR, key, null=null, ctx=any(x.ctx for x in key),
             simple=all(x.simple for x in key), minb=min(x.minb for x in key), reach=max(x.reach for x in key),
+            first=first,
         )  # fmt: skip
 
     def intersection(self, items: Iterable[Expr]) -> Expr:
@@ -576,17 +585,19 @@ class Algebra:
         got = self._table.get((AND, key))
         if got is not None:
             return got
-        null = _ALL_CONTEXTS
+        null, first = _ALL_CONTEXTS, -1
         for x in key:
             null &= x.null
+            first &= x.first
         return self._make(
-            (AND, key), AND, key, null=null, ctx=any(x.ctx for x in key), minb=max(x.minb for x in key)
-        )
+            (AND, key), AND, key, null=null, ctx=any(x.ctx for x in key), minb=max(x.minb for x in key),
+            first=first,
+        )  # fmt: skip
 
     def complement(self, a: Expr) -> Expr:
         if a.op == NOT:
             return a.a
-        return self._make((NOT, a), NOT, a, null=~a.null & _ALL_CONTEXTS, ctx=a.ctx, minb=0)
+        return self._make((NOT, a), NOT, a, null=~a.null & _ALL_CONTEXTS, ctx=a.ctx, minb=0, first=-1)
 
     def rep(self, a: Expr, lo: int, hi: int | None) -> Expr:
         if hi == 0 or a.op == EPS:
@@ -600,7 +611,7 @@ class Algebra:
         null = _ALL_CONTEXTS if lo == 0 else a.null
         return self._make(
             (REP, a, lo, hi), REP, a, lo=lo, hi=hi, null=null, ctx=a.ctx, simple=a.simple,
-            minb=lo * a.minb, reach=a.reach + lo * a.minb,
+            minb=lo * a.minb, reach=a.reach + lo * a.minb, first=a.first,
         )  # fmt: skip
 
     def derivative(self, e: Expr, k: int, p: bool) -> Expr:
@@ -627,7 +638,7 @@ class Algebra:
                     break
             out = terms[0] if len(terms) == 1 else self.union(terms)
         elif op == OR:
-            out = self.union([self.derivative(x, k, p) for x in e.a])
+            out = self.union([self.derivative(x, k, p) for x in self._readers(e, k)])
         elif op == AND:
             out = self.intersection([self.derivative(x, k, p) for x in e.a])
         elif op == NOT:
@@ -641,6 +652,28 @@ class Algebra:
                 out = self.cat(first, self.rep(e.a, lo, None if e.hi is None else e.hi - 1))
         self._deriv[key] = out
         return out
+
+    def _readers(self, e: Expr, k: int) -> list[Expr] | frozenset:
+        """The members of the union ``e`` whose ``first`` holds class k (the others' derivatives
+        are ∅). A wide union (an alternation of thousands of words) is indexed by class once, so a
+        derivative visits the few members that read k instead of every member."""
+        if len(e.a) <= WIDE_UNION:
+            return [x for x in e.a if x.first >> k & 1]
+        index = self._by_first.get(e)
+        if index is None:
+            by_class: dict[int, list[Expr]] = {}
+            every = []
+            for x in e.a:
+                m = x.first
+                if m < 0 or m.bit_count() > WIDE_UNION:
+                    every.append(x)
+                    continue
+                while m:
+                    low = m & -m
+                    by_class.setdefault(low.bit_length() - 1, []).append(x)
+                    m ^= low
+            index = self._by_first[e] = (by_class, every)
+        return index[0].get(k, []) + index[1]
 
 
 # ----------------------------------------------------------------------------- compiling
