@@ -51,6 +51,7 @@ from decodekit.constraints.automata.derivatives import (
     Expr,
     short_label,
 )
+from decodekit.constraints.automata.eagerbytes import EagerBytes
 from decodekit.constraints.automata.graph import (
     distances_to_accept,
     distinct_columns,
@@ -493,8 +494,10 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
         vocabulary's bytes (-1: none): the byte states explored whole (at most
         :data:`WHOLE_STATES`, else ConstraintError), minimised, lifted over the vocabulary
         (:func:`~.lift.lift`), each byte state read as "after a token" (the states a token sequence
-        reaches; the initial one as "before any")."""
+        reaches; the initial one as "before any"). An eager byte DFA is lifted as it is."""
         lb, enc = self.bytes, self._enc
+        if isinstance(lb, EagerBytes):  # built whole already: its states are the DFA's
+            return self._lifted_need(lb.dfa, np.arange(lb.size))
         available = enc.available(b"")
         codes = np.flatnonzero(available)
         inner = codes[(codes >= 0x80) & (codes < 0xC0)]  # inside a character only these can follow
@@ -529,13 +532,19 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
         boundary = np.array([k[1] == 0 for k in lb.keys], dtype=bool)[np.flatnonzero(live)[out.reps]]
         columns, which = distinct_columns(out.table)
         dfa = ByteDFA(columns.astype(np.int32), out.accepting, 0, which.astype(np.int64), boundary)
-        lifted = lift(dfa, enc, b"", self.eos_id, 1 << 62)
+        need[live] = self._lifted_need(dfa, new_of)
+        return need
+
+    def _lifted_need(self, dfa: ByteDFA, new_of: np.ndarray) -> np.ndarray:
+        """[len(new_of)] the fewest tokens to acceptance after a token in the states ``new_of``
+        of ``dfa`` (initial 0; the first of ``new_of`` the initial state, read as before any: no
+        separator, the same future), -1 where none: ``dfa`` lifted over the vocabulary."""
+        lifted = lift(dfa, self._enc, b"", self.eos_id, 1 << 62)
         if lifted is None:
-            return need
+            return np.full(len(new_of), -1, dtype=np.int64)
         state = lifted.state_of[1 + new_of]  # [live byte states] the token-level state after a token
         state[0] = lifted.state_of[0]  # the initial state: before any (no separator: the same future)
-        need[live] = np.where(state >= 0, lifted.min_tokens[np.maximum(state, 0)], -1)
-        return need
+        return np.where(state >= 0, lifted.min_tokens[np.maximum(state, 0)], -1)
 
     def _estimate(self, s: int) -> int:
         """A consistent lower bound on the tokens leading s to acceptance: its fewest bytes over
