@@ -75,6 +75,7 @@ import sys
 import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import regex
@@ -199,7 +200,9 @@ WALK_TEXT["three-words"] = WALK_TEXT["three-words-6"] = WALK_TEXT["two-words"] =
 )
 SMALL = "date"  # the small pattern the reach patterns' per-token times are compared with
 ENGINES = ("decodekit", "xgrammar", "llguidance", "outlines-core")  # the default contenders
-VARIANTS = ("decodekit-whole",)  # on request (--engines): decodekit's automaton built whole
+# on request (--engines): decodekit's automaton built whole; its eager DFA through the one
+# first-visit class (docs/benchmarks.md, "One token level: eager DFA through the first-visit class")
+VARIANTS = ("decodekit-whole", "decodekit-eager-bytes")
 PACKAGES = {"xgrammar": "xgrammar", "llguidance": "llguidance", "outlines-core": "outlines_core"}
 
 
@@ -336,6 +339,21 @@ class DecodekitWholeEngine(DecodekitEngine):
 
     name = "decodekit-whole"
     lazy = None
+
+
+class DecodekitEagerBytesEngine(DecodekitEngine):
+    """decodekit's masked compile with its exact first-visit automaton over the eager byte DFA
+    taken by the one first-visit class (``build.EAGER_FIRST_VISIT``: ``DerivedTokenAutomaton``
+    over ``EagerBytes``) instead of ``LazyTokenAutomaton``; the patterns the compiler sends to the
+    derivative engine are compiled as by "decodekit"."""
+
+    name = "decodekit-eager-bytes"
+
+    def compile(self, pattern: str):
+        from decodekit.constraints import build
+
+        with mock.patch.object(build, "EAGER_FIRST_VISIT", True):
+            return super().compile(pattern)
 
 
 class XgrammarEngine:
@@ -520,6 +538,7 @@ def make_engines(names, tokens, eos: int, encode, compiled_kernels: bool = True)
     makers = {
         "decodekit": DecodekitEngine,
         "decodekit-whole": DecodekitWholeEngine,
+        "decodekit-eager-bytes": DecodekitEagerBytesEngine,
         "xgrammar": XgrammarEngine,
         "llguidance": lambda: LlguidanceEngine(encode, compiled_kernels),
         "outlines-core": lambda: OutlinesEngine(compiled_kernels),

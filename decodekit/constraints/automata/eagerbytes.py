@@ -27,6 +27,7 @@ class EagerBytes:
     Attributes:
         dfa: the byte DFA, its states renumbered so that the initial one is 0.
         table: [Q, 256] int32 ``table[s, b]`` the state after byte b (every entry known).
+        distances: [Q] int64 the fewest bytes to acceptance (-1: none), read only.
         finite: True (one beam per state can run over it).
     """
 
@@ -37,7 +38,8 @@ class EagerBytes:
         self.dfa = dfa
         self.table = np.ascontiguousarray(dfa.table[:, dfa.byte_class], dtype=np.int32)  # [Q, 256]
         dist = dfa.distances if dfa.distances is not None else distances_to_accept(dfa.table, dfa.accepting)
-        self._dist = np.asarray(dist, dtype=np.int64)  # [Q], -1: acceptance out of reach
+        self._dist = self.distances = np.array(dist, dtype=np.int64)  # [Q], -1: acceptance out of reach
+        self.distances.flags.writeable = False
         self._accepting = np.asarray(dfa.accepting, dtype=bool)
         self._onward: np.ndarray | None = None  # [Q] a byte one step closer to acceptance (witness)
         self._groups: dict[int, np.ndarray | None] = {}  # horizon -> [Q] row keys (None: none)

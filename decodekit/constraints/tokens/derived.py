@@ -62,7 +62,7 @@ from decodekit.constraints.automata.lazybytes import UNKNOWN, LazyBytes
 from decodekit.constraints.automata.protocol import ByteAutomaton
 from decodekit.constraints.automata.utf8 import ByteDFA
 from decodekit.constraints.tokens.lazy import LazyTokenAutomaton
-from decodekit.constraints.tokens.lift import lift
+from decodekit.constraints.tokens.lift import byte_table, lift, loop_bytes, walk_one
 from decodekit.constraints.tokens.trie import EncodedVocab, as_bytes
 from decodekit.errors import ConstraintError, ConstraintTooLarge
 
@@ -259,6 +259,11 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
         """The usable tokens whose bytes lead from s to a live state, those states, and their
         fewest bytes to acceptance; the trie stepped depth by depth from the byte table."""
         enc, lb = self._enc, self.bytes
+        if isinstance(lb, EagerBytes):  # every step known: the eager lift's walk of one state
+            tok, ends = self._eager_walk(s)
+            dist = lb.distances[ends]
+            keep = self._usable[tok] & (dist >= 0)
+            return tok[keep], ends[keep], dist[keep]
         found_t, found_e = [], []
         empty = enc.by_depth[0][0]
         if len(empty):
@@ -305,6 +310,22 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
         dist = self._distances(ends)
         live = dist >= 0
         return tok[live], ends[live], dist[live]
+
+    def _eager_walk(self, s: int) -> tuple[np.ndarray, np.ndarray]:
+        """The tokens alive from state s of an eager byte DFA and their end states, by
+        :func:`~.lift.walk_one` over its premultiplied table (made on first call, kept)."""
+        steps = self.__dict__.get("_steps")
+        if steps is None:
+            steps = self._steps = byte_table(self.bytes.dfa, b"")
+        start = int(steps.start[1 + s])
+        tok, ends = walk_one(start, self._enc, steps.lut, steps.flat, steps.dead, self._eager_loops)
+        return tok, (ends // steps.width).astype(np.int64)
+
+    def _eager_loops(self) -> np.ndarray | None:
+        """:func:`~.lift.loop_bytes` of the eager byte DFA's table (made when a walk asks, kept)."""
+        if "_loops" not in self.__dict__:
+            self._loops = loop_bytes(self._steps.succ, self._steps.lut)
+        return self._loops
 
     def _take_whole(self, d: int, alive, state, found_t: list, found_e: list) -> np.ndarray | None:
         """Of the nodes ``alive`` of depth d (in byte states ``state``), those whose state every
