@@ -153,7 +153,7 @@ def test_buffers_swapped_reshaped_or_strided_are_filled_right():
         automaton.fill_bitmask(a, torch.tensor([s1, s2]))  # 2 states, 1 row
 
 
-def test_evicted_rows_leave_no_shortcut_and_answers_stay(monkeypatch):
+def test_evicted_rows_keep_the_cache_bounded_and_answers_stay(monkeypatch):
     from decodekit.constraints.tokens import lazy
 
     monkeypatch.setattr(lazy, "STATIC_ROWS", 2)  # evict at every third distinct row
@@ -169,6 +169,4 @@ def test_evicted_rows_leave_no_shortcut_and_answers_stay(monkeypatch):
         for prefix, s in live:
             automaton.fill_bitmask(bitmask, torch.tensor([s]))
             assert _unpack(bitmask, len(TOKENS))[0] == list(_oracle(prefix, None))
-            kept = {id(e) for e in automaton._static.values()}
-            assert all(id(e) in kept for q, e in automaton._hot.items() if q >= 0)
-    assert len(automaton._static) <= 2
+            assert len(automaton._static) <= 2  # the warm rows (rows.RowCache) answer past eviction

@@ -4,9 +4,9 @@
 (a regular expression's derivatives, :class:`~decodekit.constraints.automata.lazybytes.LazyBytes`;
 a grammar's parser configurations, :class:`~decodekit.constraints.grammar.earley.GrammarBytes`).
 It has the interface of
-:class:`~decodekit.constraints.tokens.lazy.LazyTokenAutomaton` (it is one, for the searches), over
-the byte states of :class:`~decodekit.constraints.automata.lazybytes.LazyBytes`: nothing is
-built before the first mask but the parse and the first row. It is used only where its masks
+:class:`~decodekit.constraints.tokens.lazy.LazyTokenAutomaton` (a first-visit token level with
+its own rows, over the byte states of a byte automaton): nothing is built before the first mask
+but the byte automaton's start and the first row. It is used only where its masks
 are exactly the whole automaton's (``build.exact_lazily``: no separator, every byte some token
 contains is a token by itself), so that
 
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import torch
@@ -61,8 +61,9 @@ from decodekit.constraints.automata.graph import (
 from decodekit.constraints.automata.lazybytes import UNKNOWN, LazyBytes
 from decodekit.constraints.automata.protocol import ByteAutomaton
 from decodekit.constraints.automata.utf8 import ByteDFA
-from decodekit.constraints.tokens.lazy import LazyTokenAutomaton
+from decodekit.constraints.tokens import interface
 from decodekit.constraints.tokens.lift import byte_table, lift, loop_bytes, walk_one
+from decodekit.constraints.tokens.rows import Row, RowCache
 from decodekit.constraints.tokens.trie import EncodedVocab, as_bytes
 from decodekit.errors import ConstraintError, ConstraintTooLarge
 
@@ -76,10 +77,14 @@ LONG_WITNESS = 1 << 20  # and for the state a question is about (one spelling pe
 WHOLE_STATES = 200_000  # byte states the exact fallback of the fewest-tokens search may build
 
 
-class DerivedTokenAutomaton(LazyTokenAutomaton):
+class DerivedTokenAutomaton:
     """Masks, steps and acceptance of a byte automaton (or a :class:`CharLevel` expression,
-    read through :class:`LazyBytes`) over a vocabulary, on first visit (module docstring).
-    States are byte-state ids (0: initial; -1: dead); :attr:`exact` is always True."""
+    read through :class:`LazyBytes`) over a vocabulary, on first visit (module docstring): a
+    :class:`~decodekit.constraints.tokens.interface.TokenConstraint` and its
+    :class:`~decodekit.constraints.tokens.interface.Transitions` refinement. States are
+    byte-state ids (0: initial; -1: dead); :attr:`exact` is always True. Its rows are kept by a
+    :class:`~.rows.RowCache` (per device), which answers ``allowed``, ``mask``, ``fill_bitmask``
+    and ``step``."""
 
     def __init__(
         self,
@@ -117,6 +122,7 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
         self._upper: dict[int, int] = {}  # state -> tokens of one accepted continuation
         self._copies: dict = {}
         self._stats = dict(stats or {})
+        self._cache = RowCache(enc.size, eos_id, self.device, self._row, self._holds_from, self._next)
         if self.bytes.distance(0) < 0:
             raise ConstraintError(
                 f"no token sequence of this vocabulary ({enc.size} tokens) matches {short_label(pattern)!r}: "
@@ -180,10 +186,56 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
         if device not in self._copies:
             copy = object.__new__(DerivedTokenAutomaton)
             copy.__dict__.update(self.__dict__)
-            copy.device, copy._rows, copy._cut = device, OrderedDict(), OrderedDict()
-            copy._warm = None  # rows are per device
+            copy.device, copy._rows, copy._cut = device, OrderedDict(), OrderedDict()  # rows: per device
+            copy._cache = RowCache(
+                self._enc.size, self.eos_id, device, copy._row, copy._holds_from, copy._next
+            )
             self._copies[device] = copy
         return self._copies[device]
+
+    @property
+    def exact_rows(self) -> bool:
+        """False: one beam per state needs the whole automaton's states, and these are byte-state
+        ids, never merged (two ids may have the same future)."""
+        return False
+
+    def allowed(self, states: torch.Tensor, remaining: int | torch.Tensor | None = None) -> torch.Tensor:
+        """[N] states (-1: dead) -> [N, V] bool: token t (not EOS) iff its bytes lead to a state
+        that reaches acceptance within ``remaining - 1`` tokens (None: at all); EOS iff the state
+        accepts."""
+        return self._cache.allowed(states, remaining)
+
+    def fill_bitmask(
+        self, bitmask: torch.Tensor, states: torch.Tensor, remaining: int | torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """``allowed(states, remaining)`` written into the preallocated ``bitmask`` [N, ceil(V / 32)]
+        int32 (:class:`~.interface.Bitmasks`, :meth:`.rows.RowCache.fill_bitmask`), returned."""
+        return self._cache.fill_bitmask(bitmask, states, remaining)
+
+    def mask(
+        self,
+        logprobs: torch.Tensor,
+        states: torch.Tensor,
+        remaining: int | torch.Tensor | None = None,
+        *,
+        inplace: bool = False,
+    ) -> torch.Tensor:
+        """``logprobs`` [N, V] with -inf wherever ``allowed(states, remaining)`` is False (a new
+        tensor; ``inplace``: written into ``logprobs``)."""
+        return self._cache.mask(logprobs, states, remaining, inplace)
+
+    def step(self, states: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        """[N] states, [N] tokens -> [N] next states (-1 if dead; -1 stays -1; EOS -> -1): the
+        token's bytes read through the byte automaton."""
+        return self._cache.step(states, tokens)
+
+    def walk(self, tokens: Iterable[int], state: int | None = None) -> int:
+        """The state after reading ``tokens`` from ``state`` (default: initial), or -1 if dead."""
+        return interface.walk(self._next, tokens, self.initial if state is None else state, self.vocab_size)
+
+    def accepts(self, tokens: Iterable[int]) -> bool:
+        """Whether the token sequence is accepted; a trailing EOS is allowed."""
+        return interface.accepts(self, self._accepts_state, tokens)
 
     def is_accepting(self, states: torch.Tensor) -> torch.Tensor:
         """States of any shape -> bool of the same shape (dead states are not)."""
@@ -373,10 +425,9 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
 
     # ------------------------------------------------------------------ rows
 
-    def _row(self, c: int, remaining: int | None) -> tuple:
-        """(bool [V] row, cache entry for biases, sparse ids) of state c under ``remaining``."""
-        if c < 0:
-            return self._empty()
+    def _row(self, c: int, remaining: int | None) -> Row:
+        """The :class:`~.rows.Row` of live state c under ``remaining``: the row a length budget
+        cuts (kept per (state, budget)), else its static row (kept by :meth:`_key`)."""
         accept = self.bytes.accepting(c)
         if remaining is not None and remaining - 1 < self._reach_of(c):
             budget = remaining - 1
@@ -391,7 +442,7 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
                     ok[gap] = np.isin(ends[gap], list(yes))
                 # a row the budget cuts, kept per (state, budget); None: it cuts nothing here, the
                 # static row is the answer (no row made per step)
-                entry = self._cut[(c, budget)] = None if ok.all() else self._entry(tok[ok], accept)
+                entry = self._cut[(c, budget)] = None if ok.all() else self._cache.entry(tok[ok], accept)
                 if len(self._cut) > CUT_ROWS:
                     self._cut.popitem(last=False)
             else:
@@ -404,7 +455,7 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
             walked = self._walks.get(c)
             if walked is None:
                 walked = self._walked(c) if key[0] == "state" else self._walk(c)
-            entry = self._rows[key] = self._entry(walked[0], accept)
+            entry = self._rows[key] = self._cache.entry(walked[0], accept)
             if len(self._rows) > ROWS:
                 self._rows.popitem(last=False)
         else:
@@ -419,6 +470,10 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
             key = self.bytes.row_key(c, self._longest + 4)
             got = self._keys[c] = ("state", c) if key is None else ("prefix", key)
         return got
+
+    def _holds_from(self, c: int, remaining: int) -> int:
+        """The budget from which :meth:`_row` gives c's static row: its reach."""
+        return self._reach_of(c)
 
     def _reach_of(self, c: int) -> int:
         """An upper bound on the bytes to acceptance of every state the row of c reaches."""
