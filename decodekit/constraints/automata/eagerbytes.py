@@ -44,6 +44,7 @@ class EagerBytes:
         self._onward: np.ndarray | None = None  # [Q] a byte one step closer to acceptance (witness)
         self._groups: dict[int, np.ndarray | None] = {}  # horizon -> [Q] row keys (None: none)
         self._asked = 0
+        self._representatives: dict[bytes, np.ndarray] = {}  # readable bytes -> [Q] representatives
 
     @property
     def size(self) -> int:
@@ -91,6 +92,33 @@ class EagerBytes:
         if groups is None:
             groups = self._groups[horizon] = _moore(self.dfa.table, self._dist, self._accepting, horizon)
         return int(groups[s])
+
+    def representatives(self, readable: np.ndarray) -> np.ndarray:
+        """[Q] each state's smallest equivalent state: the same acceptance after every text over
+        the ``readable`` [256] bool bytes (the bytes the vocabulary's tokens hold; the others never
+        matter), by Moore refinement from acceptance over their classes (computed once per
+        ``readable``); past :data:`MAX_ROUNDS` rounds still splitting, every state its own (sound:
+        only fewer beams are shared)."""
+        key = readable.tobytes()
+        got = self._representatives.get(key)
+        if got is None:
+            columns = np.unique(self.dfa.byte_class[readable])
+            n = self.size
+            succ = np.where(self.dfa.table[:, columns] < 0, n, self.dfa.table[:, columns])
+            succ = np.append(succ, np.full((1, len(columns)), n, dtype=succ.dtype), axis=0)  # [Q + 1, C]
+            label = np.append(self._accepting.astype(np.int64), 2)
+            count, got = len(np.unique(label)), None
+            for _ in range(MAX_ROUNDS):
+                _, label = unique_rows(np.concatenate([label[:, None], label[succ]], axis=1))
+                if int(label.max()) + 1 == count:
+                    _, first, inverse = np.unique(label[:n], return_index=True, return_inverse=True)
+                    got = first[inverse.reshape(-1)]
+                    break
+                count = int(label.max()) + 1
+            if got is None:
+                got = np.arange(n)
+            got = self._representatives[key] = got
+        return got
 
     def reach(self, s: int) -> int | None:
         """None: the token level reads the bound off the row's walk."""

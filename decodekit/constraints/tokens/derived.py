@@ -164,9 +164,11 @@ class DerivedTokenAutomaton:
 
     @property
     def exact_rows(self) -> bool:
-        """False: one beam per state needs the whole automaton's states, and these are byte-state
-        ids, never merged (two ids may have the same future)."""
-        return False
+        """Whether one beam per state reached can run over :meth:`transitions`: its next states
+        are the whole automaton's (one representative per class of equivalent states), which an
+        eager byte DFA gives (:meth:`.eagerbytes.EagerBytes.representatives`); others' byte-state
+        ids are never merged (two ids may have the same future)."""
+        return isinstance(self.bytes, EagerBytes)
 
     def allowed(self, states: torch.Tensor, remaining: int | torch.Tensor | None = None) -> torch.Tensor:
         """[N] states (-1: dead) -> [N, V] bool: token t (not EOS) iff its bytes lead to a state
@@ -225,9 +227,13 @@ class DerivedTokenAutomaton:
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``states [G]`` -> ``(owner [E], tokens [E], next [E])``: every token (EOS aside) the
         masks allow from ``states[owner]`` under ``remaining`` and its next state
-        (:class:`~.interface.Transitions`), from the state's walk (kept in the walks' LRU). The
-        next states are byte-state ids, never merged: two ids may have the same future, so one
-        beam per id is finer than one per state of the minimal automaton (never coarser)."""
+        (:class:`~.interface.Transitions`), from the state's walk (kept in the walks' LRU). Over
+        an eager byte DFA the next states are their class's representative (:attr:`exact_rows`);
+        else byte-state ids, never merged: two ids may have the same future, so one beam per id
+        is finer than one per state of the minimal automaton (never coarser)."""
+        canon = None
+        if isinstance(self.bytes, EagerBytes):
+            canon = self.bytes.representatives(self._enc.available(b""))
         parts = []
         for g, c in enumerate(states.reshape(-1).tolist()):
             if c < 0:
@@ -237,7 +243,8 @@ class DerivedTokenAutomaton:
                 keep = self._fewest.fitting(ends, dist, remaining - 1)
                 tok, ends = tok[keep], ends[keep]
             order = np.argsort(tok, kind="stable")
-            parts.append((np.full(len(tok), g, dtype=np.int64), tok[order], ends[order]))
+            ends = ends[order] if canon is None else canon[ends[order]]
+            parts.append((np.full(len(tok), g, dtype=np.int64), tok[order], ends))
         if not parts:
             return (torch.zeros(0, dtype=torch.long, device=self.device),) * 3
         return tuple(torch.from_numpy(np.concatenate(x)).to(self.device, torch.long) for x in zip(*parts))
