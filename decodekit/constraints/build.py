@@ -50,9 +50,9 @@ DERIVE_ALWAYS = False  # every pattern through the derivative engine where it is
 # alike columns merged (byte_dfa(minimal=False)); off, the general path (tests compare them)
 FAST_ASCII = True
 # Laziness.MASKED's exact first-visit automaton over an eager byte DFA: the one first-visit token
-# level (DerivedTokenAutomaton) over EagerBytes, else LazyTokenAutomaton (docs/benchmarks.md,
-# "One token level: eager DFA through the first-visit class")
-EAGER_FIRST_VISIT = False
+# level (DerivedTokenAutomaton) over EagerBytes, else LazyTokenAutomaton (measured alike:
+# docs/benchmarks.md, "One token level: eager DFA through the first-visit class")
+EAGER_FIRST_VISIT = True
 # Laziness.SMALL_WHOLE (the banked search's): whole while its candidate states x V stay within
 # WHOLE_ENTRIES (the bank of every token of every state is then one [S, V] table), else as MASKED
 WHOLE_ENTRIES = 1 << 24

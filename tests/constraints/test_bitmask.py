@@ -21,6 +21,15 @@ from decodekit.constraints import (
 )
 from decodekit.constraints.tokens.interface import Bitmasks, provides
 from decodekit.constraints.tokens.masks import bitmask_words, fill_bitmask, pack_bits
+from tests.support.engines import masked_by_lazy_token_automaton
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _lazy_token_automaton():
+    """The masked compiles here build LazyTokenAutomaton, whose own paths these tests exercise
+    (the default, the first-visit class over EagerBytes: test_eager_bytes.py, the engine axis)."""
+    yield from masked_by_lazy_token_automaton()
+
 
 # 37 tokens (two int32 words per row), EOS last; the letters d..z never match
 TOKENS = (
@@ -33,6 +42,8 @@ TOKENS = (
         None,
     ]
 )
+
+
 EOS = len(TOKENS) - 1
 PATTERN = r"(?:ab|c){1,3}a?"
 BUDGETS = [None, 1, 2, 3, 5, None, 2, 1, 4]  # mixed, so that a warm static row must not leak into a tight one

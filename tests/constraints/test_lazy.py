@@ -24,7 +24,16 @@ from decodekit.constraints import (
 from decodekit.constraints import build as compile_module
 from decodekit.constraints.tokens import lift
 from decodekit.models.hf import HFVocab
+from tests.support.engines import masked_by_lazy_token_automaton
 from tests.support.fakes import TableLM, byte_bpe
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _lazy_token_automaton():
+    """The masked compiles here build LazyTokenAutomaton, whose own paths these tests exercise
+    (the default, the first-visit class over EagerBytes: test_eager_bytes.py, the engine axis)."""
+    yield from masked_by_lazy_token_automaton()
+
 
 TEXTS = ["the cat sat on the mat", "aaaa abab baba 2024-05-17", "naïve café 中文 😀", "0123456789 -:."] * 3
 SMALL = [

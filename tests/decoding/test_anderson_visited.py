@@ -23,7 +23,16 @@ from decodekit.decoding.memory import ResourceError
 from decodekit.decoding.search import run
 from decodekit.decoding.strategies import Settings
 from tests.models.test_conformance import NAMES, VOCAB, model_of
+from tests.support.engines import masked_by_lazy_token_automaton
 from tests.support.exhaustive import Oracle, SparseLM, assert_n_best, regexes, vocab_of
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _lazy_token_automaton():
+    """The masked compiles here build LazyTokenAutomaton, whose own paths these tests exercise
+    (the default, the first-visit class over EagerBytes: test_eager_bytes.py, the engine axis)."""
+    yield from masked_by_lazy_token_automaton()
+
 
 ALPHAS = [-1.0, -0.5, 0.0, 0.5, 1.0, 2.0]
 

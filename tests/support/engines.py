@@ -51,3 +51,14 @@ def compile_on(engine: str, pattern: str, tokens=BYTE_TOKENS, eos_id: int | None
 def text_of(tokens, vocabulary=BYTE_TOKENS) -> str:
     """The text of a token sequence over ``vocabulary`` (a trailing EOS dropped)."""
     return b"".join(vocabulary[t] or b"" for t in tokens).decode("utf-8")
+
+
+def masked_by_lazy_token_automaton():
+    """For a module's autouse fixture (a generator: ``yield from``): the masked compile's exact
+    first-visit automaton over an eager byte DFA is :class:`LazyTokenAutomaton` again
+    (``build.EAGER_FIRST_VISIT`` off; its default is the one first-visit class over
+    ``EagerBytes``), the compile cache cleared around, for the tests of that class's own paths."""
+    clear_cache(vocabularies=False)
+    with mock.patch.object(_build, "EAGER_FIRST_VISIT", False):
+        yield
+    clear_cache(vocabularies=False)
