@@ -203,7 +203,7 @@ def test_distances_and_blocks_of_expressions_with_intersections_inside(expr):
     of a block; the witness is a match."""
     tokens = vocabulary()
     auto = derived(expr, tokens)
-    char = auto._char
+    char = auto.bytes.char
     for text, s in walks(auto, tokens, seed=5, n=4, steps=8):
         q = auto.bytes.keys[s][0]
         if auto.bytes.keys[s][1]:

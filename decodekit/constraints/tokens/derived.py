@@ -116,11 +116,6 @@ class DerivedTokenAutomaton:
         """Whether the states are finitely many (one beam per state can run); a grammar's are not."""
         return self.bytes.finite
 
-    @property
-    def _char(self) -> CharLevel | None:
-        """The character level under the byte states, where they are a regular expression's."""
-        return getattr(self.bytes, "char", None)
-
     # ------------------------------------------------------------------ the public interface
 
     @property
