@@ -170,10 +170,13 @@ class RowCache:
             apply_row(out[i : i + 1], self.bias(r, logprobs.dtype) if ids is None else None, ids, True)
         return out
 
-    def fill_bitmask(self, bitmask: torch.Tensor, states: torch.Tensor, remaining) -> torch.Tensor:
+    def fill_bitmask(
+        self, bitmask: torch.Tensor, states: torch.Tensor, remaining: int | torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Write the rows of ``states`` into the preallocated ``bitmask`` [N, ceil(V / 32)] int32
         (bit ``t % 32`` of word ``t // 32`` set iff token t is allowed; the bits past V 0) and
-        return it: per row one copy of the state's packed row, no tensor made."""
+        return it: per row one copy of the state's packed row, no tensor made (the owners' own
+        ``fill_bitmask``: they bind it as theirs, the hot call a frame shorter)."""
         target = self._bitmask_view
         if target is None or target[0] is not bitmask or target[1] != bitmask.data_ptr():
             target = self._target(bitmask)
