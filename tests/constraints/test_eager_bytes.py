@@ -16,6 +16,7 @@ from decodekit.constraints import DerivedTokenAutomaton, clear_cache, compile_re
 from decodekit.constraints import build as build_module
 from decodekit.constraints.automata.chardfa import build_char_dfa
 from decodekit.constraints.automata.eagerbytes import GROUP_AFTER, EagerBytes
+from decodekit.constraints.automata.protocol import UNKNOWN, ByteAutomaton
 from decodekit.constraints.automata.utf8 import ByteDFA, byte_dfa, code_point_classes
 from decodekit.constraints.build import Laziness, parsed
 from decodekit.constraints.tokens.trie import encode_vocab
@@ -113,3 +114,18 @@ def test_no_match_is_refused_as_before():
         eager("xyz")
     a = TOKENS.index(b"a")
     assert torch.equal(eager("a").allowed(torch.tensor([0]))[0].nonzero()[:, 0], torch.tensor([a]))
+
+
+@pytest.mark.parametrize("pattern", PATTERNS[:2])
+def test_every_byte_automaton_member_answers(pattern):
+    """The members of the ByteAutomaton protocol the token level may call: the table is whole
+    (``fill`` changes nothing, no entry unknown), ``sizes`` counts the states, ``reach`` defers to
+    the walk, the states are finitely many."""
+    lb = eager_bytes(pattern)
+    assert isinstance(lb, ByteAutomaton) and lb.finite is True
+    before = lb.table.copy()
+    lb.fill(np.arange(lb.size), np.zeros(lb.size, dtype=np.int64))
+    assert np.array_equal(lb.table, before) and not (lb.table == UNKNOWN).any()
+    assert lb.table.shape == (lb.size, 256) and lb.sizes() == {"byte_states": lb.size}
+    assert all(lb.reach(s) is None for s in range(lb.size))
+    assert all(lb.lower(s) == lb.distance(s) for s in range(lb.size))
