@@ -289,8 +289,10 @@ def exact_lazily(enc: EncodedVocab, tokens: Sequence, separator: str, eos_id: in
 
 
 def _exact_lazy(dfa, enc: EncodedVocab, tokens, separator: str, eos_id, pattern: str, stats, max_states):
-    """A :class:`LazyTokenAutomaton` that builds the whole automaton (:func:`lift`) the first time
-    a mask needs the exact fewest tokens to acceptance (near the length limit), or keeps the
+    """The exact first-visit automaton over the byte DFA ``dfa``: the one first-visit class over
+    it (:class:`DerivedTokenAutomaton` over :class:`EagerBytes`, with :data:`EAGER_FIRST_VISIT`),
+    else a :class:`LazyTokenAutomaton` that builds the whole automaton (:func:`lift`) the first
+    time a mask needs the exact fewest tokens to acceptance (near the length limit), or keeps the
     one-byte-per-token bound if that build refuses for size; None if nothing matches."""
 
     def whole():
