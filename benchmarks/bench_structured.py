@@ -7,8 +7,10 @@ Every engine gets the same vocabulary: the 50,000-token byte-level BPE that
 each token (``HFVocab.surface_bytes()``) with ``<|endoftext|>`` as EOS, the only stop token:
 
 * decodekit: ``compile_regex(pattern, token_bytes, eos_id, lazy="masked")``, what the masked
-  searches compile (a ``LazyTokenAutomaton`` with the whole automaton's masks on this
-  vocabulary); the mask is the one masked greedy and beam search compute (``remaining =
+  searches compile (the first-visit ``DerivedTokenAutomaton`` over the eager byte DFA,
+  ``EagerBytes``, or over derivatives, with the whole automaton's masks on this vocabulary;
+  ``--engines decodekit-lazy-automaton``: ``LazyTokenAutomaton`` instead); the mask is the
+  one masked greedy and beam search compute (``remaining =
   max_length - t``, a length budget larger than the walk), written as the peers write theirs:
   ``fill_bitmask(bitmask, states, remaining)`` into a preallocated int32 [1, ceil(V / 32)]
   bitmask (their layout); ``allowed(states, remaining)``, a new [1, V] bool tensor, is timed
@@ -75,6 +77,7 @@ import sys
 import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import regex
@@ -199,7 +202,10 @@ WALK_TEXT["three-words"] = WALK_TEXT["three-words-6"] = WALK_TEXT["two-words"] =
 )
 SMALL = "date"  # the small pattern the reach patterns' per-token times are compared with
 ENGINES = ("decodekit", "xgrammar", "llguidance", "outlines-core")  # the default contenders
-VARIANTS = ("decodekit-whole",)  # on request (--engines): decodekit's automaton built whole
+# on request (--engines): decodekit's automaton built whole; its eager DFA through
+# LazyTokenAutomaton, not the one first-visit class (docs/benchmarks.md, "One token level: eager
+# DFA through the first-visit class")
+VARIANTS = ("decodekit-whole", "decodekit-lazy-automaton")
 PACKAGES = {"xgrammar": "xgrammar", "llguidance": "llguidance", "outlines-core": "outlines_core"}
 
 
@@ -327,7 +333,7 @@ class DecodekitEngine:
     def describe(self, a) -> str:
         if hasattr(a, "num_states"):
             return f"{a.num_states} states"
-        return f"lazy, {a.stats['candidate_states']} byte-level states"  # LazyTokenAutomaton
+        return f"lazy, {a.stats['candidate_states']} byte-level states"  # built on first visit
 
 
 class DecodekitWholeEngine(DecodekitEngine):
@@ -336,6 +342,21 @@ class DecodekitWholeEngine(DecodekitEngine):
 
     name = "decodekit-whole"
     lazy = None
+
+
+class DecodekitLazyAutomatonEngine(DecodekitEngine):
+    """decodekit's masked compile with its exact first-visit automaton over the eager byte DFA
+    built as ``LazyTokenAutomaton`` (``build.EAGER_FIRST_VISIT`` off) instead of the one
+    first-visit class (``DerivedTokenAutomaton`` over ``EagerBytes``, the default); the patterns
+    the compiler sends to the derivative engine are compiled as by "decodekit"."""
+
+    name = "decodekit-lazy-automaton"
+
+    def compile(self, pattern: str):
+        from decodekit.constraints import build
+
+        with mock.patch.object(build, "EAGER_FIRST_VISIT", False):
+            return super().compile(pattern)
 
 
 class XgrammarEngine:
@@ -520,6 +541,7 @@ def make_engines(names, tokens, eos: int, encode, compiled_kernels: bool = True)
     makers = {
         "decodekit": DecodekitEngine,
         "decodekit-whole": DecodekitWholeEngine,
+        "decodekit-lazy-automaton": DecodekitLazyAutomatonEngine,
         "xgrammar": XgrammarEngine,
         "llguidance": lambda: LlguidanceEngine(encode, compiled_kernels),
         "outlines-core": lambda: OutlinesEngine(compiled_kernels),

@@ -15,6 +15,7 @@ import torch
 
 from decodekit.constraints.automata.chardfa import CharDFA, build_char_dfa, minimized
 from decodekit.constraints.automata.derivatives import CharLevel, Pattern, intersect, short_label
+from decodekit.constraints.automata.eagerbytes import EagerBytes
 from decodekit.constraints.automata.graph import distances_to_accept
 from decodekit.constraints.automata.lazybytes import LazyBytes
 from decodekit.constraints.automata.product import components, describe, first_char_gate, listed, product
@@ -48,6 +49,10 @@ DERIVE_ALWAYS = False  # every pattern through the derivative engine where it is
 # layering, no trim: utf8.ascii_byte_dfa), and the others' neither forward-trimmed nor with their
 # alike columns merged (byte_dfa(minimal=False)); off, the general path (tests compare them)
 FAST_ASCII = True
+# Laziness.MASKED's exact first-visit automaton over an eager byte DFA: the one first-visit token
+# level (DerivedTokenAutomaton) over EagerBytes, else LazyTokenAutomaton (measured alike:
+# docs/benchmarks.md, "One token level: eager DFA through the first-visit class")
+EAGER_FIRST_VISIT = True
 # Laziness.SMALL_WHOLE (the banked search's): whole while its candidate states x V stay within
 # WHOLE_ENTRIES (the bank of every token of every state is then one [S, V] table), else as MASKED
 WHOLE_ENTRIES = 1 << 24
@@ -284,8 +289,10 @@ def exact_lazily(enc: EncodedVocab, tokens: Sequence, separator: str, eos_id: in
 
 
 def _exact_lazy(dfa, enc: EncodedVocab, tokens, separator: str, eos_id, pattern: str, stats, max_states):
-    """A :class:`LazyTokenAutomaton` that builds the whole automaton (:func:`lift`) the first time
-    a mask needs the exact fewest tokens to acceptance (near the length limit), or keeps the
+    """The exact first-visit automaton over the byte DFA ``dfa``: the one first-visit class over
+    it (:class:`DerivedTokenAutomaton` over :class:`EagerBytes`, with :data:`EAGER_FIRST_VISIT`),
+    else a :class:`LazyTokenAutomaton` that builds the whole automaton (:func:`lift`) the first
+    time a mask needs the exact fewest tokens to acceptance (near the length limit), or keeps the
     one-byte-per-token bound if that build refuses for size; None if nothing matches."""
 
     def whole():
@@ -295,6 +302,10 @@ def _exact_lazy(dfa, enc: EncodedVocab, tokens, separator: str, eos_id, pattern:
             return None
 
     try:
+        if EAGER_FIRST_VISIT:
+            return DerivedTokenAutomaton(
+                EagerBytes(dfa), enc, tokens, eos_id, pattern, {**stats, "engine": "eager"}
+            )
         return LazyTokenAutomaton(dfa, enc, tokens, separator, eos_id, pattern, stats, exact=whole)
     except ConstraintError:  # nothing matches: the whole build says why, as without lazy
         return None

@@ -15,7 +15,7 @@ from decodekit.constraints import (
     compile_regex,
 )
 from decodekit.constraints import build as build_module
-from decodekit.constraints.tokens import derived
+from decodekit.constraints.tokens import fewest
 from decodekit.constraints.tokens.interface import provides
 from tests.support.fakes import TableLM
 
@@ -47,7 +47,7 @@ def _refuse_whole(*args, **kwargs):
 def test_the_default_builds_no_whole_automaton_for_a_large_pattern(monkeypatch):
     clear_cache()
     monkeypatch.setattr(build_module, "lift", _refuse_whole)  # the whole token automaton
-    monkeypatch.setattr(derived, "lift", _refuse_whole)
+    monkeypatch.setattr(fewest, "lift", _refuse_whole)  # the fewest-tokens fallback's
     automaton = compile_regex(PATTERN, TOKENS, EOS)
     assert isinstance(automaton, DerivedTokenAutomaton) and not provides(automaton, StateTables)
     g = torch.Generator().manual_seed(0)

@@ -124,7 +124,7 @@ def test_fewest_tokens_spelling_a_text_is_the_brute_force_segmentation():
     texts = ['{"id":12,"name":"ab","tags":["ab"]}', "é中中ab", ""]
     texts += ["".join(rng.choice([*WORDS, *ALPHABET]) for _ in range(rng.randint(1, 12))) for _ in range(40)]
     for t in texts:
-        assert auto._fewest_tokens(t.encode()) == _fewest_brute(t.encode(), pieces), t
+        assert auto._fewest.fewest_tokens(t.encode()) == _fewest_brute(t.encode(), pieces), t
 
 
 @pytest.mark.parametrize("expr", PATTERNS, ids=str)
@@ -141,7 +141,7 @@ def test_upper_bound_lies_between_the_exact_fewest_tokens_and_the_bytes(expr):
         e, z = whole.initial, auto.initial
         for _ in range(10):
             exact = int(whole.min_tokens_to_accept[e])
-            assert exact <= auto._upper_bound(z) <= auto.bytes.distance(z)
+            assert exact <= auto._fewest.upper_bound(z) <= auto.bytes.distance(z)
             row = whole.allowed(torch.tensor([e]))[0]
             choices = [t for t in row.nonzero()[:, 0].tolist() if t != eos]
             if not choices:
@@ -203,7 +203,7 @@ def test_distances_and_blocks_of_expressions_with_intersections_inside(expr):
     of a block; the witness is a match."""
     tokens = vocabulary()
     auto = derived(expr, tokens)
-    char = auto._char
+    char = auto.bytes.char
     for text, s in walks(auto, tokens, seed=5, n=4, steps=8):
         q = auto.bytes.keys[s][0]
         if auto.bytes.keys[s][1]:

@@ -60,7 +60,7 @@ def test_the_fallback_equals_the_search_on_small_patterns(monkeypatch):
     the same as the search's, budget by budget."""
     import torch
 
-    from decodekit.constraints.tokens import derived as module
+    from decodekit.constraints.tokens import fewest as module
 
     for pattern in [r"(?:ab|c)+b", r"[abc]{3,9}", r"(?:a|abc)*x"]:
         searched = derived(pattern, MIX)

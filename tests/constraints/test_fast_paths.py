@@ -17,6 +17,15 @@ from decodekit.constraints import clear_cache, compile_regex
 from decodekit.constraints.tokens import lift
 from decodekit.constraints.tokens.lazy import LazyTokenAutomaton
 from decodekit.constraints.tokens.trie import CHAIN, encode_vocab
+from tests.support.engines import masked_by_lazy_token_automaton
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _lazy_token_automaton():
+    """The masked compiles here build LazyTokenAutomaton, whose own paths these tests exercise
+    (the default, the first-visit class over EagerBytes: test_eager_bytes.py, the engine axis)."""
+    yield from masked_by_lazy_token_automaton()
+
 
 hypothesis = pytest.importorskip("hypothesis", reason="the random patterns are drawn with hypothesis")
 st = pytest.importorskip("hypothesis.strategies", reason="the random patterns are drawn with hypothesis")

@@ -26,6 +26,15 @@ from decodekit.constraints.tokens.interface import provides
 from decodekit.models.lstm import LSTMLM, LSTMConfig
 from decodekit.vocab import WordVocab
 from tests.support.cli import exit_and_stderr, word_checkpoint
+from tests.support.engines import masked_by_lazy_token_automaton
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _lazy_token_automaton():
+    """The masked compiles here build LazyTokenAutomaton, whose own paths these tests exercise
+    (the default, the first-visit class over EagerBytes: test_eager_bytes.py, the engine axis)."""
+    yield from masked_by_lazy_token_automaton()
+
 
 VOCAB = ["a", "b", "ab", "ba", "<eos>"]
 EOS = 4

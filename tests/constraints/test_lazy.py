@@ -15,6 +15,7 @@ import torch
 import decodekit
 from decodekit.constraints import (
     ConstraintError,
+    DerivedTokenAutomaton,
     LazyTokenAutomaton,
     TokenAutomaton,
     clear_cache,
@@ -23,7 +24,16 @@ from decodekit.constraints import (
 from decodekit.constraints import build as compile_module
 from decodekit.constraints.tokens import lift
 from decodekit.models.hf import HFVocab
+from tests.support.engines import masked_by_lazy_token_automaton
 from tests.support.fakes import TableLM, byte_bpe
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _lazy_token_automaton():
+    """The masked compiles here build LazyTokenAutomaton, whose own paths these tests exercise
+    (the default, the first-visit class over EagerBytes: test_eager_bytes.py, the engine axis)."""
+    yield from masked_by_lazy_token_automaton()
+
 
 TEXTS = ["the cat sat on the mat", "aaaa abab baba 2024-05-17", "naïve café 中文 😀", "0123456789 -:."] * 3
 SMALL = [
@@ -136,7 +146,7 @@ def test_huge_patterns_through_the_api_in_bounded_memory(bpe, monkeypatch):
     rng = random.Random(2)
     for pattern, text in HUGE.items():
         auto = compile_regex(pattern, vocab.surface_bytes(), vocab.eos_id)  # routed lazily by size
-        assert isinstance(auto, LazyTokenAutomaton), pattern
+        assert isinstance(auto, (LazyTokenAutomaton, DerivedTokenAutomaton)), pattern  # first visit
         ids = tok.encode(text)
         assert auto.accepts(ids) and auto.accepts(ids + [vocab.eos_id])
         for other in (tok.decode(ids[:-1]), text + "a", text[1:]):

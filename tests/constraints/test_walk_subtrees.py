@@ -5,6 +5,7 @@ text is a prefix of a match: ``regex.fullmatch(..., partial=True)``)."""
 
 from __future__ import annotations
 
+import pytest
 import regex
 import torch
 from hypothesis import given, settings
@@ -13,6 +14,15 @@ from hypothesis import strategies as st
 import decodekit.constraints.tokens.lift as lift
 from decodekit.constraints import LazyTokenAutomaton, compile_regex
 from decodekit.constraints.tokens.trie import encode_vocab
+from tests.support.engines import masked_by_lazy_token_automaton
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _lazy_token_automaton():
+    """The masked compiles here build LazyTokenAutomaton, whose own paths these tests exercise
+    (the default, the first-visit class over EagerBytes: test_eager_bytes.py, the engine axis)."""
+    yield from masked_by_lazy_token_automaton()
+
 
 ALPHABET = "abcdé "  # "é" is two bytes: a character spans trie depths
 

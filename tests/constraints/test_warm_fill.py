@@ -17,6 +17,15 @@ import torch
 
 from decodekit.constraints import DerivedTokenAutomaton, LazyTokenAutomaton, compile_regex, intersect
 from decodekit.constraints.tokens.masks import bitmask_words, pack_bits
+from tests.support.engines import masked_by_lazy_token_automaton
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _lazy_token_automaton():
+    """The masked compiles here build LazyTokenAutomaton, whose own paths these tests exercise
+    (the default, the first-visit class over EagerBytes: test_eager_bytes.py, the engine axis)."""
+    yield from masked_by_lazy_token_automaton()
+
 
 LETTERS = "abcdefghijklm"
 # 13 letters, every two- and three-letter word of them (2,366 tokens: 74 words a row), "." and
@@ -26,6 +35,8 @@ TOKENS = (
     + ["".join(p) for n in (2, 3) for p in itertools.product(LETTERS, repeat=n)]
     + [".", "x", None]
 )
+
+
 EOS = len(TOKENS) - 1
 PATTERN = r"(?:[a-m]+x\.)+"  # dense rows in the letters, one-token rows after "x"
 

@@ -6,6 +6,7 @@ refused for size, and when the states it reaches no longer fit, the error names 
 from __future__ import annotations
 
 import math
+from unittest import mock
 
 import pytest
 import regex
@@ -14,7 +15,14 @@ from hypothesis import strategies as st
 
 import decodekit
 from decodekit import GenerationConfig, compile_regex, generate
-from decodekit.constraints import LazyTokenAutomaton, TokenAutomaton, clear_cache
+from decodekit.constraints import (
+    DerivedTokenAutomaton,
+    LazyTokenAutomaton,
+    TokenAutomaton,
+    build,
+    clear_cache,
+)
+from decodekit.constraints.automata.eagerbytes import EagerBytes
 from decodekit.constraints.build import Laziness
 from decodekit.constraints.tokens import lift
 from decodekit.decoding import plan as planning
@@ -23,7 +31,16 @@ from decodekit.decoding.memory import ResourceError
 from decodekit.decoding.search import run
 from decodekit.decoding.strategies import Settings
 from tests.models.test_conformance import NAMES, VOCAB, model_of
+from tests.support.engines import masked_by_lazy_token_automaton
 from tests.support.exhaustive import Oracle, SparseLM, assert_n_best, regexes, vocab_of
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _lazy_token_automaton():
+    """The masked compiles here build LazyTokenAutomaton, whose own paths these tests exercise
+    (the default, the first-visit class over EagerBytes: test_eager_bytes.py, the engine axis)."""
+    yield from masked_by_lazy_token_automaton()
+
 
 ALPHAS = [-1.0, -0.5, 0.0, 0.5, 1.0, 2.0]
 
@@ -70,11 +87,24 @@ def test_visited_states_equal_the_dense_grid_and_exhaustive_search(
     eos_id = model.eos_id
     dense = compile_regex(pattern, vocab.surfaces(), eos_id, vocab.separator)
     lazy = _exact_lazy(vocab, pattern, eos_id)
+    first_visit = _first_visit_class(vocab, pattern, eos_id)
     for width in (beam, len(vocab) ** max_length):
         grid = search(model, [2], dense, ANDERSON_GRID, width, max_length, alpha, n_best)
         same(search(model, [2], dense, ANDERSON_VISITED, width, max_length, alpha, n_best), grid)
         same(search(model, [2], lazy, ANDERSON, width, max_length, alpha, n_best), grid)
+        same(search(model, [2], first_visit, ANDERSON, width, max_length, alpha, n_best), grid)
     assert_n_best(grid, Oracle(model, [2], max_length, pattern), alpha, n_best)
+
+
+def _first_visit_class(vocab, pattern, eos_id) -> DerivedTokenAutomaton:
+    """What the masked compile builds by default: the one first-visit class over the eager byte
+    DFA, its transitions' next states the whole automaton's (``exact_rows``)."""
+    clear_cache(vocabularies=False)
+    with mock.patch.object(build, "EAGER_FIRST_VISIT", True):
+        made = compile_regex(pattern, vocab.surfaces(), eos_id, vocab.separator, lazy=Laziness.MASKED)
+    clear_cache(vocabularies=False)
+    assert isinstance(made, DerivedTokenAutomaton) and isinstance(made.bytes, EagerBytes) and made.exact_rows
+    return made
 
 
 def _exact_lazy(vocab, pattern, eos_id) -> LazyTokenAutomaton:

@@ -72,7 +72,7 @@ def test_every_strategy_on_every_model(name):
                     assert regex.fullmatch(PATTERN, VOCAB.decode(h.tokens)), (name, label, h.tokens)
 
 
-# The engine axis: each constrained strategy over the three token-level engines (whole, first
+# The engine axis: each constrained strategy over the token-level engines (whole, first
 # visit over an eager byte DFA, first visit over derivatives) on a byte-level vocabulary of the
 # models' size. The masks are exact on all three, so every strategy returns the same hypotheses
 # on each. A few models (with and without EOS, recurrent, n-gram, stack): the model axis is above.

@@ -4,9 +4,9 @@
 (a regular expression's derivatives, :class:`~decodekit.constraints.automata.lazybytes.LazyBytes`;
 a grammar's parser configurations, :class:`~decodekit.constraints.grammar.earley.GrammarBytes`).
 It has the interface of
-:class:`~decodekit.constraints.tokens.lazy.LazyTokenAutomaton` (it is one, for the searches), over
-the byte states of :class:`~decodekit.constraints.automata.lazybytes.LazyBytes`: nothing is
-built before the first mask but the parse and the first row. It is used only where its masks
+:class:`~decodekit.constraints.tokens.lazy.LazyTokenAutomaton` (a first-visit token level with
+its own rows, over the byte states of a byte automaton): nothing is built before the first mask
+but the byte automaton's start and the first row. It is used only where its masks
 are exactly the whole automaton's (``build.exact_lazily``: no separator, every byte some token
 contains is a token by itself), so that
 
@@ -14,15 +14,14 @@ contains is a token by itself), so that
   acceptance (``LazyBytes.distance >= 0``: trivially for an expression without intersection,
   complement or boundary, else a bounded search);
 * with ``remaining`` tokens left, iff moreover the fewest tokens from that state to acceptance
-  are at most ``remaining - 1``. With ``d`` the fewest bytes to acceptance and L the longest
-  token, those fewest tokens lie in ``[ceil(d / L), u]``, where ``u <= d`` is the fewest tokens
-  spelling one shortest accepted text (:meth:`_upper_bound`: the text read off the expression,
-  ``LazyBytes.witness``, segmented over the trie; every byte is a token); only between the two
-  does a bounded depth-first search over tokens decide (:meth:`_within`), so a budget that is
-  not tight explores no state the row itself does not reach.
+  are at most ``remaining - 1`` (:class:`~.fewest.FewestTokens`: byte bounds first, a bounded
+  search between them), so that a budget that is not tight explores no state the row itself
+  does not reach.
 
 Rows. The trie of the vocabulary is walked once per state, depth by depth (one gather per depth
-from the byte table, the unknown (state, byte) pairs of a depth computed first, each once).
+from the byte table, the unknown (state, byte) pairs of a depth computed first, each once; an
+eager byte DFA's, :class:`~decodekit.constraints.automata.eagerbytes.EagerBytes`, by the eager
+lift's :func:`~.lift.walk_one`). The rows are kept by a :class:`~.rows.RowCache`.
 Rows without the length check are cached by a key: for an expression without intersection,
 complement or boundary, the part of it that the next L bytes can reach (:func:`_prefix_key`:
 repetition counts past what L bytes can consume are capped, what lies beyond them cut), so that
@@ -33,52 +32,43 @@ state the row's tokens reach (``Expr.reach``).
 
 from __future__ import annotations
 
-import heapq
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import torch
 
 from decodekit.constraints.automata.derivatives import (
-    AND,
-    CAT,
-    NOT,
-    OR,
-    REP,
-    SET,
     CharLevel,
-    Expr,
     short_label,
 )
+from decodekit.constraints.automata.eagerbytes import EagerBytes
 from decodekit.constraints.automata.graph import (
-    distances_to_accept,
-    distinct_columns,
-    minimize_with_blocks,
     spans,
 )
 from decodekit.constraints.automata.lazybytes import UNKNOWN, LazyBytes
 from decodekit.constraints.automata.protocol import ByteAutomaton
-from decodekit.constraints.automata.utf8 import ByteDFA
-from decodekit.constraints.tokens.lazy import LazyTokenAutomaton
-from decodekit.constraints.tokens.lift import lift
+from decodekit.constraints.tokens import interface
+from decodekit.constraints.tokens.fewest import FewestTokens
+from decodekit.constraints.tokens.lift import byte_table, loop_bytes, walk_one
+from decodekit.constraints.tokens.rows import Row, RowCache
 from decodekit.constraints.tokens.trie import EncodedVocab, as_bytes
-from decodekit.errors import ConstraintError, ConstraintTooLarge
+from decodekit.errors import ConstraintError
 
 ROWS = 256  # static rows kept (LRU)
 CUT_ROWS = 1024  # (state, budget) -> the row a length budget cuts, or None where it cuts nothing
 TAKE_WHOLE = 512  # a depth's alive nodes from which subtrees a state keeps are taken whole
 WALKS = 64  # per-state walks kept for the length check (LRU)
-NEED_WALKS = 1024  # walks the fewest-tokens search takes before the whole automaton decides
-WITNESS_BYTES = 4096  # longest shortest-text spelled into tokens for a successor's upper bound
-LONG_WITNESS = 1 << 20  # and for the state a question is about (one spelling per question)
-WHOLE_STATES = 200_000  # byte states the exact fallback of the fewest-tokens search may build
 
 
-class DerivedTokenAutomaton(LazyTokenAutomaton):
+class DerivedTokenAutomaton:
     """Masks, steps and acceptance of a byte automaton (or a :class:`CharLevel` expression,
-    read through :class:`LazyBytes`) over a vocabulary, on first visit (module docstring).
-    States are byte-state ids (0: initial; -1: dead); :attr:`exact` is always True."""
+    read through :class:`LazyBytes`) over a vocabulary, on first visit (module docstring): a
+    :class:`~decodekit.constraints.tokens.interface.TokenConstraint` and its
+    :class:`~decodekit.constraints.tokens.interface.Transitions` refinement. States are
+    byte-state ids (0: initial; -1: dead); :attr:`exact` is always True. Its rows are kept by a
+    :class:`~.rows.RowCache` (per device), which answers ``allowed``, ``mask``, ``fill_bitmask``
+    and ``step``."""
 
     def __init__(
         self,
@@ -108,14 +98,14 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
         self._walks: OrderedDict = OrderedDict()
         self._keys: dict[int, object] = {}
         self._codes: dict[int, list[int]] = {}
-        self._within_known: dict[
-            int, tuple[int, int]
-        ] = {}  # state -> (largest R known no, least R known yes)
         self._reach: dict[int, int] = {}
         self._dist_table = np.zeros(0, dtype=np.int64)  # per byte state: its distance, -2 unknown
-        self._upper: dict[int, int] = {}  # state -> tokens of one accepted continuation
         self._copies: dict = {}
         self._stats = dict(stats or {})
+        self._cache = RowCache(enc.size, eos_id, self.device, self._row, self._holds_from, self._next)
+        self.fill_bitmask = self._cache.fill_bitmask  # the hot call straight to the cache: a frame less
+        args = (self._usable, self._longest, eos_id, pattern, self._walked)
+        self._fewest = FewestTokens(source, enc, tokens, *args)  # the length check's answers
         if self.bytes.distance(0) < 0:
             raise ConstraintError(
                 f"no token sequence of this vocabulary ({enc.size} tokens) matches {short_label(pattern)!r}: "
@@ -126,11 +116,6 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
     def finite(self) -> bool:
         """Whether the states are finitely many (one beam per state can run); a grammar's are not."""
         return self.bytes.finite
-
-    @property
-    def _char(self) -> CharLevel | None:
-        """The character level under the byte states, where they are a regular expression's."""
-        return getattr(self.bytes, "char", None)
 
     # ------------------------------------------------------------------ the public interface
 
@@ -149,26 +134,13 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
 
     @property
     def shortest(self) -> int:
-        """The fewest tokens (EOS not counted) of an accepted sequence: an A* search over the
-        states by tokens (:meth:`_search`), stopped by the spelled shortest text's tokens."""
-        d = self.bytes.distance(0)
-        if d > LONG_WITNESS:  # neither spelled into tokens nor searched: say so, never a made-up count
-            raise ConstraintTooLarge(
-                f"constraint too expensive: the fewest tokens matching {short_label(self.pattern)!r} are not "
-                f"computed: a match needs {d:,} bytes (over {LONG_WITNESS:,})",
-                bound="bytes",
-                limit=LONG_WITNESS,
-                size=d,
-            )
-        upper = min(d, self._upper_bound(0, LONG_WITNESS))
-        if self._estimate(0) >= upper:
-            return upper
-        found = self._search(0, upper - 1)
-        return upper if found is None else found
+        """The fewest tokens (EOS not counted) of an accepted sequence
+        (:meth:`.fewest.FewestTokens.shortest`)."""
+        return self._fewest.shortest()
 
     def fits(self, max_length: int) -> bool:
         """Whether a match ends within ``max_length`` tokens."""
-        return self._within(0, max_length)
+        return self._fewest.within(0, max_length)
 
     def to(self, device: torch.device | str) -> DerivedTokenAutomaton:
         """A copy producing tensors on ``device`` (self if already there); the states are shared,
@@ -179,10 +151,59 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
         if device not in self._copies:
             copy = object.__new__(DerivedTokenAutomaton)
             copy.__dict__.update(self.__dict__)
-            copy.device, copy._rows, copy._cut = device, OrderedDict(), OrderedDict()
-            copy._warm = None  # rows are per device
+            copy.device, copy._rows, copy._cut = device, OrderedDict(), OrderedDict()  # rows: per device
+            copy._cache = RowCache(
+                self._enc.size, self.eos_id, device, copy._row, copy._holds_from, copy._next
+            )
+            copy.fill_bitmask = copy._cache.fill_bitmask
             self._copies[device] = copy
         return self._copies[device]
+
+    @property
+    def exact_rows(self) -> bool:
+        """Whether one beam per state reached can run over :meth:`transitions`: its next states
+        are the whole automaton's (one representative per class of equivalent states), which an
+        eager byte DFA gives (:meth:`.eagerbytes.EagerBytes.representatives`); others' byte-state
+        ids are never merged (two ids may have the same future)."""
+        return isinstance(self.bytes, EagerBytes)
+
+    def allowed(self, states: torch.Tensor, remaining: int | torch.Tensor | None = None) -> torch.Tensor:
+        """[N] states (-1: dead) -> [N, V] bool: token t (not EOS) iff its bytes lead to a state
+        that reaches acceptance within ``remaining - 1`` tokens (None: at all); EOS iff the state
+        accepts."""
+        return self._cache.allowed(states, remaining)
+
+    def fill_bitmask(
+        self, bitmask: torch.Tensor, states: torch.Tensor, remaining: int | torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """``allowed(states, remaining)`` written into the preallocated ``bitmask`` [N, ceil(V / 32)]
+        int32 (:class:`~.interface.Bitmasks`, :meth:`.rows.RowCache.fill_bitmask`), returned."""
+        return self._cache.fill_bitmask(bitmask, states, remaining)
+
+    def mask(
+        self,
+        logprobs: torch.Tensor,
+        states: torch.Tensor,
+        remaining: int | torch.Tensor | None = None,
+        *,
+        inplace: bool = False,
+    ) -> torch.Tensor:
+        """``logprobs`` [N, V] with -inf wherever ``allowed(states, remaining)`` is False (a new
+        tensor; ``inplace``: written into ``logprobs``)."""
+        return self._cache.mask(logprobs, states, remaining, inplace)
+
+    def step(self, states: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        """[N] states, [N] tokens -> [N] next states (-1 if dead; -1 stays -1; EOS -> -1): the
+        token's bytes read through the byte automaton."""
+        return self._cache.step(states, tokens)
+
+    def walk(self, tokens: Iterable[int], state: int | None = None) -> int:
+        """The state after reading ``tokens`` from ``state`` (default: initial), or -1 if dead."""
+        return interface.walk(self._next, tokens, self.initial if state is None else state, self.vocab_size)
+
+    def accepts(self, tokens: Iterable[int]) -> bool:
+        """Whether the token sequence is accepted; a trailing EOS is allowed."""
+        return interface.accepts(self, self._accepts_state, tokens)
 
     def is_accepting(self, states: torch.Tensor) -> torch.Tensor:
         """States of any shape -> bool of the same shape (dead states are not)."""
@@ -203,32 +224,27 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``states [G]`` -> ``(owner [E], tokens [E], next [E])``: every token (EOS aside) the
         masks allow from ``states[owner]`` under ``remaining`` and its next state
-        (:class:`~.interface.Transitions`), from the state's walk (kept in the walks' LRU). The
-        next states are byte-state ids, never merged: two ids may have the same future, so one
-        beam per id is finer than one per state of the minimal automaton (never coarser)."""
+        (:class:`~.interface.Transitions`), from the state's walk (kept in the walks' LRU). Over
+        an eager byte DFA the next states are their class's representative (:attr:`exact_rows`);
+        else byte-state ids, never merged: two ids may have the same future, so one beam per id
+        is finer than one per state of the minimal automaton (never coarser)."""
+        canon = None
+        if isinstance(self.bytes, EagerBytes):
+            canon = self.bytes.representatives(self._enc.available(b""))
         parts = []
         for g, c in enumerate(states.reshape(-1).tolist()):
             if c < 0:
                 continue
             tok, ends, dist = self._walked(c)
             if remaining is not None:
-                keep = self._fitting(ends, dist, remaining - 1)
+                keep = self._fewest.fitting(ends, dist, remaining - 1)
                 tok, ends = tok[keep], ends[keep]
             order = np.argsort(tok, kind="stable")
-            parts.append((np.full(len(tok), g, dtype=np.int64), tok[order], ends[order]))
+            ends = ends[order] if canon is None else canon[ends[order]]
+            parts.append((np.full(len(tok), g, dtype=np.int64), tok[order], ends))
         if not parts:
             return (torch.zeros(0, dtype=torch.long, device=self.device),) * 3
         return tuple(torch.from_numpy(np.concatenate(x)).to(self.device, torch.long) for x in zip(*parts))
-
-    def _fitting(self, ends: np.ndarray, dist: np.ndarray, budget: int) -> np.ndarray:
-        """[E] bool: which of the next states ``ends`` (fewest bytes to acceptance ``dist``)
-        reach acceptance within ``budget`` tokens: the byte bounds, else :meth:`_within`."""
-        ok = dist <= budget
-        gap = np.flatnonzero(~ok & (-(-dist // self._longest) <= budget))
-        if len(gap):
-            yes = [e for e in np.unique(ends[gap]).tolist() if self._within(e, budget)]
-            ok[gap] = np.isin(ends[gap], yes)
-        return ok
 
     def _accepts_state(self, s: int) -> bool:
         return self.bytes.accepting(s)
@@ -258,6 +274,11 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
         """The usable tokens whose bytes lead from s to a live state, those states, and their
         fewest bytes to acceptance; the trie stepped depth by depth from the byte table."""
         enc, lb = self._enc, self.bytes
+        if isinstance(lb, EagerBytes):  # every step known: the eager lift's walk of one state
+            tok, ends = self._eager_walk(s)
+            dist = lb.distances[ends]
+            keep = self._usable[tok] & (dist >= 0)
+            return tok[keep], ends[keep], dist[keep]
         found_t, found_e = [], []
         empty = enc.by_depth[0][0]
         if len(empty):
@@ -305,6 +326,22 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
         live = dist >= 0
         return tok[live], ends[live], dist[live]
 
+    def _eager_walk(self, s: int) -> tuple[np.ndarray, np.ndarray]:
+        """The tokens alive from state s of an eager byte DFA and their end states, by
+        :func:`~.lift.walk_one` over its premultiplied table (made on first call, kept)."""
+        steps = self.__dict__.get("_steps")
+        if steps is None:
+            steps = self._steps = byte_table(self.bytes.dfa, b"")
+        start = int(steps.start[1 + s])
+        tok, ends = walk_one(start, self._enc, steps.lut, steps.flat, steps.dead, self._eager_loops)
+        return tok, (ends // steps.width).astype(np.int64)
+
+    def _eager_loops(self) -> np.ndarray | None:
+        """:func:`~.lift.loop_bytes` of the eager byte DFA's table (made when a walk asks, kept)."""
+        if "_loops" not in self.__dict__:
+            self._loops = loop_bytes(self._steps.succ, self._steps.lut)
+        return self._loops
+
     def _take_whole(self, d: int, alive, state, found_t: list, found_e: list) -> np.ndarray | None:
         """Of the nodes ``alive`` of depth d (in byte states ``state``), those whose state every
         byte below them steps to itself (a string's body): their subtrees' tokens, all ending in
@@ -351,10 +388,9 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
 
     # ------------------------------------------------------------------ rows
 
-    def _row(self, c: int, remaining: int | None) -> tuple:
-        """(bool [V] row, cache entry for biases, sparse ids) of state c under ``remaining``."""
-        if c < 0:
-            return self._empty()
+    def _row(self, c: int, remaining: int | None) -> Row:
+        """The :class:`~.rows.Row` of live state c under ``remaining``: the row a length budget
+        cuts (kept per (state, budget)), else its static row (kept by :meth:`_key`)."""
         accept = self.bytes.accepting(c)
         if remaining is not None and remaining - 1 < self._reach_of(c):
             budget = remaining - 1
@@ -365,11 +401,11 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
                 gap = np.flatnonzero(~ok & (-(-dist // self._longest) <= budget))
                 if len(gap):
                     uniq = np.unique(ends[gap]).tolist()
-                    yes = {e for e in uniq if self._within(e, budget)}
+                    yes = {e for e in uniq if self._fewest.within(e, budget)}
                     ok[gap] = np.isin(ends[gap], list(yes))
                 # a row the budget cuts, kept per (state, budget); None: it cuts nothing here, the
                 # static row is the answer (no row made per step)
-                entry = self._cut[(c, budget)] = None if ok.all() else self._entry(tok[ok], accept)
+                entry = self._cut[(c, budget)] = None if ok.all() else self._cache.entry(tok[ok], accept)
                 if len(self._cut) > CUT_ROWS:
                     self._cut.popitem(last=False)
             else:
@@ -382,7 +418,7 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
             walked = self._walks.get(c)
             if walked is None:
                 walked = self._walked(c) if key[0] == "state" else self._walk(c)
-            entry = self._rows[key] = self._entry(walked[0], accept)
+            entry = self._rows[key] = self._cache.entry(walked[0], accept)
             if len(self._rows) > ROWS:
                 self._rows.popitem(last=False)
         else:
@@ -398,6 +434,10 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
             got = self._keys[c] = ("state", c) if key is None else ("prefix", key)
         return got
 
+    def _holds_from(self, c: int, remaining: int) -> int:
+        """The budget from which :meth:`_row` gives c's static row: its reach."""
+        return self._reach_of(c)
+
     def _reach_of(self, c: int) -> int:
         """An upper bound on the bytes to acceptance of every state the row of c reaches."""
         got = self._reach.get(c)
@@ -408,292 +448,3 @@ class DerivedTokenAutomaton(LazyTokenAutomaton):
                 got = int(dist.max(initial=0))
             self._reach[c] = got
         return got
-
-    def _within(self, s: int, budget: int) -> bool:
-        """Whether some token sequence of at most ``budget`` tokens leads s to acceptance: the
-        bounds first (:meth:`_bounds`), then the exact search (:meth:`_search`). Answers are kept
-        per state, monotone in the budget."""
-        quick = self._bounds(s, budget, LONG_WITNESS)
-        if quick is not None:
-            return quick
-        found = self._search(s, budget, count=False) is not None
-        self._known(s, budget, found)
-        return found
-
-    def _search(self, s: int, budget: int, count: bool = True) -> int | None:
-        """The fewest tokens leading s to acceptance if at most ``budget``, else None (``count``
-        False: some number of tokens within ``budget``, the first found). An A* search over
-        states by tokens, estimate :meth:`_estimate` (consistent: each state walked once, at its
-        fewest tokens from s; ties taken deepest first, so that a chain of equally good states is
-        walked once down, not across), successors the bounds rule out not entered; a "no" kept
-        for every state walked (at the budget left there). Past :data:`NEED_WALKS` walks, the
-        whole automaton's fewest tokens decide (:meth:`_exact_need`): exact, never a refusal
-        halfway unless the whole automaton is too large to build."""
-        best, heap, walked = {s: 0}, [(self._estimate(s), 0, s)], []
-        while heap:
-            f, negative, x = heapq.heappop(heap)
-            g = -negative
-            if g > best[x]:
-                continue
-            if f > budget:
-                break
-            if self.bytes.accepting(x):
-                return g
-            walked.append((x, g))
-            if len(walked) > NEED_WALKS:
-                need = self._exact_need(s)
-                return need if 0 <= need <= budget else None
-            _, ends, dist = self._walked(x)
-            left = budget - g - 1  # tokens after the next one
-            if not count and (dist <= left).any():  # one byte a token from there: within the budget
-                return budget
-            for e in np.unique(ends).tolist():
-                e = int(e)
-                if g + 1 >= best.get(e, 1 << 62):
-                    continue
-                quick = self._bounds(e, left)
-                if quick is False:
-                    continue
-                if quick and not count:
-                    return budget
-                best[e] = g + 1
-                heapq.heappush(heap, (g + 1 + self._estimate(e), -(g + 1), e))
-        for x, g in walked:  # none of them reaches acceptance within what is left of the budget there
-            self._known(x, budget - g, False)
-        return None
-
-    def _exact_need(self, s: int) -> int:
-        """The fewest tokens leading byte state s to acceptance (-1: none), read off the whole
-        token automaton, built once on first need (:meth:`_whole_need`): what the bounded search
-        falls back to instead of refusing halfway through a generation."""
-        need = self.__dict__.get("_need")
-        if need is None:
-            if not self.bytes.finite:  # a grammar: no whole automaton to read it off
-                raise ConstraintTooLarge(
-                    f"constraint too expensive: deciding whether {short_label(self.pattern)!r} can still be "
-                    f"completed within the length limit took over {NEED_WALKS:,} walks of the vocabulary "
-                    "(a grammar has no whole automaton to fall back on); raise max_length",
-                    bound="steps",
-                    limit=NEED_WALKS,
-                )
-            if self.bytes.distance(s) > WHOLE_STATES:  # a shortest text's bytes are distinct states
-                raise ConstraintTooLarge(
-                    f"constraint too expensive: deciding whether {short_label(self.pattern)!r} can still be "
-                    f"matched within the length limit needs the fewest tokens of more than {WHOLE_STATES:,} "
-                    "byte states; raise max_length or simplify the pattern",
-                    bound="bytes",
-                    limit=WHOLE_STATES,
-                    size=self.bytes.distance(s),
-                )
-            need = self._need = self._whole_need()
-        return int(need[s]) if s < len(need) else -1
-
-    def _whole_need(self) -> np.ndarray:
-        """[byte states] the fewest tokens to acceptance of every byte state reachable over the
-        vocabulary's bytes (-1: none): the byte states explored whole (at most
-        :data:`WHOLE_STATES`, else ConstraintError), minimised, lifted over the vocabulary
-        (:func:`~.lift.lift`), each byte state read as "after a token" (the states a token sequence
-        reaches; the initial one as "before any")."""
-        lb, enc = self.bytes, self._enc
-        available = enc.available(b"")
-        codes = np.flatnonzero(available)
-        inner = codes[(codes >= 0x80) & (codes < 0xC0)]  # inside a character only these can follow
-        x = 0
-        while x < lb.size:
-            mine = codes if lb.keys[x][1] == 0 else inner
-            unknown = mine[lb.table[x, mine] == UNKNOWN]
-            if len(unknown):
-                lb.fill(np.full(len(unknown), x, dtype=np.int64), unknown)
-            x += 1
-            if lb.size > WHOLE_STATES:
-                raise ConstraintTooLarge(
-                    f"constraint too expensive: deciding whether {short_label(self.pattern)!r} can still be "
-                    f"matched within the length limit needs the fewest tokens of more than {WHOLE_STATES:,} "
-                    "byte states; raise max_length or simplify the pattern",
-                    bound="states",
-                    limit=WHOLE_STATES,
-                    size=lb.size,
-                )
-        n = lb.size
-        table = lb.table[:n].astype(np.int64)
-        table[:, ~available] = -1
-        table[table == UNKNOWN] = -1  # a lead or ASCII byte inside a character: never stepped, dead
-        accepting = np.array([lb.accepting(y) for y in range(n)], dtype=bool)
-        dist = distances_to_accept(table, accepting)
-        live = dist >= 0
-        need = np.full(n, -1, dtype=np.int64)
-        if not live[0]:
-            return need
-        remap = np.append(np.where(live, np.cumsum(live) - 1, -1), -1)
-        out, new_of = minimize_with_blocks(remap[table[live]], accepting[live], 0, hint=dist[live])
-        boundary = np.array([k[1] == 0 for k in lb.keys], dtype=bool)[np.flatnonzero(live)[out.reps]]
-        columns, which = distinct_columns(out.table)
-        dfa = ByteDFA(columns.astype(np.int32), out.accepting, 0, which.astype(np.int64), boundary)
-        lifted = lift(dfa, enc, b"", self.eos_id, 1 << 62)
-        if lifted is None:
-            return need
-        state = lifted.state_of[1 + new_of]  # [live byte states] the token-level state after a token
-        state[0] = lifted.state_of[0]  # the initial state: before any (no separator: the same future)
-        need[live] = np.where(state >= 0, lifted.min_tokens[np.maximum(state, 0)], -1)
-        return need
-
-    def _estimate(self, s: int) -> int:
-        """A consistent lower bound on the tokens leading s to acceptance: its fewest bytes over
-        the longest token the texts from s may use (:meth:`_longest_from`)."""
-        return -(-self.bytes.distance(s) // self._longest_from(s))
-
-    def _longest_from(self, s: int) -> int:
-        """The longest usable token whose bytes the texts from s may contain: none with an ASCII
-        byte or a lead byte of characters outside the alphabet of s's expression (:func:`_alphabet`;
-        every state after s has a part of it, so the bound stays consistent along the way)."""
-        if self._char is None:  # no expression to read an alphabet off (a grammar): every token
-            return self._longest
-        memo = self.__dict__.setdefault("_alphabets", {})
-        q = self.bytes.keys[s][0]
-        mask = memo.get(("q", q))
-        if mask is None:
-            every = (1 << self._char.num_classes) - 1
-            mask = memo[("q", q)] = _alphabet(self._char.states[q][0], every, memo)
-        got = memo.get(("longest", mask))
-        if got is None:
-            got = memo[("longest", mask)] = self._longest_of(mask)
-        return got
-
-    def _longest_of(self, mask: int) -> int:
-        """The longest usable token none of whose bytes is ruled out by the class ``mask``."""
-        u, enc = self._char.utf8, self._enc
-        bad = np.zeros(256, dtype=bool)
-        for b in range(128):
-            bad[b] = not (mask >> u["ascii"][b]) & 1
-        any_lead = False
-        for b in range(0xC0, 256):
-            level, node = u["lead"][b]
-            bad[b] = level < 0 or not (u["masks"][level][node] & mask)
-            any_lead |= not bad[b]
-        bad[0x80:0xC0] = not any_lead
-        key = ("token_bytes", self.eos_id)
-        flat = enc.memo.get(key)
-        if flat is None:
-            usable = [t for t in range(enc.size) if self._usable[t] and enc.lengths[t] > 0]
-            data = b"".join(as_bytes(self._tokens[t]) for t in usable)
-            flat = enc.memo[key] = (np.frombuffer(data, dtype=np.uint8), np.array(usable, dtype=np.int64))
-        data, usable = flat
-        if not len(usable):
-            return 1
-        lengths = enc.lengths[usable]
-        starts = np.cumsum(lengths) - lengths
-        ruled_out = np.maximum.reduceat(bad[data], starts)
-        return max(1, int(lengths[~ruled_out].max(initial=1)))
-
-    def _bounds(self, s: int, budget: int, witness: int = WITNESS_BYTES) -> bool | None:
-        """Whether s reaches acceptance within ``budget`` tokens when the byte bounds or an
-        earlier answer decide it, else None."""
-        d = self.bytes.distance(s)
-        if d < 0 or budget < 0:
-            return False
-        if d <= budget:
-            return True
-        if -(-d // self._longest_from(s)) > budget:
-            return False
-        no, yes = self._within_known.get(s, (-1, 1 << 62))
-        if budget <= no:
-            return False
-        if budget >= yes or self._upper_bound(s, witness) <= budget:
-            return True
-        return None
-
-    def _upper_bound(self, s: int, witness: int = WITNESS_BYTES) -> int:
-        """An upper bound on the fewest tokens leading s to acceptance: the fewest tokens that
-        spell one shortest accepted text (:meth:`LazyBytes.witness`; any way to spell an
-        accepted text is a token sequence to acceptance, the automaton reading bytes); a large
-        number when that text is over :data:`WITNESS_BYTES` or not spellable."""
-        got = self._upper.get(s)
-        if got is None or (got == 1 << 62 and witness > WITNESS_BYTES):
-            got = 1 << 62
-            if 0 <= self.bytes.distance(s) <= witness:
-                text = self.bytes.witness(s)
-                if text is not None:
-                    got = self._fewest_tokens(text)
-            self._upper[s] = got
-        return got
-
-    def _fewest_tokens(self, text: bytes) -> int:
-        """The fewest usable tokens whose bytes joined are ``text`` (a large number if none):
-        every (start, length) that is a token found depth by depth down the trie, all starts at
-        once, then a shortest path over the positions."""
-        enc, n = self._enc, len(text)
-        data = np.frombuffer(text, dtype=np.uint8).astype(np.int64)
-        start, node = np.arange(n), np.zeros(n, dtype=np.int64)
-        steps: list[list[int]] = [[] for _ in range(n)]
-        for d in range(1, len(enc.by_depth)):
-            start = start[start + d <= n]
-            if not len(start):
-                break
-            keys, ends = self._depth(d)
-            key = node[: len(start)] * 256 + data[start + d - 1]
-            at = np.minimum(np.searchsorted(keys, key), len(keys) - 1)
-            hit = keys[at] == key
-            start, node = start[hit], at[hit]
-            for i in start[ends[node]].tolist():
-                steps[i].append(d)
-        best = [0] + [1 << 62] * n
-        for i in range(n):
-            here = best[i] + 1
-            for d in steps[i]:
-                if here < best[i + d]:
-                    best[i + d] = here
-        return best[n]
-
-    def _depth(self, d: int) -> tuple[np.ndarray, np.ndarray]:
-        """Depth d of the trie for lookups: [n_d] sorted keys ``parent * 256 + byte`` of its nodes
-        (sorted as the trie orders them) and [n_d] bool, the node ends a usable token; the
-        vocabulary's alone, so kept with its trie (``EncodedVocab.memo``) for every pattern."""
-        enc = self._enc
-        key = ("trie_keys", self.eos_id, d)
-        got = enc.memo.get(key)
-        if got is None:
-            keys = enc.parent[d - 1] * 256 + enc.byte[d - 1]
-            ends = np.zeros(len(keys), dtype=bool)
-            ids, nodes = enc.by_depth[d]
-            ends[nodes[self._usable[ids]]] = True
-            keys.flags.writeable = ends.flags.writeable = False
-            got = enc.memo[key] = (keys, ends)
-        return got
-
-    def _known(self, s: int, budget: int, answer: bool) -> None:
-        no, yes = self._within_known.get(s, (-1, 1 << 62))
-        self._within_known[s] = (no, min(yes, budget)) if answer else (max(no, budget), yes)
-
-
-def _alphabet(e: Expr, every: int, memo: dict) -> int:
-    """The character classes (bitmask) the texts of ``e`` and of all its derivatives may contain:
-    the sets below it (an intersection: those of its parts in common; a complement: all of
-    ``every``), iterative over the nesting, kept in ``memo`` by node."""
-    stack = [e]
-    while stack:
-        x = stack[-1]
-        if ("e", x.id) in memo:
-            stack.pop()
-            continue
-        kids = (
-            (x.a, x.b) if x.op == CAT else tuple(x.a) if x.op in (OR, AND) else (x.a,) if x.op == REP else ()
-        )
-        missing = [y for y in kids if ("e", y.id) not in memo]
-        if missing and x.op != NOT:
-            stack.extend(missing)
-            continue
-        stack.pop()
-        if x.op == SET:
-            got = x.mask
-        elif x.op == NOT:
-            got = every
-        elif x.op == AND:
-            got = every
-            for y in kids:
-                got &= memo[("e", y.id)]
-        else:
-            got = 0
-            for y in kids:
-                got |= memo[("e", y.id)]
-        memo[("e", x.id)] = got
-    return memo[("e", e.id)]

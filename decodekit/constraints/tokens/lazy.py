@@ -49,11 +49,10 @@ from decodekit.constraints.automata.graph import distances_to_accept, reverse_di
 from decodekit.constraints.automata.utf8 import ByteDFA
 from decodekit.constraints.tokens import interface
 from decodekit.constraints.tokens.lift import Lifted, byte_table, loop_bytes, walk_one
-from decodekit.constraints.tokens.masks import SPARSE, apply_row, check_bitmask, pack_bits, sparse_ids
+from decodekit.constraints.tokens.rows import Row, RowCache
 from decodekit.constraints.tokens.trie import EncodedVocab, as_bytes
 from decodekit.errors import ConstraintError
 
-NEG_INF = float("-inf")
 _UNSET = object()  # a cached value not computed yet (None is a value)
 STATIC_ROWS = 256  # static rows kept (bool + float32 [V] each: 250 KB at V = 50k)
 EXACT_ROWS = 64  # exact rows kept (allowed token ids and their bounds), and rows per (state, budget)
@@ -153,13 +152,9 @@ class LazyTokenAutomaton:
     ``shortest``: the fewest tokens the masks guarantee: exact when :attr:`exact`, else a match
     spelled one byte per token (at least the true fewest). ``min_tokens``: a *lower* bound
     (bytes to acceptance over the longest token's bytes), as the searches' score bounds need.
-    Device copies (:meth:`to`) share one :class:`_Shared`; each keeps its own cached rows.
+    Device copies (:meth:`to`) share one :class:`_Shared`; each keeps its own cached rows (its
+    :class:`~.rows.RowCache`, which answers ``allowed``, ``mask``, ``fill_bitmask`` and ``step``).
     """
-
-    _bitmask_view: tuple | None = None  # (the last bitmask filled, its data_ptr, rows, byte view)
-    _hot: dict | None = None  # state -> static _Row (set in __init__; a subclass with its own rows: None)
-    _warm: dict | None = None  # such a subclass's: state -> (budget threshold or None, its packed _Row)
-    _stepped: tuple | None = None  # (the [N] states step() returned last, their numpy array, data_ptr)
 
     def __init__(
         self,
@@ -179,8 +174,7 @@ class LazyTokenAutomaton:
         self.device = torch.device(device)
         self._static: OrderedDict = OrderedDict()
         self._exact: OrderedDict = OrderedDict()
-        self._budgeted: OrderedDict = OrderedDict()  # (state, remaining) -> its length-checked _Row
-        self._hot: dict[int, _Row] = {}  # state -> its static _Row (one in _static): a warm mask is a lookup
+        self._budgeted: OrderedDict = OrderedDict()  # (state, remaining) -> its length-checked Row
         # state -> (tokens, next states, their representatives), int32 (half the bytes): transitions
         self._edges: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         if shared is None:
@@ -188,6 +182,8 @@ class LazyTokenAutomaton:
             stats = {**stats, "candidate_states": shared.candidates}
             shared.copies[self.device] = self
         self._shared, self.stats = shared, stats
+        self._cache = RowCache(shared.enc.size, eos_id, self.device, self._row, self._holds_from, self._next)
+        self.fill_bitmask = self._cache.fill_bitmask  # the hot call straight to the cache: a frame less
 
     # ------------------------------------------------------------------ the public interface
 
@@ -244,101 +240,15 @@ class LazyTokenAutomaton:
         """[N] long states (-1: dead) -> [N, V] bool: token t (not EOS) iff its next state ``c'``
         has ``0 <= bound[c'] <= remaining - 1`` (``remaining``: int, [N] or None = no limit);
         EOS iff the state accepts."""
-        rows = self._rows_of(states, remaining)
-        if not rows:
-            return torch.zeros(0, self.vocab_size, dtype=torch.bool, device=self.device)
-        if len(rows) == 1:
-            return rows[0].allowed[None].clone()  # a copy: the row stays cached unchanged
-        return torch.stack([r.allowed for r in rows])
+        return self._cache.allowed(states, remaining)
 
     def fill_bitmask(
         self, bitmask: torch.Tensor, states: torch.Tensor, remaining: int | torch.Tensor | None = None
     ) -> torch.Tensor:
         """Write ``allowed(states, remaining)`` into the preallocated ``bitmask`` [N, ceil(V / 32)]
-        int32 (xgrammar's and llguidance's layout: bit ``t % 32`` of word ``t // 32`` is set iff
-        token t is allowed; the bits past V are 0) and return it: per row one copy of the state's
-        cached packed row, no tensor made (:class:`~.interface.Bitmasks`)."""
-        target = self._bitmask_view
-        if target is None or target[0] is not bitmask or target[1] != bitmask.data_ptr():
-            target = self._target(bitmask)
-        raw = target[3]
-        if isinstance(remaining, torch.Tensor) and remaining.numel() == 1:
-            remaining = int(remaining)  # one row's budget as a tensor (the logits processor's)
-        if raw is not None and target[2] == 1 and (remaining is None or type(remaining) is int):
-            # one row on the CPU, the common case: a warm state is a lookup and a memcpy
-            made = self._stepped
-            if made is not None and made[0] is states and made[2] == states.data_ptr():
-                c = made[1].tolist()  # the states step() made, read off their array: no tensor op
-            else:
-                c = (states if states.dim() == 1 else states.reshape(-1)).tolist()
-            if len(c) == 1:
-                c = c[0]
-                hot = self._hot
-                if hot is None:  # a subclass with its own rows: its warm rows by state
-                    got = self._warm.get(c) if self._warm is not None else None
-                    if got is None or not (remaining is None or (got[0] is not None and remaining > got[0])):
-                        return self._fill_one(target, c, remaining)
-                    r = got[1]
-                elif remaining is None or remaining > self._shared.most:
-                    r = hot.get(c)
-                    if r is None or r.raw is None:
-                        r = None
-                else:
-                    r = None
-                if r is not None:
-                    raw[:] = r.raw
-                    return bitmask
-        if remaining is None or type(remaining) is int:  # _rows_of, inlined: the call costs 10 %
-            row = self._row if self._hot is not None else self._warm_row
-            rows = [row(c, remaining) for c in (states if states.dim() == 1 else states.reshape(-1)).tolist()]
-        else:
-            rows = self._rows_of(states, remaining)
-        if len(rows) != target[2]:
-            target = self._target(bitmask)  # the buffer was reshaped in place: look again
-            check_bitmask(bitmask, len(rows), self.vocab_size)
-        raw = target[3]
-        if raw is None:  # on a device: one copy per row
-            for i, r in enumerate(rows):
-                if r.bits is None:
-                    self._pack(r)
-                bitmask[i].copy_(torch.from_numpy(r.bits))
-        elif len(rows) == 1:  # the common one-row case: one memcpy of the packed row
-            r = rows[0]
-            raw[:] = r.raw if r.raw is not None else self._pack(r)
-        else:
-            size = 4 * ((self.vocab_size + 31) // 32)
-            for i, r in enumerate(rows):
-                raw[i * size : (i + 1) * size] = r.raw if r.raw is not None else self._pack(r)
-        return bitmask
-
-    def _fill_one(self, target: tuple, c: int, remaining) -> torch.Tensor:
-        """:meth:`fill_bitmask` of the one state ``c`` for a subclass with its own rows (``_row``;
-        the derivative engine): its packed static rows kept per state (``_warm``: the row's
-        budget threshold ``_reach_of(c)``, None when only known for no budget, and its
-        :class:`_Row`), so that a warm state is a lookup and a copy as here; ``target`` as
-        :meth:`_target` gives it, the bitmask returned."""
-        r = self._warm_row(c, remaining)
-        target[3][:] = r.raw if r.raw is not None else self._pack(r)
-        return target[0]
-
-    def _warm_row(self, c: int, remaining: int | None) -> _Row:
-        """The :class:`_Row` of state c under ``remaining`` for a subclass with its own rows,
-        through ``_warm`` (its static row and the budget threshold ``_reach_of(c)`` above which
-        it holds; None when only known for no budget): a warm state is a lookup."""
-        warm = self._warm
-        if warm is None:
-            warm = self._warm = {}
-        got = warm.get(c)
-        if got is not None and (remaining is None or (got[0] is not None and remaining > got[0])):
-            return got[1]
-        r = self._row(c, remaining)
-        if c >= 0:  # the row is its static one when the budget cannot bite (as the subclass's _row)
-            reach = None if remaining is None else self._reach_of(c)
-            if reach is None or remaining - 1 >= reach:
-                if len(warm) >= STATIC_ROWS:
-                    warm.clear()
-                warm[c] = (reach, r)
-        return r
+        int32 (xgrammar's and llguidance's layout) and return it: per row one copy of the state's
+        cached packed row (:class:`~.interface.Bitmasks`, :meth:`.rows.RowCache.fill_bitmask`)."""
+        return self._cache.fill_bitmask(bitmask, states, remaining)
 
     def mask(
         self,
@@ -351,25 +261,7 @@ class LazyTokenAutomaton:
         """``logprobs`` [N, V] with -inf wherever ``allowed(states, remaining)`` is False (a new
         tensor, same dtype; ``inplace``: written into ``logprobs``), from the rows found on first
         visit."""
-        if isinstance(remaining, torch.Tensor) and remaining.numel() == 1:
-            remaining = int(remaining)  # one row's budget as a tensor (the logits processor's)
-        rows = self._rows_of(states, remaining)
-        if not rows:
-            return logprobs if inplace else logprobs.clone()
-        if len(rows) == 1:  # the common one-row case: the bias is only built when needed
-            ids = rows[0].ids
-            bias = self._bias(rows[0], logprobs.dtype) if ids is None else None
-            return apply_row(logprobs, bias, ids, inplace)
-        if not logprobs.is_cpu:  # one kernel for the batch
-            bias = torch.stack([self._bias(r, logprobs.dtype) for r in rows])
-            return logprobs.add_(bias) if inplace else logprobs + bias
-        # on the CPU row by row in place: a few allowed (or forbidden) tokens touch only those
-        # entries, and no [N, V] bias is stacked (half the time of stack + add at 32 x 50,000)
-        out = logprobs if inplace else logprobs.clone()
-        for i, r in enumerate(rows):
-            ids = r.ids
-            apply_row(out[i : i + 1], self._bias(r, logprobs.dtype) if ids is None else None, ids, True)
-        return out
+        return self._cache.mask(logprobs, states, remaining, inplace)
 
     def transitions(
         self, states: torch.Tensor, remaining: int | None = None
@@ -415,21 +307,7 @@ class LazyTokenAutomaton:
     def step(self, states: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         """[N] states, [N] tokens -> [N] next states (-1 if dead; -1 stays -1; EOS -> -1): the
         token's bytes read through the byte DFA (no pruning: :meth:`accepts` is the regex's)."""
-        made = self._stepped
-        if made is not None and made[0] is states and made[2] == states.data_ptr():
-            listed = made[1].tolist()  # the states the last step made, read off their array
-        else:
-            listed = states.tolist()
-        out = [self._next(c, t) for c, t in zip(listed, tokens.tolist())]
-        if self.device.type != "cpu":
-            return torch.tensor(out, dtype=torch.long, device=self.device)
-        # on the CPU through numpy (a third of torch.tensor's time), the array kept: the next
-        # fill_bitmask or step of this tensor reads its states off it without a tensor op (the
-        # same memory, so an in-place change of the tensor is seen; another memory is not it)
-        array = np.array(out, dtype=np.int64)
-        made = torch.from_numpy(array)
-        self._stepped = (made, array, made.data_ptr())
-        return made
+        return self._cache.step(states, tokens)
 
     def walk(self, tokens: Iterable[int], state: int | None = None) -> int:
         """The state after reading ``tokens`` from ``state`` (default: initial), or -1 if dead."""
@@ -453,32 +331,6 @@ class LazyTokenAutomaton:
         )
 
     # ------------------------------------------------------------------ rows
-
-    def _args(self, states: torch.Tensor, remaining) -> tuple[list[int], list[int | None]]:
-        s = states.reshape(-1).tolist()
-        if remaining is None or isinstance(remaining, int):
-            return s, [remaining] * len(s)
-        r = torch.as_tensor(remaining).reshape(-1).expand(len(s)).tolist()
-        return s, r
-
-    def _rows_of(self, states: torch.Tensor, remaining) -> list[_Row]:
-        """The :class:`_Row` of each of ``states`` [N] under ``remaining``."""
-        row = self._row if self._hot is not None else self._warm_row
-        if remaining is None or isinstance(remaining, int):  # the common case: no per-row budgets
-            return [row(c, remaining) for c in (states if states.dim() == 1 else states.reshape(-1)).tolist()]
-        return [row(c, r) for c, r in zip(*self._args(states, remaining))]
-
-    def _target(self, bitmask: torch.Tensor) -> tuple:
-        """``bitmask`` checked (int32, ``ceil(V / 32)`` words a row, contiguous), as (bitmask, its
-        data_ptr, its rows, a byte memoryview of it on the CPU or None), kept while the same tensor
-        keeps the same memory: a search fills one buffer at every step, and the checks and the
-        view cost more than the copy."""
-        words = (self.vocab_size + 31) // 32
-        if bitmask.dtype != torch.int32 or bitmask.dim() != 2 or bitmask.shape[1] != words:
-            check_bitmask(bitmask, bitmask.shape[0] if bitmask.dim() else 0, self.vocab_size)  # raises
-        raw = memoryview(bitmask.numpy()).cast("B") if bitmask.is_cpu and bitmask.is_contiguous() else None
-        target = self._bitmask_view = (bitmask, bitmask.data_ptr(), bitmask.shape[0], raw)
-        return target
 
     def _next(self, c: int, t: int) -> int:
         sh = self._shared
@@ -515,7 +367,7 @@ class LazyTokenAutomaton:
     def _canonical(self, states: np.ndarray) -> np.ndarray:
         """Candidate states -> the smallest candidate with the same token-level future: the same
         acceptance and, after the separator, a byte state of the same class (:func:`_byte_classes`;
-        never merging states that differ, so a subclass with its own states may return them)."""
+        never merging states that differ)."""
         sh = self._shared
         if sh.canon is None:
             classes = _byte_classes(sh.succ, sh.accepting[1:], _columns(sh, self.separator))
@@ -524,18 +376,12 @@ class LazyTokenAutomaton:
             sh.canon = first[inverse.reshape(-1)]
         return sh.canon[states]
 
-    def _row(self, c: int, remaining: int | None) -> _Row:
-        """The :class:`_Row` of state c under ``remaining``: its static row (kept per state in
-        ``_hot``, and per byte state or group in the LRU ``_static``) where the budget cannot
-        bite, else its length-checked row (kept per (state, remaining))."""
+    def _row(self, c: int, remaining: int | None) -> Row:
+        """The :class:`~.rows.Row` of live state c under ``remaining``: its static row (kept per
+        byte state or group in the LRU ``_static``; per state, the row cache keeps it warm) where
+        the budget cannot bite (:meth:`_holds_from`), else its length-checked row (kept per
+        (state, remaining))."""
         sh = self._shared
-        if remaining is None or remaining - 1 >= sh.most:
-            hot = self._hot.get(c)
-            if hot is not None:
-                return hot
-        if c < 0:
-            dead = self._hot[c] = self._empty()
-            return dead
         accept = bool(sh.accepting[c])
         if remaining is None or remaining - 1 >= sh.most or remaining - 1 >= self._reach_of(c):
             key = (self._row_key(int(sh.start[c] // sh.width)), accept)
@@ -543,16 +389,11 @@ class LazyTokenAutomaton:
             if entry is None:
                 sh.walks += 1
                 tok, _ = self._walk(c)
-                entry = self._static[key] = self._entry(tok, accept)
+                entry = self._static[key] = self._cache.entry(tok, accept)
                 if len(self._static) > STATIC_ROWS:
-                    _, evicted = self._static.popitem(last=False)
-                    # the states' shortcuts to it go with it: at most STATIC_ROWS rows kept
-                    self._hot = {q: e for q, e in self._hot.items() if e is not evicted}
+                    self._static.popitem(last=False)
             else:
                 self._static.move_to_end(key)
-            if len(self._hot) >= 4 * STATIC_ROWS:  # many states sharing rows: start again
-                self._hot.clear()
-            self._hot[c] = entry
             return entry
         got = self._budgeted.get((c, remaining))
         if got is not None:
@@ -563,7 +404,13 @@ class LazyTokenAutomaton:
             self._budgeted.popitem(last=False)
         return got
 
-    def _exact_row(self, c: int, remaining: int, accept: bool) -> _Row:
+    def _holds_from(self, c: int, remaining: int) -> int:
+        """The budget from which :meth:`_row` gives c's static row (``remaining - 1`` at least
+        it): the largest bound anywhere when that is below ``remaining - 1``, else c's reach."""
+        most = self._shared.most
+        return most if remaining - 1 >= most else self._reach_of(c)
+
+    def _exact_row(self, c: int, remaining: int, accept: bool) -> Row:
         """The length-checked row of c: its tokens whose next state's fewest tokens to
         acceptance (``bound``, or the whole automaton's where :attr:`exact`) fit in
         ``remaining - 1``."""
@@ -578,7 +425,7 @@ class LazyTokenAutomaton:
         tok, nxt = exact
         need = sh.exact_need()
         need = (sh.bound if need is None else need)[nxt]
-        return self._entry(tok[(need >= 0) & (need <= remaining - 1)], accept)
+        return self._cache.entry(tok[(need >= 0) & (need <= remaining - 1)], accept)
 
     def _reach_of(self, c: int) -> int:
         """The largest ``bound`` of a token end within L bytes of candidate c (:func:`_reach`,
@@ -600,51 +447,6 @@ class LazyTokenAutomaton:
             sh.group = _groups(sh.succ, sh.bound, sh.depth)
             self.stats["row_groups"] = int(sh.group.max()) + 1
         return ("group", int(sh.group[q]))
-
-    def _entry(self, tok: np.ndarray, accept: bool) -> _Row:
-        """The :class:`_Row` allowing the tokens ``tok`` (and EOS if ``accept``)."""
-        if accept and self.eos_id is not None:
-            tok = np.append(tok, self.eos_id)  # the walk's tokens are distinct and never EOS
-        cols = torch.from_numpy(tok)
-        dense = np.zeros(self.vocab_size, dtype=bool)
-        dense[tok] = True
-        row = torch.from_numpy(dense)
-        ids = None
-        if interface.decides_on_host(self.device):  # the allowed ids are at hand: no pass over the row
-            few = len(tok) <= self.vocab_size // SPARSE
-            ids = (True, cols) if few else sparse_ids(row, len(tok))
-        return _Row(row.to(self.device), ids)
-
-    def _empty(self) -> _Row:
-        return self._entry(np.zeros(0, dtype=np.int64), False)
-
-    def _bias(self, entry: _Row, dtype: torch.dtype) -> torch.Tensor:
-        biases, row = entry.biases, entry.allowed
-        if dtype not in biases:
-            biases[dtype] = torch.zeros(row.shape, dtype=dtype, device=row.device).masked_fill(~row, NEG_INF)
-        return biases[dtype]
-
-    @staticmethod
-    def _pack(entry: _Row) -> memoryview:
-        """Pack ``entry``'s row (:func:`~.masks.pack_bits`) on first need: ``bits``, and ``raw``
-        its bytes; returns ``raw``."""
-        entry.bits = pack_bits(entry.allowed.cpu().numpy())
-        entry.raw = memoryview(entry.bits).cast("B")
-        return entry.raw
-
-
-class _Row:
-    """One state's cached answer: ``allowed`` [V] bool (on the automaton's device), its 0 / -inf
-    ``biases`` [V] by dtype (made on first need), ``ids`` the few allowed (keep, cols) or
-    forbidden tokens or None (:func:`~.masks.sparse_ids`; CPU only), and ``bits`` [ceil(V / 32)]
-    int32, the row packed for :meth:`LazyTokenAutomaton.fill_bitmask`, and ``raw`` its bytes
-    (both None until first asked for)."""
-
-    __slots__ = ("allowed", "biases", "ids", "bits", "raw")
-
-    def __init__(self, allowed: torch.Tensor, ids) -> None:
-        self.allowed, self.ids, self.bits, self.raw = allowed, ids, None, None
-        self.biases: dict[torch.dtype, torch.Tensor] = {}
 
 
 def _singles(enc: EncodedVocab, eos_id: int | None) -> tuple[np.ndarray, np.ndarray, bool]:
