@@ -49,6 +49,8 @@ from bench_structured import (  # noqa: E402
 )
 
 _AB = "abbabaabbbababbaabab" * 20
+_SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]  # 70
+_WORDS = [a + b + c for a in _SYLLABLES for b in _SYLLABLES for c in _SYLLABLES][::34][:10_000]
 REACH = {  # name -> (pattern, a matching text or a prefix of one)
     "date": (PATTERNS["date"], "2024-05-17"),
     "ab18": (r"(a|b)*a(a|b){18}", _AB),
@@ -60,6 +62,7 @@ REACH = {  # name -> (pattern, a matching text or a prefix of one)
         r"(?:[a-z]+ ){50}",
         " ".join(("the cat sat on the mat and the dog ran far away " * 6).split()[:50]) + " ",
     ),
+    "words10k": ("(?:" + "|".join(_WORDS) + ")", _WORDS[7_777]),  # an alternation of 10,000 words
 }
 ENGINES = ("decodekit", "xgrammar", "llguidance")
 
@@ -135,7 +138,9 @@ def print_row(row: dict, names: list[str], date: dict | None) -> None:
             ratio = f" ({cold / ref:.1f}x / {warm / ref:.1f}x)"
         compile_ms = 1e3 * r["compile"]["cpu"]
         cells.append(f"{compile_ms:.1f} / {cold:.0f} / {warm:.1f} / {apply:.1f}{ratio} / {r['peak_mb']:.0f}")
-    print(f"| `{row['pattern']}` | {' | '.join(cells)} |", flush=True)
+    pattern = row["pattern"]
+    label = f"`{pattern}`" if len(pattern) <= 60 else f"{row['name']} ({len(pattern):,} characters)"
+    print(f"| {label.replace('|', chr(92) + '|')} | {' | '.join(cells)} |", flush=True)
 
 
 def parse_args(argv=None):

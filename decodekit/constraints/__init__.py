@@ -3,8 +3,9 @@ separator), a :class:`Compiler` for it (``.regex``, ``.expression``, ``.json_sch
 ``.grammar``) and the :class:`TokenConstraint` it returns, accepting exactly the token sequences
 whose text ``separator.join(tokens)`` is in the language (``compile_regex(pattern,
 token_strings, eos_id, separator)`` is the one-line convenience); the decoders read a
-TokenConstraint, one beam per state needs the :class:`StateTables` refinement, and :func:`fill_bitmask` writes any
-constraint's masks into a preallocated packed bitmask (:class:`Bitmasks`: the peers' form).
+TokenConstraint, one beam per state needs the :class:`StateTables` refinement, and
+:func:`fill_bitmask` writes any constraint's masks into a preallocated packed bitmask
+(:class:`Bitmasks`: the peers' form).
 Names are imported on first use (PEP 562): ``DEFAULT_MAX_STATES`` is read without importing
 numpy or torch (``--help``).
 """
