@@ -309,3 +309,18 @@ def test_commands_are_registered_from_one_table():
     assert not back, back
     listed = {f"{name}={where.split(':')[0].rsplit('.', 1)[1]}" for name, where in COMMANDS.items()}
     assert defined == listed
+
+
+def test_no_private_name_crosses_a_module():
+    """A module's ``_name`` is its own: nothing imports it from another module of the package
+    (what another module needs is public, named for what it is)."""
+    bad = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("decodekit"):
+                bad += [
+                    f"{path.relative_to(PACKAGE.parent)}:{node.lineno} imports {node.module}.{a.name}"
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                ]
+    assert not bad, "\n".join(bad)

@@ -14,10 +14,11 @@ import numpy as np
 import torch
 
 from decodekit.constraints.automata.chardfa import CharDFA, build_char_dfa, minimized
-from decodekit.constraints.automata.derivatives import CharLevel, Pattern, intersect, short_label
+from decodekit.constraints.automata.charlevel import CharLevel
 from decodekit.constraints.automata.eagerbytes import EagerBytes
 from decodekit.constraints.automata.graph import distances_to_accept
 from decodekit.constraints.automata.lazybytes import LazyBytes
+from decodekit.constraints.automata.pattern import Pattern, intersect, short_label
 from decodekit.constraints.automata.product import components, describe, first_char_gate, listed, product
 from decodekit.constraints.automata.utf8 import ascii_byte_dfa, byte_dfa, code_point_classes
 from decodekit.constraints.syntax.parser import parse

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from decodekit.constraints import DEFAULT_MAX_STATES
-from decodekit.constraints.automata.derivatives import Pattern
+from decodekit.constraints.automata.pattern import Pattern
 from decodekit.constraints.build import Laziness, is_grammar, parsed
 from decodekit.constraints.compiler import default_compiler, forget_defaults
 from decodekit.constraints.tokens.interface import StateTables, TokenConstraint, provides
@@ -60,7 +60,7 @@ def compile_regex(
     (``regex.search`` finds nothing). They are compiled as one product automaton
     (:mod:`decodekit.constraints.automata.product`) whose ``pattern`` reads ``(A) & (B) & !(R)``; an empty
     ``pattern`` list with excludes means "any text but". One pattern without excludes is
-    compiled exactly as a string. A :class:`~decodekit.constraints.automata.derivatives.Pattern`
+    compiled exactly as a string. A :class:`~decodekit.constraints.automata.pattern.Pattern`
     expression (regexes combined with ``&``, ``|``, ``~`` at any depth) is compiled by the
     derivative engine (its ``exclude`` becomes ``& ~(.*R.*)``).
 

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from decodekit.constraints import DEFAULT_MAX_STATES
-from decodekit.constraints.automata.derivatives import Pattern, excluding
+from decodekit.constraints.automata.pattern import Pattern, excluding
 from decodekit.constraints.automata.product import as_patterns
 from decodekit.constraints.build import Laziness, build, is_grammar
 from decodekit.constraints.build import Vocabulary as _Prepared

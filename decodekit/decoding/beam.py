@@ -67,7 +67,7 @@ def _start_beam(search: Search, batch: int) -> tuple[Select, Selection]:
     return select, Selection(cum.view(-1), None if states is None else states.view(-1))
 
 
-def _check_beam(settings) -> None:
+def check_beam(settings) -> None:
     s = settings
     at_least("beam_size", s.beam_size), at_least("n_best", s.n_best), real("length_penalty", s.length_penalty)
 
@@ -300,7 +300,7 @@ def visited_selection(
     return select
 
 
-def _beam_units(settings) -> float:
+def beam_units(settings) -> float:
     """[N, V] float32 tensors at a step's peak (measured on the PTB LSTM: 4.6 at K = 2000): the
     model's logits and log-probabilities, the normalisation check's temporaries, the rows copied
     for the beams. Wide beams peak higher (the flattened [B, K*V] candidate sums and the gathers
@@ -313,7 +313,7 @@ def _anderson_units(settings) -> float:
     """A beam's units, plus a masked copy per group of tokens, the candidates and their sums (4.6
     units at 600 rows, 3 at 50,000); at K = 10,000 (2 states, the PTB LSTM) it peaked at 11.2 GB
     where 6 units said 7.7 GB (0.76 of the estimate at K = 2,000): 3 more from K = 1,000 on."""
-    return _beam_units(settings) + 2.5 + 3 * (settings.beam_size >= 1000)
+    return beam_units(settings) + 2.5 + 3 * (settings.beam_size >= 1000)
 
 
 ANDERSON = Strategy(
@@ -327,7 +327,7 @@ ANDERSON = Strategy(
     ranked=True,
     knob="beam_size",
     returns="n_best",
-    check=_check_beam,
+    check=check_beam,
     finish=_warn_if_short,
 )
 BEAM = dataclasses.replace(
@@ -335,7 +335,7 @@ BEAM = dataclasses.replace(
     what="beam search",
     start=_start_beam,
     rows=lambda settings, states: settings.beam_size,
-    working_set=_beam_units,
+    working_set=beam_units,
     needs="masks",
     transformers=("num_beams", "beam_size"),
     constrained=ANDERSON,

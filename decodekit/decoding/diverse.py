@@ -22,7 +22,7 @@ import dataclasses
 import torch
 
 from decodekit.constraints import TokenConstraint
-from decodekit.decoding.beam import BEAM, _beam_units, _check_beam, beam_selection
+from decodekit.decoding.beam import BEAM, beam_selection, beam_units, check_beam
 from decodekit.decoding.search import NEG_INF, Search, Select, Selection
 from decodekit.models.base import model_device
 from decodekit.util.checks import at_least, real, require
@@ -93,7 +93,7 @@ def _start_diverse(search: Search, batch: int) -> tuple[Select, Selection]:
 
 def check_diverse(settings) -> None:
     """beam_size a multiple of num_beam_groups (as transformers requires), a penalty >= 0."""
-    _check_beam(settings)
+    check_beam(settings)
     at_least("num_beam_groups", settings.num_beam_groups)
     real("diversity_penalty", settings.diversity_penalty, 0.0)
     groups, beam = settings.num_beam_groups, settings.beam_size
@@ -110,7 +110,7 @@ DIVERSE_BEAM = dataclasses.replace(
     what="diverse beam search",
     start=_start_diverse,
     # a beam's units, plus a group's copy of its rows and its penalised copy (G > 1)
-    working_set=lambda settings: _beam_units(settings) + (settings.num_beam_groups > 1),
+    working_set=lambda settings: beam_units(settings) + (settings.num_beam_groups > 1),
     reads=(*BEAM.reads, "num_beam_groups", "diversity_penalty"),
     transformers=None,
     constrained=None,

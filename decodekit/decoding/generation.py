@@ -239,7 +239,7 @@ class GenerationConfig(Settings):
             require(ok, f"constraint must be a regex string or a non-empty list of them, got {shown(c)}")
             object.__setattr__(self, "constraint", c[0] if len(c) == 1 else tuple(c))
         elif c is not None and not isinstance(c, str):
-            from decodekit.constraints.automata.derivatives import Pattern
+            from decodekit.constraints.automata.pattern import Pattern
             from decodekit.constraints.build import is_grammar
             from decodekit.constraints.tokens.interface import provides
 

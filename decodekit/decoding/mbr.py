@@ -22,7 +22,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 
-from decodekit.decoding.rowwise import SAMPLE, _check_sampling
+from decodekit.decoding.rowwise import SAMPLE, check_sampling
 from decodekit.errors import ConfigError
 from decodekit.outputs import Hypothesis
 from decodekit.util.checks import at_least, require, shown
@@ -99,7 +99,7 @@ def _rank(out, settings):
 
 
 def _check(settings) -> None:
-    _check_sampling(settings), at_least("n_best", settings.n_best), utility_of(settings.mbr_utility)
+    check_sampling(settings), at_least("n_best", settings.n_best), utility_of(settings.mbr_utility)
 
 
 MBR = dataclasses.replace(

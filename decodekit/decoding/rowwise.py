@@ -77,7 +77,7 @@ def sample(
     return run(plan(model, prompt, settings, max_memory=max_memory), record=record)
 
 
-def _check_sampling(settings) -> None:
+def check_sampling(settings) -> None:
     s = settings
     processors.validate(s.temperature, s.top_k, s.top_p, s.min_p, s.typical_p, s.epsilon_cutoff, s.eta_cutoff)
     at_least("num_samples", s.num_samples)
@@ -167,5 +167,5 @@ SAMPLE = Strategy(
     knob="num_samples",
     returns="num_samples",
     transformers=("do_sample", None),
-    check=_check_sampling,
+    check=check_sampling,
 )

@@ -28,8 +28,8 @@ from decodekit.constraints import (
     intersect,
     union,
 )
-from decodekit.constraints.automata import derivatives
-from decodekit.constraints.automata.derivatives import CharLevel
+from decodekit.constraints.automata import algebra, pattern, shortest
+from decodekit.constraints.automata.charlevel import CharLevel
 from decodekit.constraints.tokens.trie import encode_vocab
 from tests.constraints.test_boundaries import FIXED
 from tests.support.regex_strategies import SYNTAX_LEAVES, regexes, vocabularies
@@ -125,7 +125,7 @@ def test_random_boundary_regexes_agree(pattern):
 
 def test_symbolic_repetition_is_one_node():
     char = CharLevel(Pattern("a{10000}"))
-    assert char.root.op == derivatives.REP and char.root.lo == 10000
+    assert char.root.op == algebra.REP and char.root.lo == 10000
     q = char.initial
     for _ in range(3):
         q = char.step(q, char.utf8["ascii"][ord("a")])
@@ -242,7 +242,7 @@ def test_an_expression_over_a_word_vocabulary_is_built_whole():
 def test_contradictions_and_budgets_are_clear_errors(monkeypatch):
     with pytest.raises(ConstraintError, match="no token sequence"):
         derived(Pattern("a+") & Pattern("b+"), ["a", "b"])
-    monkeypatch.setattr(derivatives, "SEARCH_BUDGET", 50)
+    monkeypatch.setattr(shortest, "SEARCH_BUDGET", 50)
     with pytest.raises(ConstraintError, match="searched more than 50 states"):
         derived(Pattern(".*") & ~Pattern(".*") | Pattern("a{200}") & ~Pattern("a*b"), ["a", "b"])
 
@@ -430,10 +430,10 @@ def _build_cat(expr):
         return Pattern(expr)
     op, args = expr
     if op == "rep":
-        return derivatives.repeat(_build_cat(args[0]), args[1], args[2])
+        return pattern.repeat(_build_cat(args[0]), args[1], args[2])
     parts = [_build_cat(a) for a in args]
     if op == "cat":
-        return derivatives.concat(*parts)
+        return pattern.concat(*parts)
     return intersect(*parts) if op == "and" else union(*parts) if op == "or" else complement(parts[0])
 
 
@@ -502,7 +502,7 @@ def test_an_expressions_error_message_shows_a_short_label():
         compile_regex(Pattern(long) & "c+", ["a", "b", "<eos>"], 2, " ")  # a word vocabulary: built whole
     message = str(e.value)
     assert "no token sequence" in message and "\n" not in message
-    assert long[: derivatives.MESSAGE_CHARS - 10] in message and long not in message
+    assert long[: pattern.MESSAGE_CHARS - 10] in message and long not in message
 
 
 @pytest.mark.parametrize("expr", [Pattern("c") & "c+", Pattern("a") & "b", ~Pattern("(?s:.*)")])

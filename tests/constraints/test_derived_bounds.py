@@ -14,7 +14,7 @@ import regex
 import torch
 
 from decodekit.constraints import DerivedTokenAutomaton, Pattern, compile_regex
-from decodekit.constraints.automata.derivatives import CharLevel
+from decodekit.constraints.automata.charlevel import CharLevel
 from decodekit.constraints.tokens.trie import encode_vocab
 from tests.constraints.test_derivatives import same_masks
 

@@ -14,7 +14,7 @@ import regex
 import torch
 
 from decodekit.constraints import Pattern
-from decodekit.constraints.automata.derivatives import CharLevel
+from decodekit.constraints.automata.charlevel import CharLevel
 from decodekit.constraints.tokens.derived import DerivedTokenAutomaton
 from decodekit.constraints.tokens.trie import encode_vocab
 

@@ -94,7 +94,7 @@ def test_distinct_columns_verifies_hash_groups(monkeypatch):
     table = np.array([[0, 1, 0, 2], [1, 1, 1, -1]] * 20)  # 40 rows x 2 bits: hashed, not packed
     cols, which = graph.distinct_columns(table)
     assert np.array_equal(cols[:, which], table) and cols.shape[1] == 3
-    monkeypatch.setattr(graph, "_MIX", np.zeros(64, dtype=np.uint64))  # every column collides
+    monkeypatch.setattr(graph, "HASH_MIX", np.zeros(64, dtype=np.uint64))  # every column collides
     cols, which = graph.distinct_columns(table)
     assert np.array_equal(cols[:, which], table) and cols.shape[1] == 3
 

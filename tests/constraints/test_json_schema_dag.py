@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import decodekit
-from decodekit.constraints.automata.derivatives import LABEL_CHARS, Pattern, concat, union
+from decodekit.constraints.automata.pattern import LABEL_CHARS, Pattern, concat, union
 from decodekit.constraints.frontends.schema import MAX_PATTERN_CHARS, json_schema, limits
 from decodekit.errors import ConstraintError, ConstraintTooLarge
 from decodekit.vocab import Vocab

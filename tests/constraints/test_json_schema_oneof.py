@@ -12,7 +12,7 @@ import pytest
 
 import decodekit
 from decodekit.constraints import compile_regex
-from decodekit.constraints.automata.derivatives import Pattern
+from decodekit.constraints.automata.pattern import Pattern
 from decodekit.constraints.frontends.schema import json_schema
 from decodekit.errors import ConstraintError
 from tests.constraints.test_json_schema import VOCAB, valid

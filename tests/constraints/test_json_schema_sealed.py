@@ -11,7 +11,7 @@ import regex
 
 import decodekit
 import decodekit.constraints.frontends.schema as schema_module
-from decodekit.constraints.automata.derivatives import Pattern
+from decodekit.constraints.automata.pattern import Pattern
 from decodekit.constraints.frontends.schema import MAX_ANY_ORDER, json_schema, limits
 from decodekit.errors import ConstraintError
 from tests.constraints.test_json_schema import VOCAB, valid

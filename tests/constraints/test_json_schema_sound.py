@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import decodekit
-from decodekit.constraints.automata.derivatives import Pattern
+from decodekit.constraints.automata.pattern import Pattern
 from decodekit.constraints.frontends.schema import MAX_REF_UNROLL, json_schema, limits
 from decodekit.errors import ConstraintError
 from tests.constraints.test_json_schema import VOCAB, valid

@@ -19,20 +19,15 @@ import regex
 import torch
 
 from decodekit.constraints import Pattern, compile_regex
-from decodekit.constraints.automata.chardfa import _partition
-from decodekit.constraints.automata.derivatives import (
-    CAT,
-    OR,
-    REP,
-    SET,
-    CharLevel,
-    _collect_sets,
-    _utf8_tables,
-)
+from decodekit.constraints.automata.algebra import CAT, OR, REP, SET
+from decodekit.constraints.automata.chardfa import partition_characters
+from decodekit.constraints.automata.charlevel import CharLevel
+from decodekit.constraints.automata.classdag import utf8_tables
+from decodekit.constraints.automata.conversion import collect_sets
 from decodekit.constraints.automata.lazybytes import LazyBytes
 from decodekit.constraints.automata.utf8 import code_point_classes
 from decodekit.constraints.frontends.schema import json_schema
-from decodekit.constraints.syntax import parser as parser_module
+from decodekit.constraints.syntax import classes as classes_module
 from decodekit.constraints.syntax.parser import parse
 from decodekit.errors import ConstraintError
 from tests.constraints.test_derived_bounds import derived
@@ -238,16 +233,16 @@ def test_shared_utf8_dag_is_the_whole_unicode_one(r, cut):
     continuation bytes) as those built from all of Unicode."""
     ast, boundaries = parse(r)
     sets: dict = {}
-    _collect_sets(ast, sets)
-    explicit, other, _, _, _ = _partition(list(sets), boundaries)
+    collect_sets(ast, sets)
+    explicit, other, _, _, _ = partition_characters(list(sets), boundaries)
     assert all(ord(c) < 0x80 for c in explicit)
     available = None
     if cut:
         available = torch.ones(256, dtype=torch.bool).numpy()
         available[[0x80, 0x85, 0xA0, 0xBF, 0xC3]] = False
     classes = code_point_classes(other, explicit)
-    shared = _utf8_tables(classes, available, other, explicit)
-    whole = _utf8_tables(code_point_classes(other, explicit), available)
+    shared = utf8_tables(classes, available, other, explicit)
+    whole = utf8_tables(code_point_classes(other, explicit), available)
     assert _shapes(shared) == _shapes(whole)
 
 
@@ -284,7 +279,7 @@ def test_plain_classes_read_at_once_as_the_general_reader_reads_them(monkeypatch
         patterns.append("[" + "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 6))) + "]")
     patterns = [f"{flags}{p}{tail}" for p in patterns for flags, tail in (("", ""), ("(?i)", "x?"))]
     fast = [_parsed_or_error(p) for p in patterns]
-    monkeypatch.setattr(parser_module, "_PLAIN_CLASS", regex_module.compile(r"(?!)"))
+    monkeypatch.setattr(classes_module, "_PLAIN_CLASS", regex_module.compile(r"(?!)"))
     general = [_parsed_or_error(p) for p in patterns]
     assert fast == general
     assert sum(f[0] != "error" for f in fast) > 300

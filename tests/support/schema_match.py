@@ -6,7 +6,7 @@ from __future__ import annotations
 import regex
 
 import decodekit
-from decodekit.constraints.automata.derivatives import Pattern
+from decodekit.constraints.automata.pattern import Pattern
 from decodekit.constraints.grammar.cfg import CFG
 from decodekit.errors import ConstraintError
 

@@ -170,7 +170,7 @@ class _NFA:
         return entry, end
 
 
-def _partition(sets, split_words: bool):
+def partition_characters(sets, split_words: bool):
     """Character classes: characters named by the same sets and with the same (used) predicate
     bits share a class. Returns (explicit char -> class, other [8], member [G, C] bool, word [C],
     examples)."""
@@ -246,7 +246,7 @@ def build_char_dfa(ast, has_boundaries: bool, max_states: int, minimal: bool = T
     character edges, and its row one cell per class; past either budget, ConstraintError."""
     nfa = _NFA(limit=max(10 * max_states, 100_000))
     start, final = nfa.build(ast)
-    explicit, other, member, word, examples = _partition(nfa.sets, has_boundaries)
+    explicit, other, member, word, examples = partition_characters(nfa.sets, has_boundaries)
     num_classes = member.shape[1]
     accepted = member.sum(axis=1).tolist()
     weight = [  # most NFA states have no character edge or one

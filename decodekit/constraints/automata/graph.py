@@ -146,7 +146,7 @@ def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return uniq.view(rows.dtype).reshape(len(uniq), width), inverse.reshape(-1)
 
 
-_MIX = np.random.default_rng(12345).integers(1, 2**63, size=64, dtype=np.uint64) | np.uint64(1)
+HASH_MIX = np.random.default_rng(12345).integers(1, 2**63, size=64, dtype=np.uint64) | np.uint64(1)
 
 
 def first_and_inverse(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -186,7 +186,7 @@ def distinct_columns(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         keys = ((table - low).astype(np.uint64) << shifts).sum(axis=0)  # disjoint bit fields
         first, which = first_and_inverse(keys)
         return np.take(table, first, axis=1), which
-    mix = np.resize(_MIX, s) * (np.arange(s, dtype=np.uint64) * np.uint64(2) + np.uint64(1))
+    mix = np.resize(HASH_MIX, s) * (np.arange(s, dtype=np.uint64) * np.uint64(2) + np.uint64(1))
     keys = (table.astype(np.uint64) * mix[:, None]).sum(axis=0)  # wraps modulo 2**64
     first, which = first_and_inverse(keys)
     columns = np.take(table, first, axis=1)

@@ -1,4 +1,4 @@
-"""The UTF-8 byte level of a :class:`~decodekit.constraints.automata.derivatives.CharLevel`,
+"""The UTF-8 byte level of a :class:`~decodekit.constraints.automata.charlevel.CharLevel`,
 built on first visit.
 
 A byte state is a character state q between characters (``level`` 0), or q followed by the
@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from decodekit.constraints.automata.derivatives import CAT, OR, REP, SET, CharLevel, Expr
+from decodekit.constraints.automata.algebra import CAT, OR, REP, SET, Expr
+from decodekit.constraints.automata.charlevel import CharLevel
 from decodekit.constraints.automata.graph import (
     distances_to_accept,
     distinct_columns,

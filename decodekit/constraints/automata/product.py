@@ -99,8 +99,8 @@ def components(patterns: Sequence[str], excludes: Sequence[str], max_states: int
     dot = parse(ANY_TEXT)[0]
     for pattern in excludes:
         ast, boundaries = parse(pattern)
-        _refuse_anchors(ast, pattern)
-        _refuse_first_char_test(pattern)
+        refuse_anchors(ast, pattern)
+        refuse_first_char_test(pattern)
         ast = Node.seq((dot, ast, dot))
         out.append(_component(ast, boundaries, max_states, True))
     return out
@@ -113,7 +113,7 @@ def _component(ast, boundaries: bool, max_states: int, exclude: bool) -> Compone
     return Component(dfa, code_point_classes(dfa.other, dfa.explicit), exclude)
 
 
-def _refuse_anchors(ast: Node, pattern: str) -> None:
+def refuse_anchors(ast: Node, pattern: str) -> None:
     """``^``/``$`` in an exclude would be no-ops inside ``.*(?:R).*``: refused, not misread."""
     stack = [ast]
     while stack:
@@ -127,7 +127,7 @@ def _refuse_anchors(ast: Node, pattern: str) -> None:
             stack.extend(node.items)
 
 
-def _refuse_first_char_test(pattern: str) -> None:
+def refuse_first_char_test(pattern: str) -> None:
     """An exclude is matched anywhere (``regex.search``), and ``regex`` skips the start positions
     whose character its first-character test rejects: a gate at every position, which a
     product of whole-text automata cannot express. Refused rather than misread."""

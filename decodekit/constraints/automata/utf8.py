@@ -61,14 +61,14 @@ class ByteDFA:
 
 
 @functools.lru_cache(maxsize=1)
-def _bits_blocks() -> tuple[np.ndarray, np.ndarray]:
+def predicate_bit_blocks() -> tuple[np.ndarray, np.ndarray]:
     """The distinct 64-code-point blocks of predicate bits: (rows [G, 64] uint8, block -> row
     [_BLOCKS])."""
     return unique_rows(predicate_bits().reshape(_BLOCKS, 64))
 
 
 @functools.lru_cache(maxsize=1)
-def _layout() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def utf8_layout() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The fixed shape of UTF-8, as block indices.
 
     Returns (two [256] block of each 2-byte lead byte or -1; three [16, 64] block after each
@@ -134,7 +134,7 @@ class CodePointClasses:
         if self._tables is None:
             other, explicit = self._other, self._explicit
             if not self._uniform:
-                bit_rows, block = _bits_blocks()
+                bit_rows, block = predicate_bit_blocks()
                 rows = other[bit_rows]
             else:
                 rows, block = np.full((1, 64), other[0], dtype=np.int64), np.zeros(_BLOCKS, dtype=np.int64)
@@ -181,10 +181,10 @@ def byte_dfa(
         # [q, 256] table (65,536 states x 256 bytes would be 134 MB, copied several times)
         small, byte_of, _ = _ascii_columns(table, classes, np.int64)
         return _trim(small, accepting, q, available, byte_of, minimal)
-    two, three, four, lead = _layout()
+    two, three, four, lead = utf8_layout()
     block_node = classes.block  # level 1: after all but the last byte, a row of 64 classes
     # level 2: after a 3-byte lead, or a 4-byte lead and one continuation: 64 level-1 nodes
-    sig2 = np.concatenate([_node_of(block_node, three), _node_of(block_node, four.reshape(-1, 64))])
+    sig2 = np.concatenate([level1_nodes(block_node, three), level1_nodes(block_node, four.reshape(-1, 64))])
     l2_sig, l2_of = _unique_rows(sig2, len(classes.rows))
     l2_three, l2_four = l2_of[:16], l2_of[16:].reshape(5, 64)
     l2_four = np.where((four >= 0).any(-1), l2_four, -1)
@@ -286,7 +286,7 @@ def _unique_rows(rows: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
     return uniq.astype(np.int64), inverse
 
 
-def _node_of(block_node: np.ndarray, blocks: np.ndarray) -> np.ndarray:
+def level1_nodes(block_node: np.ndarray, blocks: np.ndarray) -> np.ndarray:
     """Level-1 node of each block index (-1 stays -1)."""
     return np.where(blocks >= 0, block_node[np.maximum(blocks, 0)], -1)
 

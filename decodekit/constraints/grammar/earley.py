@@ -38,8 +38,9 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from decodekit.constraints.automata.derivatives import CharLevel, Pattern, union
+from decodekit.constraints.automata.charlevel import CharLevel
 from decodekit.constraints.automata.lazybytes import LazyBytes
+from decodekit.constraints.automata.pattern import Pattern, union
 from decodekit.constraints.automata.protocol import UNKNOWN
 from decodekit.constraints.grammar.cfg import CFG
 from decodekit.errors import ConstraintError, ConstraintTooLarge

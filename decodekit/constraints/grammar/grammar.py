@@ -178,7 +178,7 @@ class GrammarAndPattern:
 
     @classmethod
     def of(cls, grammar: Grammar, other) -> GrammarAndPattern:
-        from decodekit.constraints.automata.derivatives import Pattern
+        from decodekit.constraints.automata.pattern import Pattern
 
         if isinstance(other, (Grammar, GrammarAndPattern)):
             raise ConstraintError(

@@ -38,15 +38,13 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import torch
 
-from decodekit.constraints.automata.derivatives import (
-    CharLevel,
-    short_label,
-)
+from decodekit.constraints.automata.charlevel import CharLevel
 from decodekit.constraints.automata.eagerbytes import EagerBytes
 from decodekit.constraints.automata.graph import (
     spans,
 )
 from decodekit.constraints.automata.lazybytes import UNKNOWN, LazyBytes
+from decodekit.constraints.automata.pattern import short_label
 from decodekit.constraints.automata.protocol import ByteAutomaton
 from decodekit.constraints.tokens import interface
 from decodekit.constraints.tokens.fewest import FewestTokens

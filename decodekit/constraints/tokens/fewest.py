@@ -17,20 +17,12 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from decodekit.constraints.automata.derivatives import (
-    AND,
-    CAT,
-    NOT,
-    OR,
-    REP,
-    SET,
-    CharLevel,
-    Expr,
-    short_label,
-)
+from decodekit.constraints.automata.algebra import AND, CAT, NOT, OR, REP, SET, Expr
+from decodekit.constraints.automata.charlevel import CharLevel
 from decodekit.constraints.automata.eagerbytes import EagerBytes
 from decodekit.constraints.automata.graph import distances_to_accept, distinct_columns, minimize_with_blocks
 from decodekit.constraints.automata.lazybytes import UNKNOWN
+from decodekit.constraints.automata.pattern import short_label
 from decodekit.constraints.automata.protocol import ByteAutomaton
 from decodekit.constraints.automata.utf8 import ByteDFA
 from decodekit.constraints.tokens.lift import lift

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 
-from decodekit.constraints.automata.derivatives import Pattern
+from decodekit.constraints.automata.pattern import Pattern
 from decodekit.constraints.frontends.schema import limits
 from decodekit.constraints.frontends.schema.clauses import Context
 from decodekit.constraints.frontends.schema.compiler import Compiler
@@ -61,7 +61,7 @@ def json_schema(
         A pattern for :func:`decodekit.compile_regex` (or ``constraint=``); every text it fully
         matches is JSON valid against ``schema``: a regex ``str`` when no intersection is
         needed and one regex text of at most :data:`limits.STR_STATES` NFA states says it, else a
-        :class:`~decodekit.constraints.automata.derivatives.Pattern` (a string with several of
+        :class:`~decodekit.constraints.automata.pattern.Pattern` (a string with several of
         ``pattern``, ``format``, ``minLength``/``maxLength``: their intersection; a larger
         schema: regex texts joined as Pattern leaves).
 

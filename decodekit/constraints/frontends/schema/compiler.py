@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 import json
 
-from decodekit.constraints.automata.derivatives import Pattern, complement, intersect
+from decodekit.constraints.automata.pattern import Pattern, complement, intersect
 from decodekit.constraints.frontends.ecma import translate
 from decodekit.constraints.frontends.schema import limits
 from decodekit.constraints.frontends.schema.clauses import (

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextvars
 
-from decodekit.constraints.automata.derivatives import Pattern, concat, repeat, union
+from decodekit.constraints.automata.pattern import Pattern, concat, repeat, union
 from decodekit.constraints.frontends.ecma import translate
 from decodekit.constraints.frontends.schema import limits
 from decodekit.constraints.frontends.schema.formats import CHAR, CHAR_STATES

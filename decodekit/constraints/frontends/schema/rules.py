@@ -21,7 +21,7 @@ equivalent: refused with :class:`RecursionNotLowered`, and the front end falls b
 
 from __future__ import annotations
 
-from decodekit.constraints.automata.derivatives import Pattern, concat
+from decodekit.constraints.automata.pattern import Pattern, concat
 from decodekit.constraints.grammar.cfg import CFG, Rule, Terminal
 from decodekit.constraints.grammar.reduce import reduce
 from decodekit.errors import ConstraintError
