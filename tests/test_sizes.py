@@ -1,6 +1,6 @@
 """Files and classes stay small enough to hold in one's head (issue 37): no module of the package
-over 800 lines, no class over 400. The classes still over it are listed with their size today, and
-the list only shrinks: an entry that is no longer needed fails the test."""
+over 800 lines, no class over 400. A class allowed over it for a while is listed in ``OVER`` with its
+size, and the list only shrinks: an entry that is no longer needed fails the test."""
 
 import ast
 from pathlib import Path
@@ -10,9 +10,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "decodekit"
 MAX_FILE_LINES = 800
 MAX_CLASS_LINES = 400
-OVER = {  # "module path::Class" -> its lines today; cut it by concept, then drop the entry
-    "constraints/grammar/earley.py::GrammarBytes": 417,
-}
+OVER: dict[str, int] = {}  # "module path::Class" -> its lines, for a class cut later (none today)
 
 
 def modules():
