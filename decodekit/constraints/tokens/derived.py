@@ -49,7 +49,7 @@ from decodekit.constraints.automata.protocol import ByteAutomaton
 from decodekit.constraints.tokens import interface
 from decodekit.constraints.tokens.fewest import FewestTokens
 from decodekit.constraints.tokens.lift import byte_table, loop_bytes, walk_one
-from decodekit.constraints.tokens.rows import Row, RowCache
+from decodekit.constraints.tokens.rows import MasksFromRows, Row, RowCache
 from decodekit.constraints.tokens.trie import EncodedVocab, as_bytes
 from decodekit.errors import ConstraintError
 
@@ -59,7 +59,7 @@ TAKE_WHOLE = 512  # a depth's alive nodes from which subtrees a state keeps are 
 WALKS = 64  # per-state walks kept for the length check (LRU)
 
 
-class DerivedTokenAutomaton:
+class DerivedTokenAutomaton(MasksFromRows):
     """Masks, steps and acceptance of a byte automaton (or a :class:`CharLevel` expression,
     read through :class:`LazyBytes`) over a vocabulary, on first visit (module docstring): a
     :class:`~decodekit.constraints.tokens.interface.TokenConstraint` and its
@@ -170,25 +170,6 @@ class DerivedTokenAutomaton:
         that reaches acceptance within ``remaining - 1`` tokens (None: at all); EOS iff the state
         accepts."""
         return self._cache.allowed(states, remaining)
-
-    def fill_bitmask(
-        self, bitmask: torch.Tensor, states: torch.Tensor, remaining: int | torch.Tensor | None = None
-    ) -> torch.Tensor:
-        """``allowed(states, remaining)`` written into the preallocated ``bitmask`` [N, ceil(V / 32)]
-        int32 (:class:`~.interface.Bitmasks`, :meth:`.rows.RowCache.fill_bitmask`), returned."""
-        return self._cache.fill_bitmask(bitmask, states, remaining)
-
-    def mask(
-        self,
-        logprobs: torch.Tensor,
-        states: torch.Tensor,
-        remaining: int | torch.Tensor | None = None,
-        *,
-        inplace: bool = False,
-    ) -> torch.Tensor:
-        """``logprobs`` [N, V] with -inf wherever ``allowed(states, remaining)`` is False (a new
-        tensor; ``inplace``: written into ``logprobs``)."""
-        return self._cache.mask(logprobs, states, remaining, inplace)
 
     def step(self, states: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         """[N] states, [N] tokens -> [N] next states (-1 if dead; -1 stays -1; EOS -> -1): the

@@ -49,7 +49,7 @@ from decodekit.constraints.automata.graph import distances_to_accept, reverse_di
 from decodekit.constraints.automata.utf8 import ByteDFA
 from decodekit.constraints.tokens import interface
 from decodekit.constraints.tokens.lift import Lifted, byte_table, loop_bytes, walk_one
-from decodekit.constraints.tokens.rows import Row, RowCache
+from decodekit.constraints.tokens.rows import MasksFromRows, Row, RowCache
 from decodekit.constraints.tokens.trie import EncodedVocab, as_bytes
 from decodekit.errors import ConstraintError
 
@@ -142,7 +142,7 @@ class _Shared:
         return self.need
 
 
-class LazyTokenAutomaton:
+class LazyTokenAutomaton(MasksFromRows):
     """A :class:`~decodekit.constraints.tokens.interface.TokenConstraint` (``allowed``, ``mask``,
     ``step``, ``is_accepting``, ``min_tokens``, ``shortest``, ``walk``, ``accepts``, ``fits``,
     ``to``), built on first visit (see the module docstring), and its
@@ -241,27 +241,6 @@ class LazyTokenAutomaton:
         has ``0 <= bound[c'] <= remaining - 1`` (``remaining``: int, [N] or None = no limit);
         EOS iff the state accepts."""
         return self._cache.allowed(states, remaining)
-
-    def fill_bitmask(
-        self, bitmask: torch.Tensor, states: torch.Tensor, remaining: int | torch.Tensor | None = None
-    ) -> torch.Tensor:
-        """Write ``allowed(states, remaining)`` into the preallocated ``bitmask`` [N, ceil(V / 32)]
-        int32 (xgrammar's and llguidance's layout) and return it: per row one copy of the state's
-        cached packed row (:class:`~.interface.Bitmasks`, :meth:`.rows.RowCache.fill_bitmask`)."""
-        return self._cache.fill_bitmask(bitmask, states, remaining)
-
-    def mask(
-        self,
-        logprobs: torch.Tensor,
-        states: torch.Tensor,
-        remaining: int | torch.Tensor | None = None,
-        *,
-        inplace: bool = False,
-    ) -> torch.Tensor:
-        """``logprobs`` [N, V] with -inf wherever ``allowed(states, remaining)`` is False (a new
-        tensor, same dtype; ``inplace``: written into ``logprobs``), from the rows found on first
-        visit."""
-        return self._cache.mask(logprobs, states, remaining, inplace)
 
     def transitions(
         self, states: torch.Tensor, remaining: int | None = None

@@ -250,3 +250,33 @@ class RowCache:
         made = torch.from_numpy(array)
         self._stepped = (made, array, made.data_ptr())
         return made
+
+
+class MasksFromRows:
+    """:meth:`mask` and :meth:`fill_bitmask` of a first-visit token level, answered by its
+    :class:`RowCache` (``self._cache``): written once for both first-visit classes. It holds no
+    state (each class makes its own cache, and binds ``fill_bitmask`` to it directly: the hot
+    call a frame shorter)."""
+
+    _cache: RowCache
+
+    def fill_bitmask(
+        self, bitmask: torch.Tensor, states: torch.Tensor, remaining: int | torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Write ``allowed(states, remaining)`` into the preallocated ``bitmask`` [N, ceil(V / 32)]
+        int32 (xgrammar's and llguidance's layout) and return it: per row one copy of the state's
+        cached packed row (:class:`~.interface.Bitmasks`, :meth:`RowCache.fill_bitmask`)."""
+        return self._cache.fill_bitmask(bitmask, states, remaining)
+
+    def mask(
+        self,
+        logprobs: torch.Tensor,
+        states: torch.Tensor,
+        remaining: int | torch.Tensor | None = None,
+        *,
+        inplace: bool = False,
+    ) -> torch.Tensor:
+        """``logprobs`` [N, V] with -inf wherever ``allowed(states, remaining)`` is False (a new
+        tensor, same dtype; ``inplace``: written into ``logprobs``), from the rows found on first
+        visit (:meth:`RowCache.mask`)."""
+        return self._cache.mask(logprobs, states, remaining, inplace)
