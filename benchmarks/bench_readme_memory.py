@@ -36,13 +36,13 @@ model.generate(**ids, max_new_tokens=30, do_sample=False, pad_token_id=tok.eos_t
 """
 
 
-def model_dir(data: Path, work: Path, cache: Path | None) -> Path:
-    """The tiny GPT-2 directory (built once under ``work``)."""
+def model_dir(data: Path, work: Path, cache: Path | None, layers: int = 2, width: int = 64) -> Path:
+    """The tiny GPT-2 directory (built once under ``work``; ``layers`` x ``width``)."""
     import torch
     import transformers
     from bench_byte_patterns import byte_bpe
 
-    out = work / "tiny-gpt2-50k"
+    out = work / ("tiny-gpt2-50k" if (layers, width) == (2, 64) else f"gpt2-{layers}x{width}-50k")
     if (out / "config.json").exists():
         return out
     _, tok, tokens, eos = byte_bpe(data, 50_000, cache=cache, verbose=False)
@@ -50,8 +50,8 @@ def model_dir(data: Path, work: Path, cache: Path | None) -> Path:
     config = transformers.GPT2Config(
         vocab_size=len(tokens),
         n_positions=256,
-        n_embd=64,
-        n_layer=2,
+        n_embd=width,
+        n_layer=layers,
         n_head=2,
         bos_token_id=eos,
         eos_token_id=eos,

@@ -231,6 +231,12 @@ JSON_FORMS = {
     "bigram's (else token's) first earlier occurrence in the prompt and text so far.",
 )
 @click.option(
+    "--fast-forward/--no-fast-forward",
+    default=False,
+    help="Under a constraint, feed the tokens every row is forced to take (a fixed key, a "
+    "separator) to the model in one call with the chosen one: the same outputs, fewer calls.",
+)
+@click.option(
     "--threads",
     type=click.IntRange(min=1),
     help="torch CPU threads (default: 1 for a model under 20M parameters, else torch's choice).",

@@ -126,6 +126,9 @@ class Settings:
     num_beam_groups: int = 1
     diversity_penalty: float = 0.0
     mbr_utility: Any = "f1"
+    # under a constraint, feed the tokens every row is forced to take with the chosen ones, in one
+    # model call (search.forced_chain): the same selections, fewer calls
+    fast_forward: bool = False
 
     @property
     def constrained(self) -> bool:
