@@ -186,20 +186,22 @@ def forced_chain(
     (a live row can take nothing else; a row that dies takes nothing), so the model may read them
     with ``sel.tokens`` in one :func:`~decodekit.models.base.step_many` call. Dead rows (state -1
     or log-probability -inf) follow with token 0. Empty when some live row has a choice."""
-    live = (sel.states >= 0) & (sel.logprob > NEG_INF)
-    if not bool(live.any()):
+    if sel.states is None:
         return []
-    states, chain = sel.states, []
+    rows = ((sel.states >= 0) & (sel.logprob > NEG_INF)).nonzero().view(-1)  # the live rows
+    if rows.numel() == 0:
+        return []
+    states, chain = sel.states[rows], []
     while len(chain) < min(MAX_FORCED, remaining - 1):
-        allowed = automaton.allowed(states.clamp(min=0), remaining - len(chain))  # [N, V]
+        allowed = automaton.allowed(states, remaining - len(chain))  # [live, V]
         one = allowed.sum(1) == 1
         if eos is not None:
             one &= ~allowed[:, eos]
-        if not bool((one | ~live).all()):
+        if not bool(one.all()):
             break
-        tokens = torch.where(live, allowed.to(torch.int8).argmax(1), 0)
-        chain.append(tokens)
-        states = torch.where(live, automaton.step(states.clamp(min=0), tokens), -1)
+        forced = allowed.to(torch.int8).argmax(1)
+        chain.append(torch.zeros_like(sel.states).index_copy_(0, rows, forced.to(sel.states.dtype)))
+        states = automaton.step(states, forced)
     return chain
 
 
