@@ -1,5 +1,5 @@
-"""The derivative engine at the sizes JSON Schemas reach (tokens/derived.py, automata/
-derivatives.py): chains of thousands of parts (a schema's object written out character by
+"""The derivative engine at the sizes JSON Schemas reach (tokens/derived.py, automata/algebra.py,
+automata/charlevel.py): chains of thousands of parts (a schema's object written out character by
 character, its optional properties in a row) stepped without recursion limits. Oracle:
 ``regex.fullmatch(..., partial=True)`` (the text read is a prefix of a match) and brute force
 over a tiny vocabulary for the length budgets."""

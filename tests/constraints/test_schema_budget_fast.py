@@ -1,5 +1,5 @@
 """The shortcuts of the derivative engine's first rows (tokens/derived.py, automata/lazybytes.py,
-automata/derivatives.py) against the plain paths they replace: ``LazyBytes.fill`` stepping a
+automata/charlevel.py) against the plain paths they replace: ``LazyBytes.fill`` stepping a
 state between characters once per class (``CharLevel.steps``: once per derivative class) gives
 the table, the numbering and the character states of byte-by-byte stepping; the UTF-8 class DAG
 of a pattern naming only ASCII characters, read off the shared DAG of its predicate classes, is
