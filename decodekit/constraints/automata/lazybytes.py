@@ -30,6 +30,7 @@ from decodekit.constraints.automata.utf8 import ByteDFA
 from decodekit.errors import ConstraintTooLarge
 
 FILL_BY_CLASS = 16  # bytes asked of one state between characters from which fill steps by class
+KEY_NODES = 4096  # nodes a row key may read (row_key): past it the state keeps its own row
 
 
 class LazyBytes:
@@ -207,9 +208,8 @@ class LazyBytes:
         inside a character and its acceptance."""
         q, level, node = self.keys[s]
         e, _ = self.char.states[q]
-        if not e.simple:
-            return None
-        return (_prefix_key(e, horizon, {}), level, node, self.accepting(s))
+        key = _prefix_key(e, horizon, {}) if e.simple else None
+        return None if key is None else (key, level, node, self.accepting(s))
 
     def reach(self, s: int) -> int | None:
         """An upper bound on the bytes to acceptance of every state within the next token of s
@@ -265,9 +265,13 @@ def _prefix_key(e: Expr, budget: int, memo: dict):
     """A hashable key equal for two ``simple`` expressions whose texts agree on every prefix of
     at most ``budget`` bytes (and so have the same static row): counts of repetitions that
     ``budget`` bytes cannot exhaust are capped, and what lies past ``budget`` bytes is cut
-    (iterative over the nesting: a long chain of optional parts is deep)."""
+    (iterative over the nesting: a long chain of optional parts is deep). None past
+    :data:`KEY_NODES` nodes within reach (an alternation of thousands of words): such a state's
+    row is rarely another's, and its key would cost more than the row it might share."""
     stack = [(e, budget)]
     while stack:
+        if len(memo) > KEY_NODES:
+            return None
         x, b = stack[-1]
         k = (x.id, b)
         if k in memo:
