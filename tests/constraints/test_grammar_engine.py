@@ -174,3 +174,16 @@ def test_deep_nesting_costs_no_recursion():
     assert gb.witness(s) == b")" * 10_000
     s = _run(gb, "(" * 10_000 + ")" * 10_000)
     assert gb.accepting(s)
+
+
+def test_a_terminal_no_token_can_begin_never_begins():
+    """A vocabulary without "(" or ")": their terminals never begin. (Their start state was -1,
+    read as the lexer's last state, so "1 1" was a live prefix of the sums grammar.)"""
+    import numpy as np
+
+    cfg, _, _ = GRAMMARS["sums with spaces ignored"]
+    available = np.zeros(256, dtype=bool)
+    available[[ord(c) for c in "1+ "]] = True
+    gb = GrammarBytes(cfg, available)
+    assert _run(gb, "1 1") == -1 and _run(gb, "1 +1") >= 0
+    assert gb.accepting(_run(gb, "1 + 1 "))

@@ -75,9 +75,9 @@ class _Tables:
         self.rules_of: list[list[int]] = [[] for _ in names]
         for i, a in enumerate(self.lhs):
             self.rules_of[a].append(i)
-        t_min = [lexer.distance(s) for s in starts]  # -1: the vocabulary cannot spell it
-        self.t_min = t_min
-        self.t_nullable = [lexer.accepting(s) for s in starts]
+        # -1: the vocabulary cannot spell it (its start is -1 when it cannot even begin)
+        self.t_min = [lexer.distance(s) if s >= 0 else -1 for s in starts]
+        self.t_nullable = [s >= 0 and lexer.accepting(s) for s in starts]
         self.minlen, self.short_rule = self._fewest_bytes()
         self.nullable = self._nullable()
         # suffix[r][d]: the fewest bytes of rhs[r][d:] (INF when a symbol of it has none)
@@ -405,7 +405,8 @@ class GrammarBytes:
         if got is None:
             here, starts = self.sets[s], self.g.starts
             got = [(t, q, s if o == SELF else o) for t, q, o in here.lex]
-            got += [(t, starts[t], s if o == SELF else o) for t, o in here.expect]
+            # a terminal whose first byte no token holds never begins (start -1)
+            got += [(t, starts[t], s if o == SELF else o) for t, o in here.expect if starts[t] >= 0]
             self._moves[s] = got
         return got
 
