@@ -157,14 +157,20 @@ class Xgrammar:
         return times
 
 
-def sample_check(tokens, eos, text, syntax, n, max_length, seed=0):
-    """(samples, failures, incomplete): masked sampling with decodekit, each text judged by lark."""
+def sample_check(tokens, eos, text, syntax, n, max_length, seed=0, pattern=None):
+    """(samples, failures, incomplete): masked sampling with decodekit, each text judged by lark
+    (and by ``regex.fullmatch`` of ``pattern``, a regex the grammar is intersected with)."""
+    import regex
+
     from decodekit import Grammar
     from decodekit.constraints import compile_regex
     from tests.support.grammars import lark_oracle
 
     grammar = Grammar(text, syntax)
-    auto, member, rng = compile_regex(grammar, tokens, eos), lark_oracle(grammar.cfg), random.Random(seed)
+    parses = lark_oracle(grammar.cfg)
+    member = parses if pattern is None else lambda s: parses(s) and regex.fullmatch(pattern, s) is not None
+    auto = compile_regex(grammar if pattern is None else grammar & pattern, tokens, eos)
+    rng = random.Random(seed)
     failures = incomplete = 0
     for _ in range(n):
         state, out = auto.initial, []
@@ -218,6 +224,68 @@ def reach(tokens, eos, encode) -> list[str]:
         assert auto.bytes.accepting(state), name
         first, last = np.median(times[:200]) * 1e3, np.median(times[-200:]) * 1e3
         rows.append(f"| {name} | {len(ids):,} | {first:.0f} | {last:.0f} | {auto.bytes.size:,} |")
+    return rows
+
+
+AND_PATTERNS = {  # grammar & regex (decodekit only: no peer takes the intersection)
+    "one line": (r"[^\n]*", lambda doc: json.dumps(json.loads(doc), ensure_ascii=False)),
+    "no 'secret'": (r"(?!(?s:.*)secret)(?s:.*)", None),
+}
+
+
+def and_pattern(tokens, eos, encode, data: Path, grammars, repeats: int, samples: int, max_length: int):
+    """Per grammar with a document and per :data:`AND_PATTERNS` entry: compile to the first mask
+    (CPU ms, median over ``repeats``) and the masks at every position of the document (written so
+    that it matches: compact JSON for "one line"), median and p99, beside the grammar alone in the
+    same run; then ``samples`` masked samples judged by lark and ``regex.fullmatch``."""
+    from decodekit import Grammar, Pattern
+    from decodekit.constraints import clear_cache, compile_regex
+
+    bitmask = torch.zeros(1, (len(tokens) + 31) // 32, dtype=torch.int32)
+    rows = []
+    for gname in grammars:
+        if gname not in DOCUMENTS:
+            continue
+        text = (data / "grammars" / gname).read_text()
+        syntax = "lark" if gname.endswith(".lark") else "gbnf"
+        for label, (regex_text, rewrite) in {"(grammar alone)": (None, None), **AND_PATTERNS}.items():
+            doc = rewrite(DOCUMENTS[gname]) if rewrite and gname.startswith("json") else DOCUMENTS[gname]
+            grammar = Grammar(text, syntax)
+            constraint = grammar if regex_text is None else grammar & Pattern(regex_text)
+
+            def compile_once(c=constraint):
+                clear_cache(vocabularies=False)
+                auto = compile_regex(c, tokens, eos)
+                auto.fill_bitmask(bitmask, torch.tensor([auto.initial]))
+                return auto
+
+            compiles = [cpu_ms(compile_once)[0] for _ in range(repeats)]
+            auto, times = compile_once(), []
+            state = auto.initial
+            for t in encode(doc):
+                state = auto.walk([t], state)
+                if state < 0:
+                    break
+                ms, _ = cpu_ms(lambda a=auto, s=state: a.fill_bitmask(bitmask, torch.tensor([s])))
+                times.append(ms)
+            if state < 0:
+                rows.append(f"| {gname} | {label} | the document does not match | | | |")
+                continue
+            median, p99 = np.median(times) * 1e3, np.percentile(times, 99) * 1e3
+            if regex_text is None:
+                alone = (np.median(compiles), median, p99)
+                shown = "1x"
+            else:
+                ratios = (np.median(compiles) / alone[0], median / alone[1], p99 / alone[2])
+                shown = " / ".join(f"{r:.1f}x" for r in ratios)
+            checked = ""
+            if samples and regex_text is not None:
+                n, bad, cut = sample_check(tokens, eos, text, syntax, samples, max_length, pattern=regex_text)
+                checked = f"{n} samples: {bad} rejected, {cut} cut"
+            compiled = np.median(compiles)
+            rows.append(
+                f"| {gname} | {label} | {compiled:.0f} | {median:,.0f} | {p99:,.0f} | {shown} | {checked} |"
+            )
     return rows
 
 
@@ -354,6 +422,11 @@ def parse_args(argv=None):
     ap.add_argument("--reach", action="store_true", help="also the reach grammars (decodekit only)")
     ap.add_argument("--hostile", action="store_true", help="also the hostile grammars (decodekit only)")
     ap.add_argument("--hostile-timeout", type=float, default=300.0)
+    ap.add_argument(
+        "--and-pattern",
+        action="store_true",
+        help="also each grammar & a regex (decodekit alone, beside the grammar)",
+    )
     ap.add_argument("--beams", type=int, default=0, help="prompts for the num_beams=4 run inside generate")
     ap.add_argument("--beams-grammar", default="arithmetic.gbnf")
     ap.add_argument("--beams-new-tokens", type=int, default=16)
@@ -439,6 +512,19 @@ def main(argv=None) -> None:
         print("|---|---|---|---|")
         trained = max(args.cache.glob("byte-bpe-50000-*.json"), key=lambda f: f.stat().st_mtime)
         print("\n".join(hostile(trained, args.hostile_timeout)))
+    if args.and_pattern:
+        print(
+            "\n| grammar | & pattern | compile+first mask (ms) | mask median (µs) | p99 (µs) "
+            "| / grammar alone (compile / median / p99) | masked samples |"
+        )
+        print("|---|---|---|---|---|---|---|")
+        print(
+            "\n".join(
+                and_pattern(
+                    tokens, eos, encode, args.data, args.grammars, args.repeats, args.samples, args.max_length
+                )
+            )
+        )
     if args.reach:
         print("\n| reach | tokens | mask median, first 200 (µs) | last 200 (µs) | states |")
         print("|---|---|---|---|---|")

@@ -29,3 +29,10 @@ def test_the_decodekit_engine_and_the_sample_check_on_a_tiny_grammar():
     assert len(times) == 4
     n, failures, cut = bench_grammar.sample_check(tokens, 0, LIST, "lark", 10, 8)
     assert (n, failures, cut) == (10, 0, 0)
+
+
+def test_the_sample_check_judges_the_pattern_too():
+    tokens = [None, *(bytes([b]) for b in range(256)), b"[a", b"],["]
+    n, failures, cut = bench_grammar.sample_check(tokens, 0, LIST, "lark", 10, 12, pattern=r".*b.*")
+    assert (n, failures, cut) == (10, 0, 0)
+    assert bench_grammar.parse_args(["--and-pattern"]).and_pattern

@@ -123,7 +123,8 @@ JSON_FORMS = {
     "--grammar",
     "grammar_path",
     "A context-free grammar (Lark or GBNF, told by the extension or '::=') the continuation must be "
-    "a sentence of: complete within --max-new-tokens (docs/constraints.md, 'Grammars').",
+    "a sentence of: complete within --max-new-tokens (docs/constraints.md, 'Grammars'). With --constraint "
+    "and --exclude, a sentence that also matches each and contains none.",
 )
 @file_option(
     "--json-schema",
@@ -361,9 +362,12 @@ def generate(
     if assistant_spec is not None and options["prompt_lookup_num_tokens"] is not None:
         raise UsageError("give --assistant-model or --prompt-lookup, not both")
     if grammar_path is not None:
-        if patterns or json_schema_path is not None or options["exclude"]:
-            raise UsageError("--grammar cannot be combined with --constraint, --json-schema or --exclude")
-        options["constraint"] = read_grammar(grammar_path)  # a bad grammar: one line, before the model
+        if json_schema_path is not None:
+            raise UsageError("give --grammar or --json-schema, not both")
+        grammar = read_grammar(grammar_path)  # a bad grammar: one line, before the model
+        for pattern in patterns or ():  # its sentences that also match every --constraint
+            grammar = grammar & pattern
+        options["constraint"] = grammar  # --exclude applies to it as to a regex
     if json_schema_path is not None:  # --exclude still applies to the JSON text
         if patterns:
             raise UsageError("give --constraint or --json-schema, not both")

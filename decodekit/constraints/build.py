@@ -173,17 +173,13 @@ def build(
 
 def is_grammar(value) -> bool:
     """Whether ``value`` is a context-free grammar constraint: a
-    :class:`~decodekit.constraints.grammar.cfg.CFG`, or an object carrying one as ``cfg`` (a
-    :class:`~decodekit.constraints.grammar.grammar.Grammar`)."""
+    :class:`~decodekit.constraints.grammar.cfg.CFG`, an object carrying one as ``cfg`` (a
+    :class:`~decodekit.constraints.grammar.grammar.Grammar`), or a grammar intersected with a
+    pattern (a :class:`~decodekit.constraints.grammar.grammar.GrammarAndPattern`)."""
     from decodekit.constraints.grammar.cfg import CFG
     from decodekit.constraints.grammar.grammar import GrammarAndPattern
 
-    if isinstance(value, GrammarAndPattern):
-        raise ConstraintError(
-            "a grammar intersected with a Pattern is not supported yet: the engine's fewest bytes to "
-            "acceptance are exact for a grammar alone; write the restriction into the grammar's terminals"
-        )
-    return isinstance(value, CFG) or isinstance(getattr(value, "cfg", None), CFG)
+    return isinstance(value, (CFG, GrammarAndPattern)) or isinstance(getattr(value, "cfg", None), CFG)
 
 
 def _build_grammar(grammar, entry: Vocabulary, eos_id, separator: str, lazy: Laziness) -> TokenConstraint:
@@ -193,7 +189,12 @@ def _build_grammar(grammar, entry: Vocabulary, eos_id, separator: str, lazy: Laz
     as the derivative engine; a grammar's states are unbounded, so never whole."""
     from decodekit.constraints.grammar.cfg import CFG
     from decodekit.constraints.grammar.earley import GrammarBytes
+    from decodekit.constraints.grammar.grammar import GrammarAndPattern
+    from decodekit.constraints.grammar.intersect import GrammarPatternBytes
 
+    pattern = None
+    if isinstance(grammar, GrammarAndPattern):
+        grammar, pattern = grammar.grammar, grammar.pattern
     # a Grammar's regular parts read as terminals (fewer, longer lexemes: the same language)
     cfg = grammar if isinstance(grammar, CFG) else getattr(grammar, "regular", grammar.cfg)
     label = f"grammar {cfg.source}" if cfg.source != "<grammar>" else f"grammar (start {cfg.start!r})"
@@ -211,6 +212,10 @@ def _build_grammar(grammar, entry: Vocabulary, eos_id, separator: str, lazy: Laz
     enc = entry.trie()
     automaton = GrammarBytes(cfg, enc.available(b""))
     stats = {"engine": "grammar", "rules": len(cfg.rules), "terminals": len(cfg.terminals)}
+    if pattern is not None:
+        label = f"{label} & {short_label(str(pattern))}"
+        automaton = GrammarPatternBytes(automaton, pattern, enc.available(b""), label)
+        stats["engine"] = "grammar & pattern"
     return DerivedTokenAutomaton(automaton, enc, entry.tokens, eos_id, label, stats)
 
 

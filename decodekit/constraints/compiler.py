@@ -172,11 +172,19 @@ def _normalised(constraint: Any, exclude: Any) -> tuple[Any, Any]:
     its own while kept)."""
     plain = isinstance(exclude, tuple) and not exclude
     if is_grammar(constraint):
-        if not plain:
-            raise ConstraintError(
-                "exclude cannot be added to a grammar constraint (a grammar's excludes are not supported)"
+        from decodekit.constraints.grammar.grammar import GrammarAndPattern
+
+        grammar, pattern = constraint, None
+        if isinstance(constraint, GrammarAndPattern):
+            grammar, pattern = constraint.grammar, constraint.pattern
+        if not plain:  # the grammar & (the pattern, if any, and no exclude anywhere)
+            pattern = excluding(
+                Pattern(r"(?s:.*)") if pattern is None else pattern, as_patterns(exclude, "exclude")
             )
-        return ("grammar", constraint if hasattr(constraint, "text") else id(constraint)), constraint
+            constraint = GrammarAndPattern(grammar, pattern)
+        # a Grammar by its text; a bare CFG by identity (the automaton holds it, so the id stays
+        # its own while kept)
+        return ("grammar", grammar if hasattr(grammar, "text") else id(grammar), pattern), constraint
     if isinstance(constraint, Pattern):
         pattern = constraint if plain else excluding(constraint, as_patterns(exclude, "exclude"))
         return pattern, pattern

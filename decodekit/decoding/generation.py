@@ -232,7 +232,7 @@ class GenerationConfig(Settings):
     def _check_constraint(self) -> None:
         """``constraint``: None, a regex, a non-empty list of regexes (stored as a tuple) or a
         TokenAutomaton; ``exclude``: a list of regexes (a single string is one), not with an
-        automaton."""
+        automaton or a Pattern (a grammar takes it: its sentences containing no match)."""
         c, x = self.constraint, self.exclude
         if isinstance(c, (list, tuple)):
             ok = len(c) > 0 and all(isinstance(p, str) for p in c)
@@ -254,8 +254,10 @@ class GenerationConfig(Settings):
         require(ok, f"exclude must be a list of regex strings, got {shown(self.exclude)}")
         object.__setattr__(self, "exclude", tuple(x))
         if x and c is not None:
+            from decodekit.constraints.build import is_grammar
+
             require(
-                isinstance(self.constraint, (str, tuple)),
+                isinstance(self.constraint, (str, tuple)) or is_grammar(self.constraint),
                 "exclude cannot be added to a compiled TokenAutomaton or a Pattern constraint: compile them "
                 "together (a Pattern: write it with & ~Pattern(...))",
             )

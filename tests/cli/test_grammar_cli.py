@@ -65,6 +65,39 @@ def test_generate_with_a_grammar_gives_sentences(char_model, grammar_file, strat
         assert _member(h["text"]), h
 
 
+def test_grammar_with_constraint_and_exclude_gives_sentences_that_match(char_model, grammar_file):
+    """--grammar with --constraint and --exclude: sentences of the grammar that match the regex
+    and contain no match of the excluded one (Grammar & Pattern)."""
+    import regex
+
+    r = run(
+        "generate",
+        "[",
+        "--model",
+        char_model,
+        "--grammar",
+        grammar_file,
+        "--constraint",
+        r".*b.*",
+        "--exclude",
+        "aa",
+        "--max-new-tokens",
+        "9",
+        "--strategy",
+        "sample",
+        "--seed",
+        "1",
+        "--num-samples",
+        "4",
+        "--json",
+    )
+    assert r.exit_code == 0, r.output
+    hyps = [json.loads(line) for line in r.output.strip().splitlines()]
+    assert hyps
+    for h in hyps:
+        assert _member(h["text"]) and regex.fullmatch(".*b.*", h["text"]) and "aa" not in h["text"], h
+
+
 def test_a_bad_grammar_is_one_line_before_the_model_loads(tmp_path, capfd, monkeypatch):
     bad = tmp_path / "bad.lark"
     bad.write_text('start: "[" itm "]"\nitem: /a/\n')

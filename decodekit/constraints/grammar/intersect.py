@@ -1,0 +1,386 @@
+"""A context-free grammar intersected with a regular pattern, as byte states built on first visit:
+:class:`GrammarPatternBytes` (``Grammar(...) & Pattern(...)``; the intersection of a
+context-free language with a regular one is context-free).
+
+A state is a pair (g, p): a :class:`~decodekit.constraints.grammar.earley.GrammarBytes` state and
+a state of the pattern's minimal byte DFA; a byte steps both, and the pair accepts when both do.
+
+Fewest bytes to acceptance (a weighted Bar-Hillel product, solved once per symbol and once per
+Earley set). The fewest bytes of a grammar's completion and of a pattern's are not enough: the
+shortest sentence may miss the pattern and the pattern's shortest match may not parse. So every
+quantity of :mod:`~decodekit.constraints.grammar.distances` becomes a min-plus vector or matrix
+over the DFA's Q states (:mod:`~decodekit.constraints.grammar.minplus`):
+
+* ``D[a]`` [Q, Q] per lexer state a: the fewest bytes that complete a's lexeme, from DFA state q
+  to q' (a fixpoint over the product of the lexer's states with the DFA's, all at once);
+  a terminal's ``L_t = D[start_t]``;
+* ``I* = (min_{ignored t} L_t)*``, the ignored text that may follow any lexeme (Lark's
+  ``%ignore``), and ``M_t = L_t ⊗ I*``; a nonterminal's ``M_A = min over its rules of the product
+  of its body's matrices``, solved by a worklist fixpoint (Knuth's least fixpoint, per entry);
+* per set X and awaited symbol y, ``C(X, y)`` [Q]: the fewest bytes from y's completion (the DFA
+  in state q) to the end of a sentence with the DFA accepting, ``min`` over the items waiting on
+  y of ``M(rest of the rule) ⊗ C(origin, lhs)``, ``C(., start) = F`` (0 at accepting DFA states);
+  inside a set a shortest-path fixpoint, across sets fixed when the earlier set was solved;
+* a state's distance: ``min`` over its lexemes (t, a, o) of ``(D[a] ⊗ I* ⊗ C(o, t))[p]`` (an
+  ignored lexeme: what may begin at o), over its expected terminals likewise from ``L_t``, and 0
+  when both accept. Computed as one [Q] vector per Earley set, read at p.
+
+Sizes are checked before anything is built: the pattern's DFA at most :data:`MAX_PATTERN_STATES`
+states, and the lexer-by-DFA product at most :data:`MAX_PRODUCT` entries (Q * Q per lexer state);
+past either, one line says so.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from decodekit.constraints.automata.charlevel import CharLevel
+from decodekit.constraints.automata.lazybytes import LazyBytes
+from decodekit.constraints.automata.protocol import UNKNOWN
+from decodekit.constraints.grammar import minplus
+from decodekit.constraints.grammar.distances import SELF
+from decodekit.constraints.grammar.earley import MAX_STATES, GrammarBytes
+from decodekit.constraints.grammar.minplus import INF
+from decodekit.errors import ConstraintError, ConstraintTooLarge
+
+MAX_PATTERN_STATES = 128  # states of the pattern's minimal byte DFA (products cost Q^3)
+MAX_LEXER_STATES = 20_000  # the grammar lexer's byte states, enumerated whole
+MAX_PRODUCT = 8_000_000  # lexer states * Q * Q: the entries of D (64 MiB of int64)
+
+
+class _Symbols:
+    """The min-plus matrices of a grammar's symbols over a pattern DFA (module docstring):
+    ``lexeme[a]`` = D[a], ``term[t]`` = L_t, ``after_term`` = I*, ``nt[A]`` = M_A."""
+
+    def __init__(self, grammar: GrammarBytes, tp: np.ndarray, available: np.ndarray, label: str) -> None:
+        g = grammar.g
+        self.q = q = tp.shape[0]
+        self.lexeme = _lexeme_matrices(grammar.lexer, tp, available, label)
+        nowhere = np.full((q, q), INF, dtype=np.int64)
+        self.term = [self.lexeme[s] if s >= 0 else nowhere for s in g.starts]  # -1: never begins
+        ignored = [self.term[t] for t in g.ignore]
+        self.istar = minplus.star(np.minimum.reduce(ignored)) if ignored else minplus.identity(q)
+        self.term_then_ignore = [minplus.mm(m, self.istar) for m in self.term]
+        self.identity = minplus.identity(q)
+        self.end, self.rhs = g.end, g.rhs
+        self.nt = np.full((len(g.names), q, q), INF, dtype=np.int64)
+        self._solve_nonterminals(g)
+
+    def of(self, y: int) -> np.ndarray:
+        """[Q, Q] the matrix of symbol y (a terminal followed by any ignored text)."""
+        if y >= 0:
+            return self.nt[y]
+        if y == self.end:
+            return self.identity
+        return self.term_then_ignore[-1 - y]
+
+    def rest(self, r: int, d: int, v: np.ndarray) -> np.ndarray:
+        """``M(rhs[r][d:]) ⊗ v`` [Q], right to left, matrix by vector."""
+        body = self.rhs[r]
+        for k in range(len(body) - 1, d - 1, -1):
+            v = minplus.mv(self.of(body[k]), v)
+        return v
+
+    def _solve_nonterminals(self, g) -> None:
+        users: list[set[int]] = [set() for _ in g.names]
+        for r, body in enumerate(g.rhs):
+            for y in body:
+                if y >= 0:
+                    users[y].add(r)
+        queue, queued = deque(range(1, len(g.rhs))), set(range(1, len(g.rhs)))
+        while queue:
+            r = queue.popleft()
+            queued.discard(r)
+            body = g.rhs[r]
+            value = self.of(body[0]) if body else self.identity
+            for y in body[1:]:
+                if value.min() >= INF:
+                    break
+                value = minplus.mm(value, self.of(y))
+            a = g.lhs[r]
+            better = np.minimum(self.nt[a], value)
+            if not np.array_equal(better, self.nt[a]):
+                self.nt[a] = better
+                for r2 in users[a]:
+                    if r2 and r2 not in queued:
+                        queued.add(r2)
+                        queue.append(r2)
+
+
+def _lexer_table(lexer: LazyBytes, available: np.ndarray, label: str) -> np.ndarray:
+    """[L, 256] int64: every lexer byte state reachable from the states it has (the terminals'
+    starts), each byte's next state, -1 where the byte is not available or the lexeme dies."""
+    codes = np.flatnonzero(available).astype(np.int64)
+    s = 0
+    while s < lexer.size:
+        row = lexer.table[s, codes]
+        unknown = row == UNKNOWN
+        if unknown.any():
+            lexer.fill(np.full(int(unknown.sum()), s, dtype=np.int64), codes[unknown])
+        s += 1
+        if lexer.size > MAX_LEXER_STATES:
+            raise ConstraintTooLarge(
+                f"constraint too large: {label}: the grammar's terminals have more than "
+                f"{MAX_LEXER_STATES:,} byte states to intersect with the pattern",
+                bound="states",
+                limit=MAX_LEXER_STATES,
+                size=lexer.size,
+            )
+    n = lexer.size
+    table = lexer.table[:n].astype(np.int64)
+    table[:, ~available] = -1
+    live = np.array([lexer.distance(x) >= 0 for x in range(n)] + [False])
+    return np.where(live[table], table, -1)
+
+
+def _lexeme_matrices(lexer: LazyBytes, tp: np.ndarray, available: np.ndarray, label: str) -> np.ndarray:
+    """[L, Q, Q] ``D[a, q, q']``: the fewest bytes leading lexer state a to an accepting one and
+    the DFA (next-state table ``tp`` [Q, 256]) from q to q'. A fixpoint of
+    ``D = min(D0, 1 + D[next])`` over the byte classes the two tables share (each round settles
+    one more byte of distance)."""
+    tl = _lexer_table(lexer, available, label)
+    n, q = tl.shape[0], tp.shape[0]
+    if n * q * q > MAX_PRODUCT:
+        raise ConstraintTooLarge(
+            f"constraint too large: {label}: {n:,} lexer states times {q} pattern states squared "
+            f"exceeds {MAX_PRODUCT:,}; use a pattern with fewer states or write it into the grammar",
+            bound="states",
+            limit=MAX_PRODUCT,
+            size=n * q * q,
+        )
+    columns = np.unique(np.vstack([tl, tp]).T, axis=0)  # [K, L + Q]: each byte class's moves
+    columns = columns[(columns[:, :n] >= 0).any(axis=1) & (columns[:, n:] >= 0).any(axis=1)]
+    moves = [(np.where(c[:n] >= 0, c[:n], n), np.where(c[n:] >= 0, c[n:], q)) for c in columns]
+    d = np.full((n + 1, q + 1, q), INF, dtype=np.int64)  # a padding row and column: dead
+    accepting = np.flatnonzero([lexer.accepting(a) for a in range(n)])
+    diagonal = np.arange(q)[None, :]
+    d[accepting[:, None], diagonal, diagonal] = 0
+    base = d[:n, :q].copy()
+    while True:
+        new = base.copy()
+        for nl, nq in moves:
+            np.minimum(new, d[np.ix_(nl, nq)] + 1, out=new)
+        np.minimum(new, INF, out=new)
+        if np.array_equal(new, d[:n, :q]):
+            return new
+        d[:n, :q] = new
+
+
+class GrammarPatternBytes:
+    """The byte states of a grammar's language intersected with a pattern's (module docstring),
+    a :class:`~decodekit.constraints.automata.protocol.ByteAutomaton`. State 0 is the initial
+    pair. ConstraintError when no text of the available bytes is in both languages."""
+
+    finite = False
+
+    def __init__(self, grammar: GrammarBytes, pattern, available: np.ndarray, label: str) -> None:
+        dfa = LazyBytes(CharLevel(pattern, available)).whole(
+            available, MAX_PATTERN_STATES, f"{label}'s pattern"
+        )
+        if dfa is None:
+            raise ConstraintError(f"{label}: the pattern matches no text of the vocabulary's bytes")
+        tp = dfa.table[:, dfa.byte_class].astype(np.int64)
+        tp[:, ~available] = -1
+        self.grammar, self._tp, self._pattern_accepts = grammar, tp, dfa.accepting.astype(bool)
+        self._sym = _Symbols(grammar, tp, available, label)
+        self._final = np.where(self._pattern_accepts, 0, INF).astype(np.int64)
+        self._nowhere = np.full(tp.shape[0], INF, dtype=np.int64)
+        self._costs: dict[int, dict[int, np.ndarray]] = {}  # set -> symbol -> C(set, symbol)
+        self._after: dict[tuple[int, int], np.ndarray] = {}  # (set, terminal) -> I* ⊗ C
+        self._begin: dict[int, np.ndarray] = {}  # set -> what may begin there, ignored text first
+        self._dist: dict[int, np.ndarray] = {}  # set -> [Q] its distance at each DFA state
+        self._pairs: dict[tuple[int, int], int] = {}
+        self._g = np.zeros(64, dtype=np.int64)
+        self._p = np.zeros(64, dtype=np.int64)
+        self.table = np.full((64, 256), UNKNOWN, dtype=np.int32)
+        self._size = 0
+        if self._enter(0, int(dfa.initial)) != 0:
+            raise ConstraintError(
+                f"{label}: no text of this vocabulary is in both the grammar's language and the pattern's"
+            )
+
+    # ------------------------------------------------------------------ the ByteAutomaton interface
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def sizes(self) -> dict[str, int]:
+        return {**self.grammar.sizes(), "pattern_states": self._tp.shape[0], "product_states": self._size}
+
+    def accepting(self, s: int) -> bool:
+        return self.grammar.accepting(int(self._g[s])) and bool(self._pattern_accepts[self._p[s]])
+
+    def distance(self, s: int) -> int:
+        """The fewest bytes leading s to a text in both languages (module docstring)."""
+        got = int(self._distances(int(self._g[s]))[self._p[s]])
+        return -1 if got >= INF else got
+
+    def lower(self, s: int) -> int:
+        return self.distance(s)
+
+    def reach(self, s: int) -> None:
+        return None
+
+    def row_key(self, s: int, horizon: int) -> None:
+        return None  # liveness reads the whole stack through C: no two states share a row safely
+
+    def witness(self, s: int) -> bytes | None:
+        """One shortest completion: from each state, a byte to a state one byte nearer."""
+        d = self.distance(s)
+        if d < 0:
+            return None
+        out = bytearray()
+        while d > 0:
+            for b in np.flatnonzero(self._tp[self._p[s]] >= 0).tolist():
+                nxt = self.step(s, b)
+                if nxt >= 0 and self.distance(nxt) == d - 1:
+                    out.append(b)
+                    s, d = nxt, d - 1
+                    break
+        return bytes(out)
+
+    def step(self, s: int, b: int) -> int:
+        got = int(self.table[s, b])
+        if got == UNKNOWN:
+            self.fill(np.array([s]), np.array([b]))
+            got = int(self.table[s, b])
+        return got
+
+    def fill(self, states: np.ndarray, codes: np.ndarray) -> None:
+        """The unknown ``table[states[i], codes[i]]``: both halves stepped at once (the grammar's
+        table filled first), each distinct live pair interned."""
+        pairs = np.unique(states.astype(np.int64) * 256 + codes)
+        src, byte = pairs >> 8, pairs & 255
+        gs = self._g[src]
+        nxt_g = self.grammar.table[gs, byte]
+        unknown = nxt_g == UNKNOWN
+        if unknown.any():
+            self.grammar.fill(gs[unknown], byte[unknown])
+            nxt_g = self.grammar.table[gs, byte]
+        nxt_p = self._tp[self._p[src], byte]
+        out = np.full(len(pairs), -1, dtype=np.int32)
+        ok = (nxt_g >= 0) & (nxt_p >= 0)
+        q = self._tp.shape[0]
+        keys, inverse = np.unique(nxt_g[ok].astype(np.int64) * q + nxt_p[ok], return_inverse=True)
+        made = np.array([self._enter(int(k) // q, int(k) % q) for k in keys.tolist()], dtype=np.int32)
+        out[ok] = made[inverse.reshape(-1)] if len(keys) else out[ok]
+        self.table[src, byte] = out
+
+    def _enter(self, g: int, p: int) -> int:
+        """The id of live pair (g, p), interned; -1 if no text of both languages follows it."""
+        got = self._pairs.get((g, p))
+        if got is None:
+            if self._distances(g)[p] >= INF:
+                got = -1
+            else:
+                got = self._size
+                if got >= MAX_STATES:
+                    raise ConstraintTooLarge(
+                        f"constraint too large: grammar & pattern visited over {MAX_STATES:,} states",
+                        bound="states",
+                        limit=MAX_STATES,
+                    )
+                if got >= len(self._g):
+                    self._g, self._p = (np.concatenate([a, np.zeros_like(a)]) for a in (self._g, self._p))
+                    grown = np.full((2 * len(self.table), 256), UNKNOWN, dtype=np.int32)
+                    grown[: len(self.table)] = self.table
+                    self.table = grown
+                self._g[got], self._p[got] = g, p
+                self._size += 1
+            self._pairs[(g, p)] = got
+        return got
+
+    # ------------------------------------------------------------------ the vectors of a set
+
+    def _distances(self, x: int) -> np.ndarray:
+        """[Q] the fewest bytes from grammar set x, the DFA in each state, to a text of both."""
+        got = self._dist.get(x)
+        if got is None:
+            self._solve(x)
+            here, sym, ignore = self.grammar.sets[x], self._sym, self.grammar.g.ignore
+            got = self._final.copy() if here.accepting else self._nowhere.copy()
+            for t, a, o in here.lex:
+                tail = self._begins(o) if t in ignore else self._after_terminal(o, t)
+                np.minimum(got, minplus.mv(sym.lexeme[a], tail), out=got)
+            for t, o in here.expect:
+                o2 = x if o == SELF else o
+                tail = self._begins(o2) if t in ignore else self._after_terminal(o2, t)
+                np.minimum(got, minplus.mv(sym.term[t], tail), out=got)
+            self._dist[x] = got
+        return got
+
+    def _after_terminal(self, o: int, t: int) -> np.ndarray:
+        """``I* ⊗ C(o, t)``: after terminal t completes with its waiting items in set o."""
+        got = self._after.get((o, t))
+        if got is None:
+            c = self._costs[o].get(-1 - t)
+            got = self._after[(o, t)] = self._nowhere if c is None else minplus.mv(self._sym.istar, c)
+        return got
+
+    def _begins(self, o: int) -> np.ndarray:
+        """From set o onwards, ignored text first: the end (o accepts) or a lexeme begun at o."""
+        got = self._begin.get(o)
+        if got is None:
+            here, sym, ignore = self.grammar.sets[o], self._sym, self.grammar.g.ignore
+            first = self._final.copy() if here.accepting else self._nowhere.copy()
+            for t, o2 in here.expect:
+                if t not in ignore:
+                    tail = self._after_terminal(o if o2 == SELF else o2, t)
+                    np.minimum(first, minplus.mv(sym.term[t], tail), out=first)
+            got = self._begin[o] = minplus.mv(sym.istar, first)
+        return got
+
+    def _solve(self, s: int) -> None:
+        """``C(X, .)`` for s and every set it refers to (earlier sets first, iteratively)."""
+        sets, stack = self.grammar.sets, [s]
+        while stack:
+            x = stack[-1]
+            if x in self._costs:
+                stack.pop()
+                continue
+            missing = [o for o in sets[x].origins if o not in self._costs]
+            if missing:
+                stack.extend(missing)
+                continue
+            stack.pop()
+            self._costs[x] = self._solve_one(x)
+
+    def _solve_one(self, x: int) -> dict[int, np.ndarray]:
+        """``C(x, y)`` for each symbol y awaited in set x: the items begun earlier give fixed
+        values; those begun in x refer to x's own ``C`` of their left side, relaxed until still."""
+        g, sym = self.grammar.g, self._sym
+        costs: dict[int, np.ndarray] = {0: self._final}
+        inner: dict[int, list[tuple[int, int]]] = {}
+        for r, d, o in self.grammar.sets[x].rules:
+            if o == SELF:
+                inner.setdefault(g.lhs[r], []).append((r, d))
+                continue
+            base = self._final if g.lhs[r] == 0 else self._costs[o].get(g.lhs[r])
+            if base is not None:
+                _lower(costs, g.rhs[r][d], sym.rest(r, d + 1, base))
+        todo = [a for a in costs if a in inner]
+        while todo:
+            a = todo.pop()
+            for r, d in inner[a]:
+                y = g.rhs[r][d]
+                if _lower(costs, y, sym.rest(r, d + 1, costs[a])) and y in inner:
+                    todo.append(y)
+        return costs
+
+
+def _lower(costs: dict[int, np.ndarray], y: int, v: np.ndarray) -> bool:
+    """``costs[y] = min(costs[y], v)``; whether that lowered an entry (v all INF: nothing)."""
+    old = costs.get(y)
+    if old is None:
+        if v.min() >= INF:
+            return False
+        costs[y] = v
+        return True
+    new = np.minimum(old, v)
+    if np.array_equal(new, old):
+        return False
+    costs[y] = new
+    return True
