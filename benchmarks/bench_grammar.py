@@ -157,9 +157,10 @@ class Xgrammar:
         return times
 
 
-def sample_check(tokens, eos, text, syntax, n, max_length, seed=0, pattern=None):
+def sample_check(tokens, eos, text, syntax, n, max_length, seed=0, pattern=None, judge=None):
     """(samples, failures, incomplete): masked sampling with decodekit, each text judged by lark
-    (and by ``regex.fullmatch`` of ``pattern``, a regex the grammar is intersected with)."""
+    (and by ``regex.fullmatch`` of ``judge``, a regex of the language of ``pattern``, the regex or
+    Pattern the grammar is intersected with; ``judge`` defaults to ``pattern``)."""
     import regex
 
     from decodekit import Grammar
@@ -168,7 +169,8 @@ def sample_check(tokens, eos, text, syntax, n, max_length, seed=0, pattern=None)
 
     grammar = Grammar(text, syntax)
     parses = lark_oracle(grammar.cfg)
-    member = parses if pattern is None else lambda s: parses(s) and regex.fullmatch(pattern, s) is not None
+    judge = pattern if judge is None else judge
+    member = parses if pattern is None else lambda s: parses(s) and regex.fullmatch(judge, s) is not None
     auto = compile_regex(grammar if pattern is None else grammar & pattern, tokens, eos)
     rng = random.Random(seed)
     failures = incomplete = 0
@@ -227,15 +229,16 @@ def reach(tokens, eos, encode) -> list[str]:
     return rows
 
 
-AND_PATTERNS = {  # grammar & regex (decodekit only: no peer takes the intersection)
-    "one line": (r"[^\n]*", lambda doc: json.dumps(json.loads(doc), ensure_ascii=False)),
-    "no 'secret'": (r"(?!(?s:.*)secret)(?s:.*)", None),
+AND_PATTERNS = {  # grammar & Pattern (decodekit only: no peer takes the intersection), as
+    # (the Pattern's text and whether it is complemented, the judge's regex, the document's rewriting)
+    "one line": ((r"[^\n]*", False), r"[^\n]*", lambda doc: json.dumps(json.loads(doc), ensure_ascii=False)),
+    "~ contains 'secret'": (("(?s:.*secret.*)", True), r"(?!(?s:.*)secret)(?s:.*)", None),
 }
 
 
 def and_pattern(tokens, eos, encode, data: Path, grammars, repeats: int, samples: int, max_length: int):
-    """Per grammar with a document and per :data:`AND_PATTERNS` entry: compile to the first mask
-    (CPU ms, median over ``repeats``) and the masks at every position of the document (written so
+    """Per grammar with a document and per :data:`AND_PATTERNS` entry: read and compile to the
+    first mask (CPU ms, median over ``repeats``) and the masks at every position of the document (written so
     that it matches: compact JSON for "one line"), median and p99, beside the grammar alone in the
     same run; then ``samples`` masked samples judged by lark and ``regex.fullmatch``."""
     from decodekit import Grammar, Pattern
@@ -248,14 +251,16 @@ def and_pattern(tokens, eos, encode, data: Path, grammars, repeats: int, samples
             continue
         text = (data / "grammars" / gname).read_text()
         syntax = "lark" if gname.endswith(".lark") else "gbnf"
-        for label, (regex_text, rewrite) in {"(grammar alone)": (None, None), **AND_PATTERNS}.items():
-            doc = rewrite(DOCUMENTS[gname]) if rewrite and gname.startswith("json") else DOCUMENTS[gname]
-            grammar = Grammar(text, syntax)
-            constraint = grammar if regex_text is None else grammar & Pattern(regex_text)
+        for label, (spec, judge, rewrite) in {"(grammar alone)": (None, None, None), **AND_PATTERNS}.items():
+            if rewrite is not None and not gname.startswith("json"):
+                continue  # a rewriting that only JSON has
+            doc = DOCUMENTS[gname] if rewrite is None else rewrite(DOCUMENTS[gname])
+            pattern = None if spec is None else ~Pattern(spec[0]) if spec[1] else Pattern(spec[0])
 
-            def compile_once(c=constraint):
+            def compile_once(p=pattern, text=text, syntax=syntax):  # reading the grammar included
                 clear_cache(vocabularies=False)
-                auto = compile_regex(c, tokens, eos)
+                grammar = Grammar(text, syntax)
+                auto = compile_regex(grammar if p is None else grammar & p, tokens, eos)
                 auto.fill_bitmask(bitmask, torch.tensor([auto.initial]))
                 return auto
 
@@ -272,15 +277,17 @@ def and_pattern(tokens, eos, encode, data: Path, grammars, repeats: int, samples
                 rows.append(f"| {gname} | {label} | the document does not match | | | |")
                 continue
             median, p99 = np.median(times) * 1e3, np.percentile(times, 99) * 1e3
-            if regex_text is None:
+            if pattern is None:
                 alone = (np.median(compiles), median, p99)
                 shown = "1x"
             else:
                 ratios = (np.median(compiles) / alone[0], median / alone[1], p99 / alone[2])
                 shown = " / ".join(f"{r:.1f}x" for r in ratios)
             checked = ""
-            if samples and regex_text is not None:
-                n, bad, cut = sample_check(tokens, eos, text, syntax, samples, max_length, pattern=regex_text)
+            if samples and pattern is not None:
+                n, bad, cut = sample_check(
+                    tokens, eos, text, syntax, samples, max_length, pattern=pattern, judge=judge
+                )
                 checked = f"{n} samples: {bad} rejected, {cut} cut"
             compiled = np.median(compiles)
             rows.append(
