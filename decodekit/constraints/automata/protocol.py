@@ -2,8 +2,10 @@
 
 A producer of byte states (a regular expression's derivatives:
 :class:`~decodekit.constraints.automata.lazybytes.LazyBytes`; a context-free grammar's parser
-configurations: :class:`~decodekit.constraints.grammar.earley.GrammarBytes`; an eager byte DFA,
-every entry known from the start: :class:`~decodekit.constraints.automata.eagerbytes.EagerBytes`)
+configurations: :class:`~decodekit.constraints.grammar.earley.GrammarBytes`, and paired with a
+pattern's DFA states: :class:`~decodekit.constraints.grammar.intersect.GrammarPatternBytes`; an
+eager byte DFA, every entry known from the start:
+:class:`~decodekit.constraints.automata.eagerbytes.EagerBytes`)
 numbers its states as they are reached, state 0 the initial one, -1 dead. The token level
 (:class:`~decodekit.constraints.tokens.derived.DerivedTokenAutomaton`) walks the vocabulary's
 trie over :attr:`table`, asks :meth:`fill` for the entries it has not seen, and reads

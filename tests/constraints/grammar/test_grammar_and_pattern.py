@@ -17,6 +17,7 @@ import torch
 
 import decodekit
 from decodekit.constraints import Grammar, Pattern, compile_regex
+from decodekit.constraints.automata.protocol import ByteAutomaton
 from decodekit.constraints.grammar.earley import GrammarBytes
 from decodekit.constraints.grammar.intersect import MAX_PATTERN_STATES, GrammarPatternBytes
 from decodekit.decoding.banked import banked_beam_search
@@ -76,6 +77,7 @@ def test_acceptance_liveness_and_distance_equal_brute_force(name):
     the brute-force fewest, and its witness (that many bytes) is accepted."""
     member, a = _judge(name), _product(name)
     alphabet = CASES[name][2]
+    assert isinstance(a, ByteAutomaton) and not a.finite
 
     @functools.cache
     def fewest(prefix: str, budget: int) -> int | None:
