@@ -100,7 +100,8 @@ DEPENDS = {
     "constraints.automata": ("errors", "constraints.syntax"),  # AST -> char DFA -> byte DFA; products
     # context-free grammars: the CFG, its readers, and its Earley byte states (over the automata)
     "constraints.grammar": ("errors", "constraints.syntax", "constraints.automata"),
-    "constraints.tokens": ("errors", "constraints.automata"),  # trie, lift, the protocols, automata, masks
+    # trie, lift, the protocols, automata, masks; util.collector: the collector paused for a walk
+    "constraints.tokens": ("errors", "util", "constraints.automata"),
     "constraints": (  # the face: compile_regex, the cache, one build ladder; beside the models
         "util",
         "errors",

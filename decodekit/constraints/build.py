@@ -30,6 +30,7 @@ from decodekit.constraints.tokens.lazy import LazyTokenAutomaton
 from decodekit.constraints.tokens.lift import lift
 from decodekit.constraints.tokens.trie import EncodedVocab, as_bytes, encode_vocab
 from decodekit.errors import ConstraintError, ConstraintTooLarge
+from decodekit.util.collector import while_paused
 
 # Laziness.AUTO builds lazily (decodekit.constraints.tokens.lazy) when, before lifting, the byte
 # DFA's states between characters (+ "nothing emitted") x V exceed LAZY_ENTRIES (the lift would
@@ -150,6 +151,7 @@ class Vocabulary:
         return self.exact[key]
 
 
+@while_paused  # a burst of small objects (util/collector.py)
 def build(
     pattern: str | tuple | Pattern,
     vocabulary: Vocabulary,

@@ -52,6 +52,7 @@ from decodekit.constraints.tokens.lift import byte_table, loop_bytes, walk_one
 from decodekit.constraints.tokens.rows import MasksFromRows, Row, RowCache
 from decodekit.constraints.tokens.trie import EncodedVocab, as_bytes
 from decodekit.errors import ConstraintError
+from decodekit.util.collector import while_paused
 
 ROWS = 256  # static rows kept (LRU)
 CUT_ROWS = 1024  # (state, budget) -> the row a length budget cuts, or None where it cuts nothing
@@ -367,6 +368,7 @@ class DerivedTokenAutomaton(MasksFromRows):
 
     # ------------------------------------------------------------------ rows
 
+    @while_paused  # a burst of small objects (util/collector.py)
     def _row(self, c: int, remaining: int | None) -> Row:
         """The :class:`~.rows.Row` of live state c under ``remaining``: the row a length budget
         cuts (kept per (state, budget)), else its static row (kept by :meth:`_key`)."""

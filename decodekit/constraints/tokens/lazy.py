@@ -52,6 +52,7 @@ from decodekit.constraints.tokens.lift import Lifted, byte_table, loop_bytes, wa
 from decodekit.constraints.tokens.rows import MasksFromRows, Row, RowCache
 from decodekit.constraints.tokens.trie import EncodedVocab, as_bytes
 from decodekit.errors import ConstraintError
+from decodekit.util.collector import while_paused
 
 _UNSET = object()  # a cached value not computed yet (None is a value)
 STATIC_ROWS = 256  # static rows kept (bool + float32 [V] each: 250 KB at V = 50k)
@@ -355,6 +356,7 @@ class LazyTokenAutomaton(MasksFromRows):
             sh.canon = first[inverse.reshape(-1)]
         return sh.canon[states]
 
+    @while_paused  # a burst of small objects (util/collector.py)
     def _row(self, c: int, remaining: int | None) -> Row:
         """The :class:`~.rows.Row` of live state c under ``remaining``: its static row (kept per
         byte state or group in the LRU ``_static``; per state, the row cache keeps it warm) where
