@@ -9,6 +9,8 @@ from decodekit.constraints.automata.pattern import ANY_TEXT, Pattern, pattern_pa
 from decodekit.constraints.automata.product import first_char_gate
 from decodekit.constraints.syntax.nodes import Anchor, Kind, Node
 
+FACTOR_FROM = 16  # branches of an alternation from which common prefixes are factored out
+
 
 def collect_sets(root: Node, sets: dict) -> None:
     """The character sets of the AST ``root`` into ``sets`` (set -> its number, first seen first);
@@ -48,12 +50,19 @@ def convert(root: Node, alg: Algebra, set_of: dict, set_mask: list[int]) -> Expr
             )
             continue
         items = node.items
-        missing = [c for c in items if id(c) not in done]
+        factor = kind is alt_kind and len(items) >= FACTOR_FROM
+        if factor:  # its sequences' parts, not the sequences: they are made once, factored
+            parts = [c.items if c.kind is seq_kind else (c,) for c in items]
+            missing = [x for branch in parts for x in branch if id(x) not in done]
+        else:
+            missing = [c for c in items if id(c) not in done]
         if missing:
             stack.extend(missing)
             continue
         stack.pop()
-        if kind is seq_kind:
+        if factor:
+            out = left_factored(alg, [[done[id(x)] for x in branch] for branch in parts])
+        elif kind is seq_kind:
             out = alg.eps
             for c in reversed(items):
                 out = alg.cat(done[id(c)], out)
@@ -63,6 +72,32 @@ def convert(root: Node, alg: Algebra, set_of: dict, set_mask: list[int]) -> Expr
             out = alg.rep(done[id(items[0])], node.lo, node.hi)
         done[key] = out
     return done[id(root)]
+
+
+def left_factored(alg: Algebra, sequences: list[list[Expr]]) -> Expr:
+    """The union of the concatenations ``sequences``, their common prefixes factored out
+    (``xa|xb`` as ``x(a|b)``, over a trie of the parts; the same language): an alternation of
+    10,000 words is then a union of the first characters, each before the union of what follows
+    it, so a derivative picks one member instead of making a union of hundreds of suffixes.
+    Iterative over the trie's depth."""
+    root: dict = {}  # part -> the trie below it; the key None: a sequence ends here
+    for parts in sequences:
+        node = root
+        for e in parts:
+            node = node.setdefault(e, {})
+        node[None] = None
+    value: dict[int, Expr] = {}
+    stack = [(root, False)]
+    while stack:
+        node, ready = stack.pop()
+        if not ready:
+            stack.append((node, True))
+            stack.extend((child, False) for e, child in node.items() if e is not None)
+            continue
+        members = [alg.eps] if None in node else []
+        members += [alg.cat(e, value[id(child)]) for e, child in node.items() if e is not None]
+        value[id(node)] = members[0] if len(members) == 1 else alg.union(members)
+    return value[id(root)]
 
 
 def combine(p: Pattern, alg: Algebra, converted: dict[str, Expr]) -> Expr:
