@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -61,15 +60,24 @@ def model_dir(data: Path, work: Path, cache: Path | None, layers: int = 2, width
     return out
 
 
+_MEASURE = """
+import resource, subprocess, sys
+done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+sys.stderr.write(done.stderr[-2000:] if done.returncode else "")
+print(usage.ru_maxrss, usage.ru_utime + usage.ru_stime, done.returncode)
+"""
+
+
 def peak_mb(command: list[str]) -> tuple[float, float, int]:
-    """(peak RSS MB of the child, CPU seconds of the child, exit code): one fresh process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run(command, capture_output=True, text=True)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode:
+    """(peak RSS MB of the child, CPU seconds of the child, exit code): one fresh process, run by
+    a fresh launcher whose only child it is (``RUSAGE_CHILDREN`` keeps the largest child ever
+    waited for, so read from this process it would repeat an earlier, larger command's peak)."""
+    done = subprocess.run([sys.executable, "-c", _MEASURE, *command], capture_output=True, text=True)
+    if done.stderr:
         print(done.stderr[-2000:], file=sys.stderr)
-    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    return after.ru_maxrss / 1024, cpu, done.returncode
+    kib, cpu, code = done.stdout.split()
+    return int(kib) / 1024, float(cpu), int(code)
 
 
 def main() -> None:

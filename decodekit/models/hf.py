@@ -38,10 +38,13 @@ from typing import Any
 import torch
 
 from decodekit.errors import DecodekitError
+from decodekit.models.gpt2 import native_model
 from decodekit.util.files import MiB, check_regular, read_bytes
 from decodekit.vocab import Vocab
 
 __all__ = ["HFState", "HFVocab", "HuggingFaceLM", "load_hf"]
+
+NATIVE_GPT2 = True  # a plain GPT-2 directory runs decodekit's own forward (models/gpt2.py)
 
 
 @dataclass(frozen=True)
@@ -279,10 +282,13 @@ class HuggingFaceLM:
         return self.vocab
 
     def initial_state(self, batch_size: int) -> HFState:
-        from transformers import DynamicCache
+        empty = getattr(self.model, "empty_cache", None)  # decodekit's own GPT-2 (models/gpt2.py)
+        if empty is None:
+            from transformers import DynamicCache
 
+            empty = DynamicCache
         zeros = torch.zeros(batch_size, 0, dtype=torch.long, device=self.device)
-        return HFState(DynamicCache(), zeros, torch.zeros(batch_size, dtype=torch.long, device=self.device))
+        return HFState(empty(), zeros, torch.zeros(batch_size, dtype=torch.long, device=self.device))
 
     def _forward(self, state: HFState, tokens: torch.Tensor, extra: dict) -> tuple[Any, HFState]:
         n, T = tokens.shape
@@ -512,7 +518,10 @@ def _check_finite(model, path: Path) -> None:
     :func:`decodekit.checkpoint.check_finite` does for decodekit checkpoints. A sum is finite only
     if every term is, so each piece of 4M values is summed (about 0.2 CPU s per billion values),
     and counted only when its sum is not finite (fp16 summed in float32, so as not to overflow)."""
-    for name, p in sorted(model.named_parameters(), key=lambda item: item[0]):
+    source = getattr(model, "source_names", {})  # decodekit's GPT-2: the names in the files
+    for name, p in sorted(
+        ((source.get(n, n), p) for n, p in model.named_parameters()), key=lambda item: item[0]
+    ):
         if not p.is_floating_point():
             continue
         pieces = p.detach().reshape(-1).split(1 << 22)
@@ -594,10 +603,12 @@ def load_hf(path_or_name: str | Path, device: str | torch.device | None = None) 
         hf_logging.disable_progress_bar()
     try:
         with _no_stdin():
-            config = AutoConfig.from_pretrained(str(path), **safe)
-            model = AutoModelForCausalLM.from_pretrained(
-                str(path), config=config, use_safetensors=True, **safe
-            )
+            model = native_model(path) if NATIVE_GPT2 else None  # GPT-2 without transformers' modeling
+            if model is None:
+                config = AutoConfig.from_pretrained(str(path), **safe)
+                model = AutoModelForCausalLM.from_pretrained(
+                    str(path), config=config, use_safetensors=True, **safe
+                )
     except Exception as e:  # transformers raises many types; the user needs one line, not 48
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
         raise DecodekitError(

@@ -168,7 +168,11 @@ def test_the_cli_with_stdin_1_runs_nothing_and_says_one_line(tmp_path):
 
 
 def test_every_from_pretrained_gets_trust_remote_code_false_and_no_stdin(tiny, monkeypatch):
-    """Whatever transformers would ask, it is told no, and its input() meets an empty stdin."""
+    """Whatever transformers would ask, it is told no, and its input() meets an empty stdin
+    (transformers' own model classes: decodekit's GPT-2 forward, which asks nothing, set aside)."""
+    from decodekit.models import hf
+
+    monkeypatch.setattr(hf, "NATIVE_GPT2", False)
     seen = []
 
     def spy(cls_name, original):
