@@ -218,27 +218,43 @@ class LazyBytes:
         e, _ = self.char.states[self.keys[s][0]]
         return e.reach + 3 if e.simple else None
 
+    def explore(self, available: np.ndarray, limit: int, refused) -> np.ndarray:
+        """Every byte state reachable over the ``available`` [256] bytes, each row filled: [S, 256]
+        int64, -1 where a byte is dead or not available (inside a character only the continuation
+        bytes 80..BF are asked: any other is dead there). Past ``limit`` states, raises
+        ``refused(size)`` (an exception saying which bound)."""
+        codes = np.flatnonzero(available)
+        inner = codes[(codes >= 0x80) & (codes < 0xC0)]
+        x = 0
+        while x < self.size:
+            mine = codes if self.keys[x][1] == 0 else inner
+            unknown = mine[self.table[x, mine] == UNKNOWN]
+            if len(unknown):
+                self.fill(np.full(len(unknown), x, dtype=np.int64), unknown)
+            x += 1
+            if self.size > limit:
+                raise refused(self.size)
+        table = self.table[: self.size].astype(np.int64)
+        table[:, ~available] = -1
+        table[table == UNKNOWN] = -1
+        return table
+
     def whole(self, available: np.ndarray, max_states: int, label: str) -> ByteDFA | None:
         """Every byte state reachable over the ``available`` [256] bytes, as a trim, minimal
         :class:`ByteDFA` (what the whole token automaton is lifted from); None if nothing is
         accepted. Past ``max_states`` reachable byte states, ConstraintError."""
-        codes = np.flatnonzero(available).tolist()
-        s = 0
-        while s < self.size:
-            for b in codes:
-                self.step(s, b)
-            s += 1
-            if self.size > max_states:
-                raise ConstraintTooLarge(
-                    f"constraint too large: {label} has more than {max_states} reachable byte-level states "
-                    f"(max_states={max_states}); use a masked search, which builds it on first visit",
-                    bound="states",
-                    limit=max_states,
-                    size=self.size,
-                )
-        n = self.size
-        table = self.table[:n].astype(np.int64)
-        table[:, ~available] = -1
+        table = self.explore(
+            available,
+            max_states,
+            lambda size: ConstraintTooLarge(
+                f"constraint too large: {label} has more than {max_states} reachable byte-level states "
+                f"(max_states={max_states}); use a masked search, which builds it on first visit",
+                bound="states",
+                limit=max_states,
+                size=size,
+            ),
+        )
+        n = len(table)
         acc = np.array([self.accepting(x) for x in range(n)], dtype=bool)
         dist = distances_to_accept(table, acc)
         live = dist >= 0

@@ -112,25 +112,18 @@ class _Symbols:
 def _lexer_table(lexer: LazyBytes, available: np.ndarray, label: str) -> np.ndarray:
     """[L, 256] int64: every lexer byte state reachable from the states it has (the terminals'
     starts), each byte's next state, -1 where the byte is not available or the lexeme dies."""
-    codes = np.flatnonzero(available).astype(np.int64)
-    s = 0
-    while s < lexer.size:
-        row = lexer.table[s, codes]
-        unknown = row == UNKNOWN
-        if unknown.any():
-            lexer.fill(np.full(int(unknown.sum()), s, dtype=np.int64), codes[unknown])
-        s += 1
-        if lexer.size > MAX_LEXER_STATES:
-            raise ConstraintTooLarge(
-                f"constraint too large: {label}: the grammar's terminals have more than "
-                f"{MAX_LEXER_STATES:,} byte states to intersect with the pattern",
-                bound="states",
-                limit=MAX_LEXER_STATES,
-                size=lexer.size,
-            )
-    n = lexer.size
-    table = lexer.table[:n].astype(np.int64)
-    table[:, ~available] = -1
+    table = lexer.explore(
+        available,
+        MAX_LEXER_STATES,
+        lambda size: ConstraintTooLarge(
+            f"constraint too large: {label}: the grammar's terminals have more than "
+            f"{MAX_LEXER_STATES:,} byte states to intersect with the pattern",
+            bound="states",
+            limit=MAX_LEXER_STATES,
+            size=size,
+        ),
+    )
+    n = len(table)
     live = np.array([lexer.distance(x) >= 0 for x in range(n)] + [False])
     return np.where(live[table], table, -1)
 

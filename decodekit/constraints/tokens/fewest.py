@@ -21,7 +21,6 @@ from decodekit.constraints.automata.algebra import AND, CAT, NOT, OR, REP, SET, 
 from decodekit.constraints.automata.charlevel import CharLevel
 from decodekit.constraints.automata.eagerbytes import EagerBytes
 from decodekit.constraints.automata.graph import distances_to_accept, distinct_columns, minimize_with_blocks
-from decodekit.constraints.automata.lazybytes import UNKNOWN
 from decodekit.constraints.automata.pattern import short_label
 from decodekit.constraints.automata.protocol import ByteAutomaton
 from decodekit.constraints.automata.utf8 import ByteDFA
@@ -187,29 +186,19 @@ class FewestTokens:
         lb, enc = self.bytes, self._enc
         if isinstance(lb, EagerBytes):  # built whole already: its states are the DFA's
             return self._lifted_need(lb.dfa, np.arange(lb.size))
-        available = enc.available(b"")
-        codes = np.flatnonzero(available)
-        inner = codes[(codes >= 0x80) & (codes < 0xC0)]  # inside a character only these can follow
-        x = 0
-        while x < lb.size:
-            mine = codes if lb.keys[x][1] == 0 else inner
-            unknown = mine[lb.table[x, mine] == UNKNOWN]
-            if len(unknown):
-                lb.fill(np.full(len(unknown), x, dtype=np.int64), unknown)
-            x += 1
-            if lb.size > WHOLE_STATES:
-                raise ConstraintTooLarge(
-                    f"constraint too expensive: deciding whether {short_label(self.pattern)!r} can still be "
-                    f"matched within the length limit needs the fewest tokens of more than {WHOLE_STATES:,} "
-                    "byte states; raise max_length or simplify the pattern",
-                    bound="states",
-                    limit=WHOLE_STATES,
-                    size=lb.size,
-                )
-        n = lb.size
-        table = lb.table[:n].astype(np.int64)
-        table[:, ~available] = -1
-        table[table == UNKNOWN] = -1  # a lead or ASCII byte inside a character: never stepped, dead
+        table = lb.explore(
+            enc.available(b""),
+            WHOLE_STATES,
+            lambda size: ConstraintTooLarge(
+                f"constraint too expensive: deciding whether {short_label(self.pattern)!r} can still be "
+                f"matched within the length limit needs the fewest tokens of more than {WHOLE_STATES:,} "
+                "byte states; raise max_length or simplify the pattern",
+                bound="states",
+                limit=WHOLE_STATES,
+                size=size,
+            ),
+        )
+        n = len(table)
         accepting = np.array([lb.accepting(y) for y in range(n)], dtype=bool)
         dist = distances_to_accept(table, accepting)
         live = dist >= 0
