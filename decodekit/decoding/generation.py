@@ -339,11 +339,19 @@ def fold_transformers_names(
     if given.get("suppress_tokens") is not None:
         changes["suppress"] = tuple(given["suppress_tokens"])
     if given.get("grammar") is not None:
-        require(
-            options.get("constraint") is None or "constraint" not in explicit,
-            "give constraint or grammar, not both",
-        )
-        changes["constraint"] = read_grammar(given["grammar"])
+        grammar = read_grammar(given["grammar"])
+        other = options.get("constraint") if "constraint" in explicit else None
+        if other is not None:  # the grammar's sentences that also match: grammar & pattern
+            from decodekit.constraints.automata.pattern import Pattern
+            from decodekit.constraints.grammar.grammar import GrammarAndPattern
+
+            require(
+                isinstance(other, (str, Pattern)),
+                f"constraint beside grammar must be a regex or a Pattern (their intersection), "
+                f"got {shown(other)}",
+            )
+            grammar = grammar & other if hasattr(grammar, "__and__") else GrammarAndPattern.of(grammar, other)
+        changes["constraint"] = grammar
     if given.get("bad_words_ids") is not None:
         changes["bad_words"] = tuple(given["bad_words_ids"])
     if given.get("stop_strings") is not None:

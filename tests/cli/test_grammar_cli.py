@@ -112,6 +112,7 @@ def test_json_lines_take_a_grammar(char_model, tmp_path):
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     lines = [{"id": i, "prompt": "[", "grammar": LIST, "max_length": 7} for i in range(3)]
     lines.append({"id": 9, "prompt": "[", "grammar": "start: itm"})
+    lines.append({"id": 5, "prompt": "[", "grammar": LIST, "constraint": ".*b.*", "max_length": 9})
     src.write_text("".join(json.dumps(x) + "\n" for x in lines))
     r = run("generate", "--model", char_model, "--input", str(src), "--output", str(out))
     assert r.exit_code == 1, r.output  # a line failed: its error record says why
@@ -120,6 +121,8 @@ def test_json_lines_take_a_grammar(char_model, tmp_path):
         assert records[i]["hypotheses"] and all(_member(h["text"]) for h in records[i]["hypotheses"])
         assert records[i]["prompt"] == "["  # the record echoes its prompt (issue 36 item 10)
     assert "itm" in records[9]["error"]
+    both = records[5]["hypotheses"]  # grammar and constraint: their intersection
+    assert both and all(_member(h["text"]) and "b" in h["text"] for h in both)
 
 
 def test_constraint_draws_a_grammar(char_model, grammar_file):
