@@ -25,9 +25,10 @@ over the DFA's Q states (:mod:`~decodekit.constraints.grammar.minplus`):
   ignored lexeme: what may begin at o), over its expected terminals likewise from ``L_t``, and 0
   when both accept. Computed as one [Q] vector per Earley set, read at p.
 
-Sizes are checked before anything is built: the pattern's DFA at most :data:`MAX_PATTERN_STATES`
-states, and the lexer-by-DFA product at most :data:`MAX_PRODUCT` entries (Q * Q per lexer state);
-past either, one line says so.
+Sizes are bounded, each checked as it is reached and before any mask: the pattern's DFA at most
+:data:`MAX_PATTERN_STATES` states, the grammar's lexer at most :data:`MAX_LEXER_STATES`, and the
+lexer-by-DFA product at most :data:`MAX_PRODUCT` entries (Q * Q per lexer state, checked before
+it is allocated); past any, one line says so.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ MAX_PRODUCT = 8_000_000  # lexer states * Q * Q: the entries of D (64 MiB of int
 
 class _Symbols:
     """The min-plus matrices of a grammar's symbols over a pattern DFA (module docstring):
-    ``lexeme[a]`` = D[a], ``term[t]`` = L_t, ``after_term`` = I*, ``nt[A]`` = M_A."""
+    ``lexeme[a]`` = D[a], ``term[t]`` = L_t, ``istar`` = I*, ``term_then_ignore[t]`` = M_t,
+    ``nt[A]`` = M_A."""
 
     def __init__(self, grammar: GrammarBytes, tp: np.ndarray, available: np.ndarray, label: str) -> None:
         g = grammar.g
@@ -169,9 +171,17 @@ class GrammarPatternBytes:
     finite = False
 
     def __init__(self, grammar: GrammarBytes, pattern, available: np.ndarray, label: str) -> None:
-        dfa = LazyBytes(CharLevel(pattern, available)).whole(
-            available, MAX_PATTERN_STATES, f"{label}'s pattern"
-        )
+        try:
+            dfa = LazyBytes(CharLevel(pattern, available)).whole(available, MAX_PATTERN_STATES, "")
+        except ConstraintTooLarge as e:  # its advice (a masked search) is for a regex alone
+            raise ConstraintTooLarge(
+                f"constraint too large: {label}: the pattern has more than {MAX_PATTERN_STATES} reachable "
+                "byte-level states (a grammar takes patterns of up to that many); write the restriction "
+                "into the grammar's rules or terminals instead",
+                bound="states",
+                limit=MAX_PATTERN_STATES,
+                size=e.size,
+            ) from None
         if dfa is None:
             raise ConstraintError(f"{label}: the pattern matches no text of the vocabulary's bytes")
         tp = dfa.table[:, dfa.byte_class].astype(np.int64)
@@ -233,6 +243,8 @@ class GrammarPatternBytes:
                     out.append(b)
                     s, d = nxt, d - 1
                     break
+            else:  # the distances are exact, so some byte is one nearer
+                raise AssertionError(f"no byte leads state {s} nearer than {d}")
         return bytes(out)
 
     def step(self, s: int, b: int) -> int:

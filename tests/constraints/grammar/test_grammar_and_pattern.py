@@ -217,7 +217,7 @@ def test_refusals_are_one_line():
     cases = [
         (dyck & "y+", "matches no text|no text of this vocabulary"),
         (dyck & r"\(+", "no text of this vocabulary is in both"),
-        (dyck & ".{0,60}", f"more than {MAX_PATTERN_STATES} reachable byte-level states"),
+        (dyck & ".{0,60}", f"the pattern has more than {MAX_PATTERN_STATES} reachable byte-level states"),
     ]
     for constraint, message in cases:
         with pytest.raises(ConstraintError, match=message) as e:
