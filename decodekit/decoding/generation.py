@@ -474,7 +474,13 @@ def generate(
     prompts = truncated(model, prompts, config)
     if not prompts:
         return []
-    if config.assistant_model is not None or config.prompt_lookup_num_tokens is not None:
+    from decodekit.decoding.speculative import drafts_forced
+
+    if (
+        config.assistant_model is not None
+        or config.prompt_lookup_num_tokens is not None
+        or (record is None and drafts_forced(config, model))
+    ):
         return _speculative(model, prompts, config, single, record)
     out = run(_planned(model, prompts, config, max_memory), record=record, observe=observe)
     if config.prompt_logprobs:  # the model's own (the controls are about the generated tokens)
@@ -491,7 +497,11 @@ def _speculative(model: LanguageModel, prompts, config: GenerationConfig, single
     require(record is None, "record= draws a search tree; speculative decoding has none")
     model = with_controls(with_suppression(model, config), config)
     check_positions(model, prompts, config.max_length)
-    draft = speculative.draft_for(model, config.assistant_model)
+    draft = None
+    if config.assistant_model is not None or config.prompt_lookup_num_tokens is not None:
+        draft = speculative.draft_for(model, config.assistant_model)
+    if speculative.drafts_forced(config, model) and not isinstance(draft, speculative.ModelDraft):
+        draft = speculative.ForcedDraft(speculative.text_encoder(model), draft)  # a model draft: not wrapped
     out, _ = speculative.speculative_generate(model, prompts, config, draft)
     vocab = getattr(model, "vocab", None)
     if vocab is not None:

@@ -39,7 +39,7 @@ from decodekit.errors import ConfigError
 from decodekit.models.base import LanguageModel, model_device, prefill, step_many
 from decodekit.outputs import Hypothesis
 
-__all__ = ["LookupDraft", "ModelDraft", "speculative_generate"]
+__all__ = ["ForcedDraft", "LookupDraft", "ModelDraft", "speculative_generate"]
 
 MAX_PENDING = 16  # verified tokens waiting to be fed before they get a call of their own
 ADAPTIVE_START = 5  # the draft length when none is set: +2 after a fully kept draft, -1 else
@@ -173,6 +173,50 @@ class LookupDraft:
         pass
 
 
+class ForcedDraft:
+    """The text the constraint forces next, tokenized canonically (issue 40 item 2b): where the
+    constraint allows one continuation only for the next bytes (a JSON key, a separator), its
+    tokens ``encode(text)`` are the draft, deterministic (``Q`` one-hot), without model calls;
+    elsewhere ``inner``'s proposal (prompt lookup) or none. A constraint without byte states
+    (``forced_text``) drafts nothing. The text is cut to whole characters (a forced text that
+    begins inside one is not drafted)."""
+
+    calls = 0
+
+    def __init__(self, encode: Callable[[str], list[int]], inner: LookupDraft | None = None, limit: int = 64):
+        self.encode, self.inner, self.limit = encode, inner, limit
+        self.forced = 0  # draft tokens proposed from forced texts, for the benchmarks
+
+    def start(self, prompt: list[int]) -> None:
+        pass
+
+    def propose(self, k: int, context: list[int], picker: Picker) -> tuple[list[int], list]:
+        tokens = self._forced(k, picker) if k > 0 else []
+        if tokens:
+            self.forced += len(tokens)
+            return tokens, [None] * len(tokens)
+        return self.inner.propose(k, context, picker) if self.inner is not None else ([], [])
+
+    def _forced(self, k: int, picker: Picker) -> list[int]:
+        forced_text = getattr(picker.search.automaton, "forced_text", None)
+        if forced_text is None or picker.a_state is None or int(picker.a_state[0]) < 0:
+            return []
+        data = forced_text(int(picker.a_state[0]), self.limit)
+        for cut in range(len(data), max(len(data) - 4, 0), -1):  # whole characters only
+            try:
+                text = data[:cut].decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            try:
+                return self.encode(text)[:k]
+            except Exception:  # noqa: BLE001 - a tokenizer that cannot say the text: no draft
+                return []
+        return []
+
+    def accept(self, kept: int, token: int) -> None:
+        pass
+
+
 @dataclass
 class Speculation:
     """One speculative search: the target, its constraint, the draft and how tokens are chosen.
@@ -183,7 +227,7 @@ class Speculation:
 
     model: LanguageModel
     automaton: TokenConstraint | None
-    draft: ModelDraft | LookupDraft
+    draft: ModelDraft | LookupDraft | ForcedDraft
     distribution: Distribution | None
     generator: torch.Generator | None
     max_length: int
@@ -284,6 +328,49 @@ class Speculation:
         return Hypothesis(tuple(out), total, total, finished, tuple(token_lps))
 
 
+def text_encoder(model: LanguageModel) -> Callable[[str], list[int]] | None:
+    """``text -> ids`` of a model whose tokens are pieces of text joined without a separator
+    (byte-level BPE, characters), which :class:`ForcedDraft` drafts with; else None."""
+    vocab = getattr(model, "vocab", None)
+    if vocab is None or getattr(vocab, "separator", None) != "":
+        return None
+    pieces: dict[str, int] = {}
+
+    def longest_first(text: str) -> list[int]:  # a vocabulary without a tokenizer of its own
+        if not pieces:
+            pieces.update((t, i) for i, t in reversed(list(enumerate(vocab.surfaces()))) if t)
+        longest, out, i = max(map(len, pieces)), [], 0
+        while i < len(text):
+            n = next((n for n in range(min(longest, len(text) - i), 0, -1) if text[i : i + n] in pieces), 0)
+            if not n:
+                return out  # a character no token spells: the draft stops before it
+            out.append(pieces[text[i : i + n]])
+            i += n
+        return out
+
+    def encode(text: str) -> list[int]:
+        try:
+            return vocab.encode(text, warn_unknown=False)
+        except NotImplementedError:
+            return longest_first(text)
+
+    return encode
+
+
+def drafts_forced(settings, model: LanguageModel) -> bool:
+    """Whether ``generate`` drafts forced texts (:class:`ForcedDraft`, issue 40 item 2b):
+    ``fast_forward`` under a constraint, greedy or sampling, a model whose tokens are text pieces
+    (:func:`text_encoder`), nothing asked that speculative decoding does not report (per-token top
+    log-probabilities, the prompt's, stop texts). Beam searches fast-forward forced tokens only."""
+    return bool(
+        settings.fast_forward
+        and (settings.constraint is not None or settings.exclude)
+        and settings.resolved_strategy in ("greedy", "sample")
+        and not (settings.logprobs or settings.prompt_logprobs or settings.stop)
+        and text_encoder(model) is not None
+    )
+
+
 def draft_for(model: LanguageModel, assistant: LanguageModel | None) -> ModelDraft | LookupDraft:
     """The draft for ``assistant`` (None: prompt lookup), refused where its vocabulary is not
     the target's (same size, and the same tokens where both have a ``vocab``)."""
@@ -327,7 +414,7 @@ def speculative_generate(
             weights = processors.process_settings(logprobs, s)
             return torch.softmax(weights.float(), dim=-1)
 
-    lookup = isinstance(draft, LookupDraft)
+    lookup = isinstance(draft, LookupDraft) or isinstance(getattr(draft, "inner", None), LookupDraft)
     num_tokens = getattr(settings, "prompt_lookup_num_tokens" if lookup else "num_assistant_tokens", None)
     search = Speculation(model, automaton, draft, distribution, generator, settings.max_length, num_tokens)
     out = []

@@ -48,6 +48,7 @@ from decodekit.constraints.automata.pattern import short_label
 from decodekit.constraints.automata.protocol import ByteAutomaton
 from decodekit.constraints.tokens import interface
 from decodekit.constraints.tokens.fewest import FewestTokens
+from decodekit.constraints.tokens.forced import forced_bytes
 from decodekit.constraints.tokens.lift import byte_table, loop_bytes, walk_one
 from decodekit.constraints.tokens.rows import MasksFromRows, Row, RowCache
 from decodekit.constraints.tokens.trie import EncodedVocab, as_bytes
@@ -184,6 +185,11 @@ class DerivedTokenAutomaton(MasksFromRows):
     def accepts(self, tokens: Iterable[int]) -> bool:
         """Whether the token sequence is accepted; a trailing EOS is allowed."""
         return interface.accepts(self, self._accepts_state, tokens)
+
+    def forced_text(self, state: int, limit: int = 64) -> bytes:
+        """The bytes every match continuing from live ``state`` begins with (at most ``limit``):
+        :func:`~.forced.forced_bytes` of the byte states (a speculative draft's text)."""
+        return forced_bytes(self.bytes, state, limit)
 
     def is_accepting(self, states: torch.Tensor) -> torch.Tensor:
         """States of any shape -> bool of the same shape (dead states are not)."""
