@@ -87,25 +87,24 @@ def main() -> None:
         "| CPU ms per token: plain / forced tokens / + texts | speed-up | outputs equal |"
     )
     print("|---|---|---|---|---|---|")
-    from decodekit.decoding import speculative
-
-    drafts_forced = speculative.drafts_forced
-    modes = {"plain": False, "tokens": True, "texts": True}  # mode -> fast_forward
+    # forced tokens fed with the chosen ones (item 2a), then forced texts drafted too (2b: greedy
+    # and sampling; a beam search feeds forced tokens only, so its last column repeats the second)
+    modes = {
+        "plain": {},
+        "tokens": {"fast_forward": True},
+        "texts": {"fast_forward": True, "draft_forced_text": True},
+    }
     for strategy in args.strategies:
         config = dict(strategy=strategy, max_length=args.max_length, constraint=constraint, beam_size=4)
         times = {m: [] for m in modes}
         calls, outputs = {}, {}
         for _ in range(args.repeats):
-            for mode, forward in modes.items():
-                # "tokens": forced tokens only (item 2a); "texts": forced texts drafted too (2b,
-                # greedy and sampling; a beam search fast-forwards tokens only, so it is "tokens")
-                speculative.drafts_forced = drafts_forced if mode == "texts" else (lambda *a: False)
-                model, settings = Counted(lm), decodekit.GenerationConfig(**config, fast_forward=forward)
+            for mode, extra in modes.items():
+                model, settings = Counted(lm), decodekit.GenerationConfig(**config, **extra)
                 t = time.process_time()  # one prompt at a time, as the command line runs them
                 hyps = [decodekit.generate(model, prompt, settings) for prompt in PROMPTS]
                 times[mode].append(time.process_time() - t)
                 calls[mode], outputs[mode] = model.calls, [[h.tokens for h in hs] for hs in hyps]
-        speculative.drafts_forced = drafts_forced
         tokens = sum(len(hs[0]) + 1 for hs in outputs["plain"] if hs)  # EOS counted
         ms = {m: 1e3 * statistics.median(times[m]) / max(tokens, 1) for m in times}
         same = all(outputs[m] == outputs["plain"] for m in modes)

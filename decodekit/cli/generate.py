@@ -238,6 +238,14 @@ JSON_FORMS = {
     "separator) to the model in one call with the chosen one: the same outputs, fewer calls.",
 )
 @click.option(
+    "--draft-forced-text",
+    is_flag=True,
+    default=False,
+    help="Under a constraint, greedy or sampling: propose the text the constraint forces next (a key "
+    "a tokenizer may split several ways) as a speculative draft the model verifies in one call: the "
+    "same outputs, fewer calls (pays on large models).",
+)
+@click.option(
     "--threads",
     type=click.IntRange(min=1),
     help="torch CPU threads (default: 1 for a model under 20M parameters, else torch's choice).",

@@ -359,14 +359,14 @@ def text_encoder(model: LanguageModel) -> Callable[[str], list[int]] | None:
 
 def drafts_forced(settings, model: LanguageModel) -> bool:
     """Whether ``generate`` drafts forced texts (:class:`ForcedDraft`, issue 40 item 2b):
-    ``fast_forward`` under a constraint, greedy or sampling, a model whose tokens are text pieces
-    (:func:`text_encoder`), nothing asked that speculative decoding does not report (per-token top
-    log-probabilities, the prompt's, stop texts). Beam searches fast-forward forced tokens only."""
+    ``draft_forced_text`` under a constraint, greedy or sampling, a model whose tokens are text
+    pieces (:func:`text_encoder`), nothing asked that speculative decoding does not report
+    (per-token top log-probabilities, the prompt's)."""
     return bool(
-        settings.fast_forward
+        settings.draft_forced_text
         and (settings.constraint is not None or settings.exclude)
         and settings.resolved_strategy in ("greedy", "sample")
-        and not (settings.logprobs or settings.prompt_logprobs or settings.stop)
+        and not (settings.logprobs or settings.prompt_logprobs)
         and text_encoder(model) is not None
     )
 

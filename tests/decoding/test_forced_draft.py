@@ -1,8 +1,9 @@
 """Forced texts as speculative drafts (issue 40 item 2b, decodekit.decoding.speculative.ForcedDraft):
 where the constraint allows one continuation text, its tokenization is drafted and verified in
 one call. Greedy gives the masked greedy tokens and log-probabilities; sampling keeps the target's
-masked distribution (exhaustive enumeration, within sampling error); ``generate(fast_forward=True)``
-takes it for greedy and sampling over a text vocabulary, with fewer model calls."""
+masked distribution (exhaustive enumeration, within sampling error); ``generate``
+(``draft_forced_text=True``) takes it for greedy and sampling over a text vocabulary, with fewer
+model calls."""
 
 from __future__ import annotations
 
@@ -68,28 +69,28 @@ def test_sampling_keeps_the_targets_distribution(pattern):
     assert draft.forced > 0 and 0 < search.kept < search.drafted  # drafted, kept and rejected
 
 
-def test_generate_with_fast_forward_takes_it_for_greedy_and_sampling():
+def test_generate_with_draft_forced_text_takes_it_for_greedy_and_sampling():
     target = _target(1)
     pattern = "ab(?:a|b)ab"
     for strategy in ("greedy", "sample"):
         options = dict(strategy=strategy, max_length=7, constraint=pattern, seed=2, num_samples=3)
-        assert drafts_forced(decodekit.GenerationConfig(**options, fast_forward=True), target)
-        assert not drafts_forced(decodekit.GenerationConfig(**options), target)
+        assert drafts_forced(decodekit.GenerationConfig(**options, draft_forced_text=True), target)
+        assert not drafts_forced(decodekit.GenerationConfig(**options, fast_forward=True), target)
         plain, fast = Counted(target), Counted(target)
         want = decodekit.generate(plain, [2], **options)
-        got = decodekit.generate(fast, [2], **options, fast_forward=True)
+        got = decodekit.generate(fast, [2], **options, draft_forced_text=True)
         if strategy == "greedy":
             assert [(h.tokens, h.finished) for h in got] == [(h.tokens, h.finished) for h in want]
             assert got[0].logprob == approx(want[0].logprob)
             assert fast.calls < plain.calls
         assert all(h.text is not None for h in got)
-    beam = decodekit.GenerationConfig(strategy="masked-beam", constraint=pattern, fast_forward=True)
-    assert not drafts_forced(beam, target)  # beam searches fast-forward forced tokens only
+    with pytest.raises(decodekit.errors.ConfigError, match="greedy or sample"):
+        decodekit.GenerationConfig(strategy="masked-beam", constraint=pattern, draft_forced_text=True)
 
 
 def test_a_word_vocabulary_drafts_nothing():
     from tests.models.test_conformance import model_of
 
     model = model_of("lstm")
-    config = decodekit.GenerationConfig(strategy="greedy", constraint="a b", fast_forward=True)
+    config = decodekit.GenerationConfig(strategy="greedy", constraint="a b", draft_forced_text=True)
     assert text_encoder(model) is None and not drafts_forced(config, model)
