@@ -500,13 +500,14 @@ def _speculative(model: LanguageModel, prompts, config: GenerationConfig, single
     from decodekit.decoding import speculative
 
     require(record is None, "record= draws a search tree; speculative decoding has none")
+    encode = speculative.text_encoder(model) if speculative.drafts_forced(config, model) else None
     model = with_controls(with_suppression(model, config), config)
     check_positions(model, prompts, config.max_length)
     draft = None
     if config.assistant_model is not None or config.prompt_lookup_num_tokens is not None:
         draft = speculative.draft_for(model, config.assistant_model)
-    if speculative.drafts_forced(config, model) and not isinstance(draft, speculative.ModelDraft):
-        draft = speculative.ForcedDraft(speculative.text_encoder(model), draft)  # a model draft: not wrapped
+    if encode is not None and not isinstance(draft, speculative.ModelDraft):
+        draft = speculative.ForcedDraft(encode, draft)  # a model draft keeps its own state: not wrapped
     out, _ = speculative.speculative_generate(model, prompts, config, draft)
     vocab = getattr(model, "vocab", None)
     if vocab is not None:
