@@ -176,7 +176,8 @@ class GrammarPatternBytes:
         except ConstraintTooLarge as e:  # its advice (a masked search) is for a regex alone
             raise ConstraintTooLarge(
                 f"constraint too large: {label}: the pattern has more than {MAX_PATTERN_STATES} reachable "
-                "byte-level states (a grammar takes patterns of up to that many); write the restriction "
+                "byte-level states (a grammar takes patterns of up to that many; `.` and Unicode classes "
+                "take several per character, an ASCII class such as [ -~] one); write the restriction "
                 "into the grammar's rules or terminals instead",
                 bound="states",
                 limit=MAX_PATTERN_STATES,
