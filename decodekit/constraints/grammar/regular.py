@@ -15,7 +15,9 @@ language allows ignored text between any two terminals, and the text around a le
 such a gap, so the language is unchanged.
 
 Bounds: a made pattern is kept under :data:`MAX_PATTERN_CHARS` characters, :data:`MAX_GROUP_DEPTH`
-nested groups and :data:`MAX_STATES` automaton states (past them the nonterminal stays a rule).
+nested groups and :data:`MAX_STATES` automaton states (past them the nonterminal stays a rule); an
+alternation of literals alone under :data:`MAX_LITERALS_CHARS` characters and
+:data:`MAX_LITERALS_STATES` states.
 """
 
 from __future__ import annotations
@@ -27,6 +29,11 @@ from decodekit.errors import ConstraintError
 __all__ = ["MAX_GROUP_DEPTH", "MAX_PATTERN_CHARS", "MAX_STATES", "inline_regular"]
 
 MAX_PATTERN_CHARS = 20_000
+# an alternation of literals alone (``root ::= "w1" | "w2" | ...``) may be larger: its regex is read
+# with its common prefixes factored out (automata/conversion.left_factored), so it costs about its
+# length, where 60,000 literals as rules cost a lexeme under way each (59 CPU s, 1.9 GB)
+MAX_LITERALS_CHARS = 2_000_000
+MAX_LITERALS_STATES = 1_000_000  # the regex reader's own limit
 MAX_GROUP_DEPTH = 60  # decodekit's regex reader takes 100
 MAX_STATES = 200_000  # Thompson states, repetitions multiplied out (the reader takes 1,000,000)
 
@@ -249,20 +256,33 @@ def _regular(cfg: CFG, refused: set[str]) -> dict[str, _Re]:
                 + [r]
                 + ([_Re("rep", (_alt(left),), lo=0, hi=None)] if left else [])
             )
-        if r.chars <= MAX_PATTERN_CHARS and r.depth <= MAX_GROUP_DEPTH and r.states <= MAX_STATES:
+        if _fits(r):
             regex_of[x] = r
     return regex_of
 
 
+def _literals(r: _Re) -> bool:
+    """Whether ``r`` is an alternation of literals (:data:`MAX_LITERALS_CHARS`)."""
+    return r.kind == "alt" and all(x.kind == "lit" for x in r.items)
+
+
+def _fits(r: _Re) -> bool:
+    """Whether a made pattern of ``r`` stays within the bounds (module docstring)."""
+    if _literals(r):
+        return r.chars <= MAX_LITERALS_CHARS and r.states <= MAX_LITERALS_STATES
+    return r.chars <= MAX_PATTERN_CHARS and r.depth <= MAX_GROUP_DEPTH and r.states <= MAX_STATES
+
+
 class _Rewrite:
     """One rewriting of ``cfg``'s rules with the regular nonterminals ``regex_of`` (module
-    docstring): :attr:`rules`, :attr:`terminals`, and :attr:`made` (terminal -> (pattern, run))."""
+    docstring): :attr:`rules`, :attr:`terminals`, and :attr:`made` (terminal -> (pattern, run,
+    whether it is an alternation of literals))."""
 
     def __init__(self, cfg: CFG, regex_of: dict[str, _Re], join: str, unmerged: set[tuple[str, ...]]):
         self.regex_of, self.join, self.unmerged = regex_of, join, unmerged
         self.lits = {name: _Re("lit", text=t.pattern) for name, t in cfg.terminals.items()}
         self.terminals = dict(cfg.terminals)
-        self.made: dict[str, tuple[str, tuple[str, ...]]] = {}
+        self.made: dict[str, tuple[str, tuple[str, ...], bool]] = {}
         self.holders: dict[str, list[Rule]] = {}  # nullable runs: R -> <R> | ()
         self.too_big: list[tuple[str, ...]] = []
         rules = []
@@ -288,7 +308,7 @@ class _Rewrite:
     def terminal(self, run: tuple[str, ...], r: _Re) -> str:
         name = "<" + " ".join(run) + ">"
         if name not in self.made:
-            self.made[name] = (_render(r, self.join), run)
+            self.made[name] = (_render(r, self.join), run, _literals(r))
             self.terminals[name] = Terminal(name, self.made[name][0])
         return name
 
@@ -352,9 +372,9 @@ def inline_regular(cfg: CFG) -> CFG:
             else:
                 refused.add(run[0])
             progress = True
-        for pattern, run in done.made.values():
+        for pattern, run, literals in done.made.values():
             try:
-                if len(pattern) > 2 * MAX_PATTERN_CHARS:
+                if len(pattern) > 2 * (MAX_LITERALS_CHARS if literals else MAX_PATTERN_CHARS):
                     raise ConstraintError("too long")
                 check_pattern(pattern)
             except ConstraintError:

@@ -123,5 +123,24 @@ def test_inline_regular_respects_the_bounds():
     assert len(out.nonterminals) > 300 - MAX_GROUP_DEPTH  # the deep part stayed rules
     texts = ["x" * 5 + "y", "x" * 300 + "z", "y"]
     assert all(cfg_accepts(out, t) for t in texts[:1] + texts[2:])
-    big = inline_regular(read_gbnf("root ::= " + " | ".join(f'"w{i}"' for i in range(5000)) + "\n"))
-    assert len(big.terminals) == 5000  # past MAX_PATTERN_CHARS: left as rules
+    big = inline_regular(read_gbnf("root ::= " + " | ".join(f'"w{i}" [a-c]' for i in range(5000)) + "\n"))
+    assert len(big.rules) == 5000  # past MAX_PATTERN_CHARS: left as rules (literals alone: below)
+
+
+def test_an_alternation_of_literals_past_the_pattern_bound_becomes_one_terminal():
+    """root ::= "w0" | ... | "w2999" (29,000 characters of regex, over MAX_PATTERN_CHARS): one
+    terminal, read with its prefixes factored out, so that the engine keeps one lexeme under way
+    where 3,000 rules kept 3,000 (the 1 MB hostile grammar of 60,000: 2.8 CPU s, was 68)."""
+    from decodekit.constraints import Grammar, compile_regex
+    from decodekit.constraints.grammar.regular import MAX_PATTERN_CHARS
+
+    words = [f"w{i}x" for i in range(3000)]
+    text = "root ::= " + " | ".join(f'"{w}"' for w in words)
+    assert len(text) > MAX_PATTERN_CHARS
+    regular = Grammar(text, syntax="gbnf").regular
+    assert len(regular.terminals) == 1 and len(regular.rules) == 1
+    tokens = [None, *(bytes([b]) for b in range(256))]
+    auto = compile_regex(Grammar(text, syntax="gbnf"), tokens, 0)
+    spell = lambda s: [b + 1 for b in s.encode()]  # noqa: E731
+    assert auto.accepts([*spell("w2999x"), 0]) and auto.accepts([*spell("w7x"), 0])
+    assert not auto.accepts([*spell("w3000x"), 0]) and not auto.accepts([*spell("w7"), 0])
