@@ -83,6 +83,21 @@ def gpt2():
     return HuggingFaceLM(transformers.GPT2LMHeadModel(config).eval())
 
 
+def gpt2_native():
+    """:func:`gpt2`'s weights through decodekit's own GPT-2 forward (models/gpt2.py), as load_hf
+    runs a saved GPT-2 directory."""
+    pytest.importorskip("safetensors", reason="decodekit's GPT-2 reads safetensors weights")
+    import tempfile
+    from pathlib import Path
+
+    from decodekit.models.gpt2 import native_model
+    from decodekit.models.hf import HuggingFaceLM
+
+    with tempfile.TemporaryDirectory() as folder:
+        gpt2().model.save_pretrained(folder)
+        return HuggingFaceLM(native_model(Path(folder)))
+
+
 def neural_forward(model: NeuralLM, x: torch.Tensor) -> torch.Tensor:
     return torch.log_softmax(model(x)[0].float(), -1)
 
@@ -120,6 +135,7 @@ CASES: dict[str, Case] = {
     "ngram-kn2-no-eos": Case(functools.partial(ngram, 2, eos=False), tol=1e-5),
     "mixture": Case(lambda: MixtureLM([ngram(3), neural("lstm")], [0.3, 0.7]), tol=1e-5),
     "hf-gpt2": Case(gpt2, tol=1e-5, forward=hf_forward),
+    "hf-gpt2-native": Case(gpt2_native, tol=1e-5, forward=hf_forward),
     "suppressed-lstm": Case(lambda: Suppressed(neural("lstm"), [2, 5])),
     "controlled-lstm": Case(
         lambda: Controlled(neural("lstm"), repetition_penalty=1.4, no_repeat_ngram_size=2)
