@@ -13,7 +13,7 @@ import torch
 
 from decodekit.constraints.grammar.cfg import CFG, Rule, Terminal
 from decodekit.constraints.grammar.earley import GrammarBytes
-from tests.support.grammars import lark_oracle
+from tests.support.grammars import check_byte_states, lark_oracle, run_text
 
 lark = pytest.importorskip("lark", reason="lark is the oracle of the grammar tests")
 
@@ -69,15 +69,6 @@ def _oracle(lark_text):
     return functools.lru_cache(maxsize=None)(lark_oracle(lark_text, posix=False))
 
 
-def _run(gb: GrammarBytes, text: str) -> int:
-    s = 0
-    for b in text.encode():
-        s = gb.step(s, b)
-        if s < 0:
-            return -1
-    return s
-
-
 @pytest.mark.parametrize("name", list(GRAMMARS))
 def test_acceptance_liveness_and_distance_equal_brute_force(name):
     """Every text up to 5 characters: accepted iff lark parses it; dead only if no completion of
@@ -86,31 +77,7 @@ def test_acceptance_liveness_and_distance_equal_brute_force(name):
     cfg, text, alphabet = GRAMMARS[name]
     member, gb = _oracle(text), GrammarBytes(cfg)
 
-    @functools.cache
-    def fewest(prefix: str, budget: int) -> int | None:
-        if member(prefix):
-            return 0
-        if budget == 0:
-            return None
-        got = [fewest(prefix + c, budget - 1) for c in alphabet]
-        got = [g + 1 for g in got if g is not None]
-        return min(got) if got else None
-
-    for n in range(6):
-        for chars in itertools.product(alphabet, repeat=n):
-            prefix = "".join(chars)
-            s = _run(gb, prefix)
-            assert (s >= 0 and gb.accepting(s)) == member(prefix), prefix
-            want = fewest(prefix, 2)
-            if s < 0:
-                assert want is None, (prefix, want)
-                continue
-            d = gb.distance(s)
-            assert d >= 0, prefix
-            if want is not None or d <= 2:
-                assert d == want, (prefix, d, want)
-            w = gb.witness(s)
-            assert len(w) == d and member(prefix + w.decode()), (prefix, w)
+    check_byte_states(gb, member, alphabet, lookahead=2)
 
 
 def _vocab_model(tokens):
@@ -169,10 +136,10 @@ def test_deep_nesting_costs_no_recursion():
     """10,000 nested brackets: stepped, measured and witnessed without Python recursion."""
     cfg, _, _ = GRAMMARS["dyck"]
     gb = GrammarBytes(cfg)
-    s = _run(gb, "(" * 10_000 + "x")
+    s = run_text(gb, "(" * 10_000 + "x")
     assert gb.distance(s) == 10_000
     assert gb.witness(s) == b")" * 10_000
-    s = _run(gb, "(" * 10_000 + ")" * 10_000)
+    s = run_text(gb, "(" * 10_000 + ")" * 10_000)
     assert gb.accepting(s)
 
 
@@ -185,5 +152,5 @@ def test_a_terminal_no_token_can_begin_never_begins():
     available = np.zeros(256, dtype=bool)
     available[[ord(c) for c in "1+ "]] = True
     gb = GrammarBytes(cfg, available)
-    assert _run(gb, "1 1") == -1 and _run(gb, "1 +1") >= 0
-    assert gb.accepting(_run(gb, "1 + 1 "))
+    assert run_text(gb, "1 1") == -1 and run_text(gb, "1 +1") >= 0
+    assert gb.accepting(run_text(gb, "1 + 1 "))

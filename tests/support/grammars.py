@@ -244,3 +244,48 @@ def cfg_accepts(cfg: CFG, text: str) -> bool:
         if n in ignorable[j]
         for rhs in by_lhs.get(cfg.start, [])
     )
+
+
+def run_text(states, text: str) -> int:
+    """The byte state of a ``ByteAutomaton`` after ``text``'s UTF-8 bytes from state 0 (-1: dead)."""
+    s = 0
+    for b in text.encode():
+        s = states.step(s, b)
+        if s < 0:
+            return -1
+    return s
+
+
+def check_byte_states(states, member, alphabet: str, lookahead: int, length: int = 5) -> None:
+    """Every text over ``alphabet`` up to ``length`` characters against brute force with the
+    judge ``member``: accepted iff ``member`` says so; dead only if no completion of at most
+    ``lookahead`` more characters is accepted; alive with a witness of the state's fewest bytes
+    that is accepted, and no accepted completion shorter than that (searched up to ``lookahead``)."""
+    import functools
+    import itertools
+
+    @functools.cache
+    def fewest(prefix: str, budget: int) -> int | None:
+        if member(prefix):
+            return 0
+        if budget == 0:
+            return None
+        got = [fewest(prefix + c, budget - 1) for c in alphabet]
+        got = [g + 1 for g in got if g is not None]
+        return min(got) if got else None
+
+    for n in range(length + 1):
+        for chars in itertools.product(alphabet, repeat=n):
+            prefix = "".join(chars)
+            s = run_text(states, prefix)
+            assert (s >= 0 and states.accepting(s)) == member(prefix), prefix
+            want = fewest(prefix, lookahead)
+            if s < 0:
+                assert want is None, (prefix, want)
+                continue
+            d = states.distance(s)
+            assert d >= 0, prefix
+            if want is not None or d <= lookahead:
+                assert d == want, (prefix, d, want)
+            w = states.witness(s)
+            assert len(w) == d and member(prefix + w.decode()), (prefix, w)

@@ -23,7 +23,7 @@ from decodekit.constraints.grammar.intersect import MAX_PATTERN_STATES, GrammarP
 from decodekit.decoding.banked import banked_beam_search
 from decodekit.errors import ConstraintError
 from tests.support.exhaustive import ALPHAS, Oracle, SparseLM, assert_n_best, small_vocab
-from tests.support.grammars import lark_oracle
+from tests.support.grammars import check_byte_states, lark_oracle
 
 lark = pytest.importorskip("lark", reason="lark is the oracle of the grammar tests")
 
@@ -61,15 +61,6 @@ def _product(name):
     return GrammarPatternBytes(GrammarBytes(grammar, available), Pattern(pattern), available, name)
 
 
-def _run(a, text: str) -> int:
-    s = 0
-    for b in text.encode():
-        s = a.step(s, b)
-        if s < 0:
-            return -1
-    return s
-
-
 @pytest.mark.parametrize("name", list(CASES))
 def test_acceptance_liveness_and_distance_equal_brute_force(name):
     """Every text up to 5 characters: accepted iff both judges accept it; dead iff no completion
@@ -79,31 +70,7 @@ def test_acceptance_liveness_and_distance_equal_brute_force(name):
     alphabet = CASES[name][2]
     assert isinstance(a, ByteAutomaton) and not a.finite
 
-    @functools.cache
-    def fewest(prefix: str, budget: int) -> int | None:
-        if member(prefix):
-            return 0
-        if budget == 0:
-            return None
-        got = [fewest(prefix + c, budget - 1) for c in alphabet]
-        got = [g + 1 for g in got if g is not None]
-        return min(got) if got else None
-
-    for n in range(6):
-        for chars in itertools.product(alphabet, repeat=n):
-            prefix = "".join(chars)
-            s = _run(a, prefix)
-            assert (s >= 0 and a.accepting(s)) == member(prefix), prefix
-            want = fewest(prefix, 3)
-            if s < 0:
-                assert want is None, (prefix, want)
-                continue
-            d = a.distance(s)
-            assert d >= 0, prefix
-            if want is not None or d <= 3:
-                assert d == want, (prefix, d, want)
-            w = a.witness(s)
-            assert len(w) == d and member(prefix + w.decode()), (prefix, w)
+    check_byte_states(a, member, alphabet, lookahead=3)
 
 
 @pytest.mark.parametrize(
