@@ -334,14 +334,16 @@ def text_encoder(model: LanguageModel) -> Callable[[str], list[int]] | None:
     vocab = getattr(model, "vocab", None)
     if vocab is None or getattr(vocab, "separator", None) != "":
         return None
-    pieces: dict[str, int] = {}
+    pieces: dict[str, int] = {}  # made on first use: surface -> its first id
+    longest = [0]
 
     def longest_first(text: str) -> list[int]:  # a vocabulary without a tokenizer of its own
         if not pieces:
             pieces.update((t, i) for i, t in reversed(list(enumerate(vocab.surfaces()))) if t)
-        longest, out, i = max(map(len, pieces)), [], 0
+            longest[0] = max(map(len, pieces), default=0)
+        out, i = [], 0
         while i < len(text):
-            n = next((n for n in range(min(longest, len(text) - i), 0, -1) if text[i : i + n] in pieces), 0)
+            n = next((n for n in range(min(longest[0], len(text) - i), 0, -1) if text[i : i + n] in pieces), 0)
             if not n:
                 return out  # a character no token spells: the draft stops before it
             out.append(pieces[text[i : i + n]])
