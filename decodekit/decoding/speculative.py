@@ -343,7 +343,8 @@ def text_encoder(model: LanguageModel) -> Callable[[str], list[int]] | None:
             longest[0] = max(map(len, pieces), default=0)
         out, i = [], 0
         while i < len(text):
-            n = next((n for n in range(min(longest[0], len(text) - i), 0, -1) if text[i : i + n] in pieces), 0)
+            most = min(longest[0], len(text) - i)
+            n = next((n for n in range(most, 0, -1) if text[i : i + n] in pieces), 0)
             if not n:
                 return out  # a character no token spells: the draft stops before it
             out.append(pieces[text[i : i + n]])
