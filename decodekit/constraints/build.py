@@ -25,6 +25,7 @@ from decodekit.constraints.syntax.parser import parse
 from decodekit.constraints.syntax.unicode import OCCURRING_BITS
 from decodekit.constraints.tokens.automaton import TokenAutomaton
 from decodekit.constraints.tokens.derived import DerivedTokenAutomaton
+from decodekit.constraints.tokens.horizons import LexemeHorizons
 from decodekit.constraints.tokens.interface import TokenConstraint, decides_on_host
 from decodekit.constraints.tokens.lazy import LazyTokenAutomaton
 from decodekit.constraints.tokens.lift import lift
@@ -213,6 +214,7 @@ def _build_grammar(grammar, entry: Vocabulary, eos_id, separator: str, lazy: Laz
         )
     enc = entry.trie()
     automaton = GrammarBytes(cfg, enc.available(b""))
+    automaton.horizons = LexemeHorizons(automaton.lexer, automaton.live_lexemes, enc).after
     stats = {"engine": "grammar", "rules": len(cfg.rules), "terminals": len(cfg.terminals)}
     if pattern is not None:
         label = f"{label} & {short_label(str(pattern))}"

@@ -44,6 +44,7 @@ from decodekit.constraints.automata.pattern import Pattern, union
 from decodekit.constraints.automata.protocol import UNKNOWN
 from decodekit.constraints.grammar.cfg import CFG
 from decodekit.constraints.grammar.distances import INF, SELF, GrammarDistances
+from decodekit.constraints.grammar.follow import follow_sets
 from decodekit.errors import ConstraintError, ConstraintTooLarge
 
 MAX_STATES = 1_000_000  # grammar states (their byte rows take 1 KiB each)
@@ -214,8 +215,11 @@ class _Set:
 class GrammarBytes:
     """The byte states of a :class:`CFG` over the ``available`` [256] bytes (a vocabulary's),
     built on first visit; a :class:`~decodekit.constraints.automata.protocol.ByteAutomaton`.
-    State 0 is the initial one. ConstraintError when no text of the available bytes is in the
-    language (naming the terminals the bytes cannot spell)."""
+    State 0 is the initial one. Given :attr:`horizons` (a vocabulary's
+    :class:`~decodekit.constraints.tokens.horizons.LexemeHorizons`), its :meth:`row_key` consults
+    each lexeme's origin only as deep as they bound. ConstraintError
+    when no text of the available bytes is in the language (naming the terminals the bytes
+    cannot spell)."""
 
     finite = False
 
@@ -227,12 +231,8 @@ class GrammarBytes:
         char = CharLevel(union(*[Pattern(p) for p in distinct]), available)
         self.lexer = LazyBytes(char)
         # a terminal is a regex text, or a Pattern (a JSON Schema's regular part: its intersections)
-        starts = [
-            self.lexer.state(
-                char.state(char.converted[p] if isinstance(p, str) else char.expression(p), False), 0, 0
-            )
-            for p in patterns
-        ]
+        exprs = [char.converted[p] if isinstance(p, str) else char.expression(p) for p in patterns]
+        starts = [self.lexer.state(char.state(e, False), 0, 0) for e in exprs]
         self.g = g = _Tables(cfg, self.lexer, starts)
         if g.minlen[g.nt[cfg.start]] >= INF:
             unspellable = [n for n, m in zip(g.term_names, g.t_min) if m < 0]
@@ -255,6 +255,16 @@ class GrammarBytes:
         self._key_ids: dict[tuple, int] = {}
         self._partitions: dict[tuple[int, ...], tuple[list[list[int]], np.ndarray]] = {}
         self._lexer_live = np.zeros(0, dtype=np.int8)  # per lexer state: 1 live, 0 dead, -1 unknown
+        # per terminal, the lexer state of the union of the terminals that may follow it (-1: none)
+        self.followers = [
+            self.lexer.state(char.state(char.alg.union([exprs[u] for u in after]), False), 0, 0)
+            if after
+            else -1
+            for after in follow_sets(g)
+        ]
+        # (lexer state, followers) -> the most bytes of a token after that lexeme completes, set by
+        # the token level (a LexemeHorizons); None: every origin consulted over the whole horizon
+        self.horizons = None
         closure_items, closure_terms = g.closure(0)
         rules = frozenset((r, d, SELF) for r, d in closure_items)
         expect = frozenset((t, SELF) for t in closure_terms)
@@ -276,15 +286,26 @@ class GrammarBytes:
         return self.sets[s].accepting
 
     def row_key(self, s: int, horizon: int) -> int:
-        """A key equal for states that read the next ``horizon`` bytes alike: the state with each
-        origin replaced by the origin's :meth:`_consulted` key at the bytes that can be left when
-        it is consulted, so that two positions whose parses agree that far share one row (the
-        strings of a JSON document at the same depth, whatever lies deeper)."""
+        """A key equal for states that read the next ``horizon`` bytes alike: the state's
+        acceptance and its moving lexemes, each origin replaced by the origin's :meth:`_consulted`
+        key at the bytes that can be left when the lexeme completes (at most ``horizon - 1``, and
+        and the token level's :attr:`horizons` bound, when it set one), so that two positions
+        whose parses agree that far share one row (the strings of a JSON document, whatever
+        lies around them)."""
         got = self._row_keys.get((s, horizon))
         if got is None:
-            here = self.sets[s]
-            lex = frozenset((t, q, self._consulted(o, horizon - 1)) for t, q, o in here.lex)
-            got = self._key_ids.setdefault(("top", self._consulted(s, horizon), lex), len(self._key_ids))
+            after, followers = self.horizons, self.followers
+            lex = frozenset(
+                (
+                    t,
+                    q,
+                    self._consulted(
+                        o, horizon - 1 if after is None else min(horizon - 1, after(q, followers[t]))
+                    ),
+                )
+                for t, q, o in self._moving(s)
+            )
+            got = self._key_ids.setdefault(("top", self.sets[s].accepting, lex), len(self._key_ids))
             self._row_keys[(s, horizon)] = got
         return got
 
@@ -365,12 +386,12 @@ class GrammarBytes:
                 rows, cols = np.nonzero(unknown)
                 lexer.fill(q[rows], every[cols])
                 nxt = lexer.table[q[:, None], every[None, :]]
-            nxt = np.where(self._live_lexemes(nxt), nxt, -1).astype(np.int64)
+            nxt = np.where(self.live_lexemes(nxt), nxt, -1).astype(np.int64)
             columns, inverse = np.unique(nxt.T, axis=0, return_inverse=True)
             got = self._partitions[qs] = ([c.tolist() for c in columns], inverse.reshape(-1))
         return got
 
-    def _live_lexemes(self, qs: np.ndarray) -> np.ndarray:
+    def live_lexemes(self, qs: np.ndarray) -> np.ndarray:
         """bool, the shape of ``qs`` (lexer states, -1 dead): which can still complete their terminal."""
         known = self._lexer_live
         if len(known) < self.lexer.size:

@@ -43,7 +43,7 @@ from decodekit.constraints.automata.eagerbytes import EagerBytes
 from decodekit.constraints.automata.graph import (
     spans,
 )
-from decodekit.constraints.automata.lazybytes import UNKNOWN, LazyBytes
+from decodekit.constraints.automata.lazybytes import LazyBytes
 from decodekit.constraints.automata.pattern import short_label
 from decodekit.constraints.automata.protocol import ByteAutomaton
 from decodekit.constraints.tokens import interface
@@ -272,20 +272,9 @@ class DerivedTokenAutomaton(MasksFromRows):
             found_e.append(np.full(len(empty), s, dtype=np.int64))
         alive, state = np.zeros(1, dtype=np.int64), np.array([s], dtype=np.int64)
         for d in range(1, len(enc.by_depth)):
-            first = enc.first_child[d - 1]
-            lo = first[alive]
-            counts = first[alive + 1] - lo
-            total = int(counts.sum())
-            if not total:
+            child, _, nxt = enc.step_children(d, alive, state, lb)
+            if not len(child):
                 break
-            child = spans(lo, counts, total)
-            src = np.repeat(state, counts)
-            codes = enc.byte[d - 1][child]
-            nxt = lb.table[src, codes]
-            unknown = np.flatnonzero(nxt == UNKNOWN)
-            if len(unknown):
-                lb.fill(src[unknown], codes[unknown])
-                nxt[unknown] = lb.table[src[unknown], codes[unknown]]
             keep = np.flatnonzero(nxt >= 0)
             if not len(keep):
                 break
@@ -333,13 +322,10 @@ class DerivedTokenAutomaton(MasksFromRows):
         byte below them steps to itself (a string's body): their subtrees' tokens, all ending in
         that state, are appended to ``found_t`` / ``found_e`` at once (:attr:`EncodedVocab.subtrees`).
         Returns [len(alive)] bool, the nodes taken, or None when no state there loops."""
-        present = np.flatnonzero(np.bincount(state))
-        loops = self.bytes.table[present] == present[:, None]  # [U, 256]; unknown steps never loop
-        if not loops.any():
+        taken = self._enc.kept_below(d, alive, state, self.bytes.table)
+        if taken is None:
             return None
-        bits = np.ascontiguousarray(np.packbits(loops, axis=1, bitorder="little")).view("<u8")
         sub = self._enc.subtrees
-        taken = ~(sub.below[d - 1][alive] & ~bits[np.searchsorted(present, state)]).any(axis=1)
         if taken.any():
             lo, count = sub.lo[d - 1][alive[taken]], sub.count[d - 1][alive[taken]]
             found_t.append(sub.order[spans(lo, count, int(count.sum()))])

@@ -11,6 +11,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from decodekit.constraints.automata.graph import spans
+from decodekit.constraints.automata.protocol import UNKNOWN
 from decodekit.errors import ConstraintError
 
 CHAIN = 256  # a single token's last bytes past this many are stepped one by one (see lift._walk_chain)
@@ -150,6 +152,45 @@ class EncodedVocab:
                 k = np.arange(len(nodes)) - np.searchsorted(nodes, nodes)  # among tokens of one node
                 order[mine[nodes] + k] = ids
         return Subtrees(order, tuple(lo), tuple(count), tuple(below))
+
+    def step_children(self, d: int, alive: np.ndarray, state: np.ndarray, automaton) -> tuple:
+        """One depth of a walk: the children (of depth d) of the nodes ``alive`` of depth d - 1,
+        each parent's count, and the byte automaton's state after each child's byte from its
+        parent's ``state`` (int32, -1 dead), unknown steps filled first (``automaton.table``
+        [S, 256], ``automaton.fill(states, codes)``). Returns ``(child, counts, next)``."""
+        first = self.first_child[d - 1]
+        lo = first[alive]
+        counts = first[alive + 1] - lo
+        child = spans(lo, counts, int(counts.sum()))
+        src = np.repeat(state, counts)
+        codes = self.byte[d - 1][child]
+        nxt = automaton.table[src, codes]
+        unknown = np.flatnonzero(nxt == UNKNOWN)
+        if len(unknown):
+            automaton.fill(src[unknown], codes[unknown])
+            nxt[unknown] = automaton.table[src[unknown], codes[unknown]]
+        return child, counts, nxt
+
+    def kept_below(self, d: int, node: np.ndarray, state: np.ndarray, table: np.ndarray) -> np.ndarray | None:
+        """[M] bool: whether every byte below each node (of depth d) steps its state of ``table``
+        [S, 256] to itself (a string's body; unknown steps never do), by :attr:`subtrees`' bytes
+        below; None when no state there steps to itself on any byte."""
+        present = np.flatnonzero(np.bincount(state))
+        loops = table[present] == present[:, None]  # [U, 256]
+        if not loops.any():
+            return None
+        bits = np.ascontiguousarray(np.packbits(loops, axis=1, bitorder="little")).view("<u8")
+        below = self.subtrees.below[d - 1][node]
+        return ~(below & ~bits[np.searchsorted(present, state)]).any(axis=1)
+
+    @functools.cached_property
+    def heights(self) -> tuple[np.ndarray, ...]:
+        """Per depth d = 1 .. L, [n_d] int64: the most bytes a token has below each node (0: no
+        token is longer than the node's prefix); made on first use (one pass up) and kept."""
+        out = [np.zeros(len(b), dtype=np.int64) for b in self.byte]
+        for d in range(len(out) - 1, 0, -1):
+            np.maximum.at(out[d - 1], self.parent[d], out[d] + 1)
+        return tuple(out)
 
     @functools.cached_property
     def lists(self) -> TrieLists:

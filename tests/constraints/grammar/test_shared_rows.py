@@ -1,0 +1,185 @@
+"""Rows shared between grammar states (``GrammarBytes.row_key`` with the vocabulary's lexeme
+horizons, decodekit.constraints.grammar.horizons) equal each state's own row: at every state of
+random token walks, over random small grammars and vocabularies of several-byte tokens
+(hypothesis) and over JSON grammars on a trained byte-level BPE, the automaton that shares rows
+allows exactly what one computing every state's row alone allows, at every budget. And sharing
+happens: a JSON document's positions take far fewer rows than positions."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from decodekit import Grammar
+from decodekit.constraints import clear_cache, compile_regex
+from decodekit.constraints.grammar.earley import GrammarBytes
+from decodekit.constraints.grammar.follow import follow_sets
+from decodekit.errors import ConstraintError
+from tests.support.exhaustive import small_vocab
+
+RULES = [  # rule bodies over nonterminals a, b and the terminals below
+    "a b",
+    'a "," b',
+    '"(" a ")"',
+    "A",
+    "B",
+    "A a",
+    "a A",
+    '"x"',
+    "",
+    "b b",
+    'b "+" a',
+    "C",
+    "a C b",
+]
+TERMINALS = ["A: /x[ab]*/", "B: /[0-9]+/", 'C: /"[^"]*"/']
+PIECES = ["x", "a", "b", "1", "2", ",", "(", ")", '"', "+", " "]
+
+
+def _unshared(monkeypatch, build):
+    """``build()`` with every state its own row key (no row shared)."""
+    with monkeypatch.context() as m:
+        m.setattr(GrammarBytes, "row_key", lambda self, s, horizon: None)
+        clear_cache(vocabularies=False)
+        return build()
+
+
+def _assert_rows_equal(shared, alone, walks, budgets=(None, 1, 2, 4)) -> set[int]:
+    """Compare the two automata's rows at every state of ``walks``; returns the states seen."""
+    seen = set()
+    for ids in walks:
+        s1 = s2 = shared.initial
+        for t in [None, *ids]:
+            if t is not None:
+                s1, s2 = shared.walk([t], s1), alone.walk([t], s2)
+                assert (s1 < 0) == (s2 < 0)
+                if s1 < 0:
+                    break
+            seen.add(s1)
+            for budget in budgets:
+                a = shared.allowed(torch.tensor([s1]), budget)[0]
+                b = alone.allowed(torch.tensor([s2]), budget)[0]
+                assert torch.equal(a, b), (ids, t, budget, (a ^ b).nonzero()[:, 0].tolist())
+    return seen
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    rules=st.lists(st.tuples(st.sampled_from("ab"), st.sampled_from(RULES)), min_size=2, max_size=7),
+    ignore=st.booleans(),
+    extra=st.lists(st.text(alphabet="".join(PIECES), min_size=2, max_size=5), max_size=25),
+    seed=st.integers(0, 10**6),
+)
+def test_shared_rows_equal_own_rows_on_random_grammars(monkeypatch, rules, ignore, extra, seed):
+    bodies = {"a": [], "b": []}
+    for lhs, body in rules:
+        bodies[lhs].append(body)
+    bodies["b"] = bodies["b"] or ['"x"']
+    bodies["a"] = bodies["a"] or ["b"]
+    text = "start: a\n" + "".join(f"{n}: {' | '.join(b)}\n" for n, b in bodies.items()) + "\n".join(TERMINALS)
+    text += '\n%ignore " "\n' if ignore else "\n"
+    try:
+        grammar = Grammar(text, "lark")
+    except ConstraintError:
+        assume(False)
+    vocab = small_vocab(list(dict.fromkeys(PIECES + extra)))
+    tokens, eos = vocab.surface_bytes(), vocab.eos_id
+    try:
+        shared = compile_regex(grammar, tokens, eos)
+    except ConstraintError:
+        assume(False)
+    alone = _unshared(monkeypatch, lambda: compile_regex(grammar, tokens, eos))
+    rng = random.Random(seed)
+    walks = []
+    for _ in range(6):  # masked random walks of the shared automaton
+        state, ids = shared.initial, []
+        for _ in range(8):
+            allowed = shared.allowed(torch.tensor([state]))[0].nonzero()[:, 0].tolist()
+            choices = [t for t in allowed if t != eos]
+            if not choices:
+                break
+            ids.append(rng.choice(choices))
+            state = shared.walk([ids[-1]], state)
+        walks.append(ids)
+    _assert_rows_equal(shared, alone, walks)
+
+
+JSON_LARK = r"""
+?start: value
+?value: object | array | string | SIGNED_NUMBER | "true" | "false" | "null"
+array  : "[" [value ("," value)*] "]"
+object : "{" [pair ("," pair)*] "}"
+pair   : string ":" value
+string : ESCAPED_STRING
+%import common.ESCAPED_STRING
+%import common.SIGNED_NUMBER
+%import common.WS
+%ignore WS
+"""
+
+DOCUMENTS = [
+    '{"name": "Zoë", "tags": ["a", "bb", {"x": [1, 2.5, -3e4]}], "ok": true, "none": null}',
+    '[{"a": 1}, {"b": "ß"}, {"c": [[], {}, "ünï"]}, {"d": {"e": {"f": [1, [2, [3]]]}}}]',
+    '{"k": "v", "n": null, "list": [[1, [2, [3]]], {"q": "r"}], "s": "a \\"quoted\\" word"}',
+]
+
+
+@pytest.fixture(scope="module")
+def bpe():
+    pytest.importorskip("tokenizers", reason="the test trains a byte-level BPE")
+    pytest.importorskip("transformers", reason="the test trains a byte-level BPE")
+    from decodekit.models.hf import HFVocab
+    from tests.support.fakes import byte_bpe
+
+    tok = byte_bpe(DOCUMENTS * 20, 500, bos=False)
+    vocab = HFVocab(tok, len(tok))
+    return tok, tuple(vocab.surface_bytes()), vocab.eos_id
+
+
+def test_shared_rows_equal_own_rows_on_json_over_a_bpe(bpe, monkeypatch):
+    """Lark's JSON grammar (ignored whitespace) over canonical and random tokenizations of
+    nested documents; the canonical walks' states take fewer row keys with the lexemes' horizons
+    than with every origin consulted over the longest token."""
+    tok, tokens, eos = bpe
+    grammar = Grammar(JSON_LARK, "lark")
+    shared = compile_regex(grammar, tokens, eos)
+    alone = _unshared(monkeypatch, lambda: compile_regex(grammar, tokens, eos))
+    by_bytes = {t: i for i, t in enumerate(tokens) if t is not None}
+    rng, walks = random.Random(3), []
+    for doc in DOCUMENTS:
+        walks.append(tok.encode(doc, add_special_tokens=False))
+        data = doc.encode("utf-8")
+        ids, i = [], 0
+        while i < len(data):  # a random split into tokens of the vocabulary
+            n = rng.randint(1, 5)
+            while n > 1 and data[i : i + n] not in by_bytes:
+                n -= 1
+            ids.append(by_bytes[data[i : i + n]])
+            i += n
+        walks.append(ids)
+    states = _assert_rows_equal(shared, alone, walks, budgets=(None, 3))
+    canonical = set()
+    for ids in walks[::2]:
+        state = shared.initial
+        canonical.add(state)
+        for t in ids:
+            state = shared.walk([t], state)
+            canonical.add(state)
+    assert canonical <= states
+    keys = {shared._key(s) for s in canonical}
+    shared.bytes.horizons = None  # the bound without the vocabulary: the longest token everywhere
+    wider = {shared.bytes.row_key(s, shared._longest + 10**6) for s in canonical}
+    assert len(keys) < len(wider) < len(canonical), (len(keys), len(wider), len(canonical))
+
+
+def test_follow_sets_of_an_ignored_terminal_are_every_terminal():
+    grammar = Grammar('start: "a" "b"\n%ignore " "\n', "lark")
+    gb = GrammarBytes(grammar.cfg)
+    follows = follow_sets(gb.g)
+    ignored = next(iter(gb.g.ignore))
+    assert follows[ignored] == frozenset(range(len(gb.g.term_names)))
+    assert all(ignored in f for f in follows)
