@@ -79,16 +79,13 @@ class _Tables:
         # -1: the vocabulary cannot spell it (its start is -1 when it cannot even begin)
         self.t_min = [lexer.distance(s) if s >= 0 else -1 for s in starts]
         self.t_nullable = [s >= 0 and lexer.accepting(s) for s in starts]
-        self.minlen, self.short_rule = self._fewest_bytes()
+        self.minlen, self.short_rule = self._fewest(self.sym_min)
         self.nullable = self._nullable()
-        # suffix[r][d]: the fewest bytes of rhs[r][d:] (INF when a symbol of it has none)
-        self.suffix = []
-        for body in self.rhs:
-            out, acc = [0] * (len(body) + 1), 0
-            for d in range(len(body) - 1, -1, -1):
-                acc = min(INF, acc + self.sym_min(body[d]))
-                out[d] = acc
-            self.suffix.append(out)
+        # suffix[r][d]: the fewest bytes of rhs[r][d:] (INF when a symbol of it has none);
+        # lexeme_suffix[r][d]: its fewest non-empty lexemes
+        self.suffix = self._suffixes(self.sym_min)
+        least, _ = self._fewest(self._lexemes)
+        self.lexeme_suffix = self._suffixes(lambda y: least[y] if y >= 0 else self._lexemes(y))
         self._closures: dict[int, tuple] = {}
         self._texts: dict[int, bytes] = {}
 
@@ -106,8 +103,9 @@ class _Tables:
             return self.nullable[y]
         return y != self.end and self.t_nullable[-1 - y]
 
-    def _fewest_bytes(self) -> tuple[list[int], list[int]]:
-        """Each nonterminal's fewest bytes and a rule that attains it (Knuth's generalisation of
+    def _fewest(self, weight) -> tuple[list[int], list[int]]:
+        """Each nonterminal's least total ``weight`` over the terminals of a text of it (bytes:
+        :meth:`sym_min`; lexemes) and a rule that attains it (Knuth's generalisation of
         Dijkstra's algorithm: a rule's value is known once its nonterminals' are)."""
         n = len(self.names)
         best, rule_of = [INF] * n, [-1] * n
@@ -123,7 +121,7 @@ class _Tables:
             for y in kids:
                 waiting[y].append(r)
             if not kids:
-                heapq.heappush(heap, (self._rule_value(r, best), r, self.lhs[r]))
+                heapq.heappush(heap, (self._rule_value(r, best, weight), r, self.lhs[r]))
         done = [False] * n
         while heap:
             v, r, a = heapq.heappop(heap)
@@ -133,16 +131,34 @@ class _Tables:
             for r2 in waiting[a]:
                 left[r2] -= 1
                 if left[r2] == 0:
-                    heapq.heappush(heap, (self._rule_value(r2, best), r2, self.lhs[r2]))
+                    heapq.heappush(heap, (self._rule_value(r2, best, weight), r2, self.lhs[r2]))
         return best, rule_of
 
-    def _rule_value(self, r: int, best: list[int]) -> int:
+    def _rule_value(self, r: int, best: list[int], weight) -> int:
         total = 0
         for y in self.rhs[r]:
-            total += best[y] if y >= 0 else self.sym_min(y)
+            total += best[y] if y >= 0 else weight(y)
             if total >= INF:
                 return INF
         return total
+
+    def _lexemes(self, y: int) -> int:
+        """The fewest non-empty lexemes of a text of terminal y (0, 1; INF: none)."""
+        if y == self.end:
+            return 0
+        m = self.t_min[-1 - y]
+        return INF if m < 0 else int(m > 0)
+
+    def _suffixes(self, value) -> list[list[int]]:
+        """Per rule r and dot d, the least total ``value`` of the symbols ``rhs[r][d:]``."""
+        out = []
+        for body in self.rhs:
+            row, acc = [0] * (len(body) + 1), 0
+            for d in range(len(body) - 1, -1, -1):
+                acc = min(INF, acc + value(body[d]))
+                row[d] = acc
+            out.append(row)
+        return out
 
     def _nullable(self) -> list[bool]:
         return [m == 0 for m in self.minlen]  # nothing but an empty text has no bytes
@@ -231,8 +247,12 @@ class GrammarBytes:
         char = CharLevel(union(*[Pattern(p) for p in distinct]), available)
         self.lexer = LazyBytes(char)
         # a terminal is a regex text, or a Pattern (a JSON Schema's regular part: its intersections)
-        exprs = [char.converted[p] if isinstance(p, str) else char.expression(p) for p in patterns]
-        starts = [self.lexer.state(char.state(e, False), 0, 0) for e in exprs]
+        starts = [
+            self.lexer.state(
+                char.state(char.converted[p] if isinstance(p, str) else char.expression(p), False), 0, 0
+            )
+            for p in patterns
+        ]
         self.g = g = _Tables(cfg, self.lexer, starts)
         if g.minlen[g.nt[cfg.start]] >= INF:
             unspellable = [n for n, m in zip(g.term_names, g.t_min) if m < 0]
@@ -255,15 +275,9 @@ class GrammarBytes:
         self._key_ids: dict[tuple, int] = {}
         self._partitions: dict[tuple[int, ...], tuple[list[list[int]], np.ndarray]] = {}
         self._lexer_live = np.zeros(0, dtype=np.int8)  # per lexer state: 1 live, 0 dead, -1 unknown
-        # per terminal, the lexer state of the union of the terminals that may follow it (-1: none)
-        self.followers = [
-            self.lexer.state(char.state(char.alg.union([exprs[u] for u in after]), False), 0, 0)
-            if after
-            else -1
-            for after in follow_sets(g)
-        ]
-        # (lexer state, followers) -> the most bytes of a token after that lexeme completes, set by
-        # the token level (a LexemeHorizons); None: every origin consulted over the whole horizon
+        self.follows = follow_sets(g)  # per terminal, the terminals that may begin right after it
+        # (lexer state, terminal) -> the most lexemes a token can begin after that lexeme completes,
+        # set by the token level (a LexemeHorizons); None: bounded by the bytes of the longest token
         self.horizons = None
         closure_items, closure_terms = g.closure(0)
         rules = frozenset((r, d, SELF) for r, d in closure_items)
@@ -287,61 +301,91 @@ class GrammarBytes:
 
     def row_key(self, s: int, horizon: int) -> int:
         """A key equal for states that read the next ``horizon`` bytes alike: the state's
-        acceptance and its moving lexemes, each origin replaced by the origin's :meth:`_consulted`
-        key at the bytes that can be left when the lexeme completes (at most ``horizon - 1``, and
-        and the token level's :attr:`horizons` bound, when it set one), so that two positions
-        whose parses agree that far share one row (the strings of a JSON document, whatever
-        lies around them)."""
+        acceptance and its moving lexemes, each with what of its origin the lexeme's completion
+        can read (:meth:`_consulted`; :meth:`_after_ignored` for an ignored terminal) while at most
+        K more lexemes begin in the token: ``horizon - 1`` (each takes a byte), fewer by the token
+        level's :attr:`horizons` when it set one. So two positions whose parses agree that far
+        share one row (the strings of a JSON document, whatever lies around them)."""
         got = self._row_keys.get((s, horizon))
         if got is None:
-            after, followers = self.horizons, self.followers
-            lex = frozenset(
-                (
-                    t,
-                    q,
-                    self._consulted(
-                        o, horizon - 1 if after is None else min(horizon - 1, after(q, followers[t]))
-                    ),
+            after, most, ignore = self.horizons, horizon - 1, self.g.ignore
+            parts = []
+            for t, q, o in self._moving(s):
+                k = most if after is None else min(most, after(q, t))
+                parts.append(
+                    (t, q, self._after_ignored(o, k) if t in ignore else self._consulted(o, -1 - t, k))
                 )
-                for t, q, o in self._moving(s)
+            got = self._key_ids.setdefault(
+                ("top", self.sets[s].accepting, frozenset(parts)), len(self._key_ids)
             )
-            got = self._key_ids.setdefault(("top", self.sets[s].accepting, lex), len(self._key_ids))
             self._row_keys[(s, horizon)] = got
         return got
 
-    def _consulted(self, x: int, left: int) -> int:
-        """What of set x a parse can still read when x is consulted (a terminal or symbol it awaits
-        completes) with at most ``left`` bytes to go: nothing when none is left (the state after
-        that byte is live whatever x holds: it keeps the lexeme that read the byte); else x's
-        acceptance, its items (each origin at the bytes left once the rest of the rule is read,
-        :attr:`_Tables.suffix`) and its expected terminals (each origin at one byte less: a
-        lexeme completes only on a byte). Memoised and interned as ints; iterative over origins."""
+    def _after_ignored(self, o: int, left: int) -> int:
+        """What an ignored lexeme begun at set o reads of o when it completes with at most ``left``
+        more lexemes to begin: o's acceptance and expected terminals (they may follow it), each
+        with :meth:`_consulted` of its origin at one lexeme less."""
+        if left <= 0:
+            return -1
+        here = self.sets[o]
+        expect = frozenset(
+            (u, self._consulted(o if o2 == SELF else o2, -1 - u, left - 1)) for u, o2 in here.expect
+        )
+        return self._key_ids.setdefault(("ignored", here.accepting, expect), len(self._key_ids))
+
+    def _consulted(self, x: int, y: int, left: int) -> int:
+        """What of set x a parse reads when symbol y, awaited in x, completes with at most ``left``
+        more lexemes to begin in the token: nothing when none can (the state is live whatever x
+        holds: it keeps the lexeme that completed); else x's items waiting on y, and on each
+        nonterminal that their rules complete within ``left`` lexemes (:attr:`_Tables.lexeme_suffix`
+        of the rest, :meth:`_within`), each begun earlier with this of its origin at the lexemes
+        left once the rule completes. Memoised and interned as ints; iterative over origins."""
         memo, ids, g = self._consulted_keys, self._key_ids, self.g
-        stack = [(x, left)]
+        if left <= 0:
+            return -1
+        stack, reached = [(x, y, left)], {}
         while stack:
-            y, h = stack[-1]
-            if (y, h) in memo:
+            top = stack[-1]
+            if top in memo:
                 stack.pop()
                 continue
-            if h <= 0:
-                memo[(y, h)] = -1
-                stack.pop()
-                continue
-            here = self.sets[y]
-            needs = [(o, h - g.suffix[r][d + 1]) for r, d, o in here.rules if o != SELF]
-            needs += [(o, h - 1) for _, o in here.expect if o != SELF]
-            missing = [n if n[1] > 0 else (n[0], 0) for n in needs if (n[0], max(n[1], 0)) not in memo]
+            here = self.sets[top[0]]
+            if top not in reached:
+                reached[top] = self._within(here, top[1], top[2])
+            items = [
+                (r, d, o, j - g.lexeme_suffix[r][d + 1])
+                for z, j in reached[top].items()
+                for r, d, o in here.waiting.get(z, ())
+            ]
+            missing = [
+                (o, g.lhs[r], j)
+                for r, d, o, j in items
+                if o != SELF and j > 0 and (o, g.lhs[r], j) not in memo
+            ]
             if missing:
                 stack.extend(missing)
                 continue
             stack.pop()
-            rules = frozenset(
-                (r, d, SELF if o == SELF else memo[(o, max(h - g.suffix[r][d + 1], 0))])
-                for r, d, o in here.rules
+            entries = frozenset(
+                (r, d, SELF if o == SELF else memo[(o, g.lhs[r], j)] if j > 0 else -1) for r, d, o, j in items
             )
-            expect = frozenset((t, SELF if o == SELF else memo[(o, h - 1)]) for t, o in here.expect)
-            memo[(y, h)] = ids.setdefault((here.accepting, rules, expect), len(ids))
-        return memo[(x, left)]
+            memo[top] = ids.setdefault(("consulted", entries), len(ids))
+            del reached[top]
+        return memo[(x, y, left)]
+
+    def _within(self, here: _Set, y: int, left: int) -> dict[int, int]:
+        """The symbols whose completion in ``here`` follows from y's with at most ``left`` lexemes
+        to begin (y, and the left-hand side of each rule begun here whose rest after one of them
+        completes within the lexemes left), each with the most lexemes left then."""
+        g, best, todo = self.g, {y: left}, [y]
+        while todo:
+            z = todo.pop()
+            for r, d, o in here.waiting.get(z, ()):
+                j = best[z] - g.lexeme_suffix[r][d + 1]
+                if o == SELF and j > 0 and best.get(g.lhs[r], 0) < j:
+                    best[g.lhs[r]] = j
+                    todo.append(g.lhs[r])
+        return best
 
     def reach(self, s: int) -> None:
         return None

@@ -1,19 +1,20 @@
 """How far into a token the parse around a lexeme can matter: :class:`LexemeHorizons`.
 
 A grammar state's mask row depends on the sets its lexemes refer to (their origins) only through
-what a token's bytes read after a lexeme completes. For a lexeme in lexer state q whose terminal's
-followers (the terminals that may begin right after it) are the lexer state ``follow``,
-``after(q, follow)`` bounds those bytes over the vocabulary's trie: the most bytes any token holds
-after a point where the lexeme from q may complete, counting only bytes that can follow it. After
-the lexeme completes, the next byte begins a follower; bytes no follower can begin or continue
-kill that parse whatever the origin holds. So the walk reads the trie in two phases: the lexeme
-from q until it accepts at a node, then from that node the followers until one of them
-completes, and from there every byte below counts (the trie node's height).
+what a token's bytes read after a lexeme completes. For a lexeme of terminal t in lexer state q,
+``after(q, t)`` bounds that over the vocabulary's trie: the most lexemes any token can begin
+after a point where the lexeme from q completes. After t completes, the next byte begins one of
+t's followers (the terminals that may begin right after it); after that one completes, one of
+its own followers; bytes that no such chain of lexemes reads kill the parse whatever the origin
+holds. So the trie is read by walkers (node, lexer state, terminal, lexemes begun since t
+completed): the lexeme from q first, and wherever a walker's lexeme accepts, one walker per
+follower of its terminal, one lexeme more.
 
-With it :meth:`~decodekit.constraints.grammar.earley.GrammarBytes.row_key` consults each origin
-only as deep as its lexeme's horizon, so two positions whose parses differ only deeper share one
-row: a JSON string's body (a token may hold ``",`` at most past the closing quote) keys on two
-bytes of its context instead of the longest token's.
+The origin is consulted only as deep as that many lexemes reach
+(:meth:`~decodekit.constraints.grammar.earley.GrammarBytes.row_key`), so two positions whose
+parses differ only deeper share one row: past a JSON string's closing quote a token holds at
+most a separator (``",``), and past a ``[`` a number, so both key on one level of their context
+instead of every level the longest token's bytes could close.
 """
 
 from __future__ import annotations
@@ -24,67 +25,86 @@ from decodekit.constraints.tokens.trie import EncodedVocab
 
 
 class LexemeHorizons:
-    """``after(q, follow)`` (module docstring) for one grammar's lexer over one vocabulary, each
-    pair walked once on first need and kept.
+    """``after(q, t)`` (module docstring) for one grammar's lexer over one vocabulary, each pair
+    walked once on first need and kept.
 
     Args:
         lexer: the grammar's :class:`~decodekit.constraints.automata.lazybytes.LazyBytes`.
         live: [M] lexer states -> [M] bool, which can still complete their terminal.
+        starts: per terminal, its first lexer state (-1: no token can begin it).
+        follows: per terminal, the terminals that may begin right after it.
         vocab: the vocabulary's trie.
     """
 
-    def __init__(self, lexer, live, vocab: EncodedVocab) -> None:
+    def __init__(self, lexer, live, starts: list[int], follows: list, vocab: EncodedVocab) -> None:
         self.lexer, self.live, self.vocab = lexer, live, vocab
+        # per terminal: its followers' first lexer states and their terminals, as arrays
+        self._next = []
+        for after in follows:
+            us = [u for u in sorted(after) if starts[u] >= 0]
+            self._next.append(
+                (np.array([starts[u] for u in us], dtype=np.int64), np.array(us, dtype=np.int64))
+            )
         self._memo: dict[tuple[int, int], int] = {}
 
-    def after(self, q: int, follow: int) -> int:
-        """The most bytes a token holds after the lexeme in lexer state q completes within it,
-        counting only bytes that the followers (lexer state ``follow``, -1: none) can read
-        (module docstring)."""
-        got = self._memo.get((q, follow))
+    def after(self, q: int, t: int) -> int:
+        """The most lexemes a token can begin after the lexeme of terminal t in lexer state q
+        completes within it (module docstring)."""
+        got = self._memo.get((q, t))
         if got is None:
-            got = self._memo[(q, follow)] = self._walk(q, follow)
+            got = self._memo[(q, t)] = self._walk(q, t)
         return got
 
-    def _walk(self, q: int, follow: int) -> int:
-        """The trie read from the root by walkers (node, lexer state, the depth at which the
-        lexeme completed: -1 while it has not); depth by depth, each distinct walker once. A walker
-        that cannot beat the best found (its node's height bounds what it can still add) is
-        dropped, and so is one whose state every byte below its node keeps (a string's body): it
-        reads the whole subtree, and a lexeme that does not accept there never will."""
+    def _walk(self, q: int, t: int) -> int:
+        """Walkers (node, lexer state, terminal, lexemes begun), depth by depth, each distinct
+        (node, state, terminal) once with its most lexemes. A walker that cannot beat the best
+        found (a lexeme takes a byte: its node's height bounds what it can add) is dropped, and so
+        is one whose state every byte below its node keeps without accepting (a string's body):
+        no lexeme ends, so none begins, below it."""
         enc, lexer, heights = self.vocab, self.lexer, self.vocab.heights
-        node, state, since = (np.zeros(1, dtype=np.int64), np.array([q], dtype=np.int64), np.full(1, -1))
-        best, depths = 0, len(enc.by_depth)
-        for d in range(1, depths):
+        one = np.zeros(1, dtype=np.int64)
+        node, state, term, count = one, one + q, one + t, one
+        best, width = 0, np.int64(max(lexer.size, 1))
+        for d in range(1, len(enc.by_depth)):
             child, counts, nxt = enc.step_children(d, node, state, lexer)
             if not len(child):
                 break
-            since, nxt = np.repeat(since, counts), nxt.astype(np.int64)
+            term, count, nxt = np.repeat(term, counts), np.repeat(count, counts), nxt.astype(np.int64)
             keep = np.flatnonzero(self.live(nxt))
-            node, state, since = child[keep], nxt[keep], since[keep]
+            node, state, term, count = child[keep], nxt[keep], term[keep], count[keep]
             if not len(node):
                 break
+            best = max(best, int(count.max()))
             height = heights[d - 1][node]
-            done, whole = self._accepting(state), enc.kept_below(d, node, state, lexer.table)
-            if whole is None:
-                whole = np.zeros(len(node), dtype=bool)
-            following = since >= 0
-            reach = np.where(following, d - since + height, height)  # the most a walker can give
-            if following.any():  # bytes read after the completion; all below a follower's end or loop
-                counted = np.where(done | whole, reach, d - since)[following]
-                best = max(best, int(counted.max()))
-            begin = done & ~following & (height > best)
-            stay = (reach > best) & ~(following & (done | whole)) & ~(whole & ~done)
-            spawned = node[begin] if follow >= 0 else node[:0]
-            node = np.concatenate([node[stay], spawned])
-            state = np.concatenate([state[stay], np.full(len(spawned), follow, dtype=np.int64)])
-            since = np.concatenate([since[stay], np.full(len(spawned), d, dtype=np.int64)])
+            done = self._accepting(state)
+            whole = enc.kept_below(d, node, state, lexer.table)
+            stay = count + height > best
+            if whole is not None:
+                stay &= ~(whole & ~done)
+            begin = np.flatnonzero(done & (height > 0) & (count + 1 + height - 1 >= best))
+            parts = [(node[stay], state[stay], term[stay], count[stay])]
+            for u in np.unique(term[begin]).tolist():
+                at = begin[term[begin] == u]
+                first, which = self._next[u]
+                if len(first):
+                    k = len(first)
+                    parts.append(
+                        (
+                            np.repeat(node[at], k),
+                            np.tile(first, len(at)),
+                            np.tile(which, len(at)),
+                            np.repeat(count[at] + 1, k),
+                        )
+                    )
+            node, state, term, count = (np.concatenate(x) for x in zip(*parts))
             if not len(node):
                 break
-            # each distinct walker once: (node, state, since) packed in one int64
-            packed = (node * np.int64(max(lexer.size, 1)) + state) * (depths + 1) + since + 1
-            _, first_of = np.unique(packed, return_index=True)
-            node, state, since = node[first_of], state[first_of], since[first_of]
+            # each (node, state, terminal) once, with its most lexemes
+            packed = (node * width + state) * len(self._next) + term
+            order = np.lexsort((-count, packed))
+            packed = packed[order]
+            first_of = order[np.r_[True, packed[1:] != packed[:-1]]]
+            node, state, term, count = node[first_of], state[first_of], term[first_of], count[first_of]
         return best
 
     def _accepting(self, states: np.ndarray) -> np.ndarray:

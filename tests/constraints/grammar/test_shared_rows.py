@@ -7,6 +7,7 @@ happens: a JSON document's positions take far fewer rows than positions."""
 
 from __future__ import annotations
 
+import os
 import random
 
 import pytest
@@ -37,7 +38,7 @@ RULES = [  # rule bodies over nonterminals a, b and the terminals below
     "a C b",
 ]
 TERMINALS = ["A: /x[ab]*/", "B: /[0-9]+/", 'C: /"[^"]*"/']
-PIECES = ["x", "a", "b", "1", "2", ",", "(", ")", '"', "+", " "]
+PIECES = ["x", "a", "b", "1", "2", ",", "(", ")", '"', "+", " ", "y", "[", "]"]
 
 
 def _unshared(monkeypatch, build):
@@ -67,7 +68,11 @@ def _assert_rows_equal(shared, alone, walks, budgets=(None, 1, 2, 4)) -> set[int
     return seen
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=int(os.environ.get("SHARED_ROWS_EXAMPLES", 40)),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(
     rules=st.lists(st.tuples(st.sampled_from("ab"), st.sampled_from(RULES)), min_size=2, max_size=7),
     ignore=st.booleans(),
