@@ -45,6 +45,7 @@ class LexemeHorizons:
             self._next.append(
                 (np.array([starts[u] for u in us], dtype=np.int64), np.array(us, dtype=np.int64))
             )
+        self._firsts: np.ndarray | None = None  # [T, 4] uint64: the bytes that begin a follower of t
         self._memo: dict[tuple[int, int], int] = {}
 
     def after(self, q: int, t: int) -> int:
@@ -60,7 +61,9 @@ class LexemeHorizons:
         (node, state, terminal) once with its most lexemes. A walker that cannot beat the best
         found (a lexeme takes a byte: its node's height bounds what it can add) is dropped, and so
         is one whose state every byte below its node keeps without accepting (a string's body):
-        no lexeme ends, so none begins, below it."""
+        no lexeme ends, so none begins, below it. Followers begin only where a byte below the node
+        can begin one; a walker kept by every byte below that accepts (an identifier's letters)
+        is dropped where none can."""
         enc, lexer, heights = self.vocab, self.lexer, self.vocab.heights
         one = np.zeros(1, dtype=np.int64)
         node, state, term, count = one, one + q, one + t, one
@@ -79,9 +82,13 @@ class LexemeHorizons:
             done = self._accepting(state)
             whole = enc.kept_below(d, node, state, lexer.table)
             stay = count + height > best
+            can_follow = done & (height > 0) & (count + height > best)
+            if can_follow.any():
+                below = enc.subtrees.below[d - 1][node]
+                can_follow &= (below & self._first_bytes()[term]).any(axis=1)
             if whole is not None:
-                stay &= ~(whole & ~done)
-            begin = np.flatnonzero(done & (height > 0) & (count + 1 + height - 1 >= best))
+                stay &= ~(whole & ~can_follow)
+            begin = np.flatnonzero(can_follow)
             parts = [(node[stay], state[stay], term[stay], count[stay])]
             for u in np.unique(term[begin]).tolist():
                 at = begin[term[begin] == u]
@@ -106,6 +113,23 @@ class LexemeHorizons:
             first_of = order[np.r_[True, packed[1:] != packed[:-1]]]
             node, state, term, count = node[first_of], state[first_of], term[first_of], count[first_of]
         return best
+
+    def _first_bytes(self) -> np.ndarray:
+        """[T, 4] uint64, per terminal: bit b set iff byte b begins a live lexeme of one of its
+        followers (made on first need from the lexer's rows of their first states)."""
+        if self._firsts is None:
+            every = np.arange(256, dtype=np.int64)
+            firsts = np.zeros((len(self._next), 4), dtype=np.uint64)
+            begins: dict[int, np.ndarray] = {}
+            for t, (starts, _) in enumerate(self._next):
+                for q in starts.tolist():
+                    if q not in begins:
+                        self.lexer.fill(np.full(256, q, dtype=np.int64), every)
+                        live = self.live(self.lexer.table[q].astype(np.int64))
+                        begins[q] = np.packbits(live, bitorder="little").view("<u8")
+                    firsts[t] |= begins[q]
+            self._firsts = firsts
+        return self._firsts
 
     def _accepting(self, states: np.ndarray) -> np.ndarray:
         """bool [M]: which lexer states accept."""
