@@ -217,7 +217,7 @@ def _build_grammar(grammar, entry: Vocabulary, eos_id, separator: str, lazy: Laz
     horizons = LexemeHorizons(
         automaton.lexer, automaton.live_lexemes, automaton.g.starts, automaton.follows, enc
     )
-    automaton.horizons = horizons.after
+    automaton.horizons = horizons
     stats = {"engine": "grammar", "rules": len(cfg.rules), "terminals": len(cfg.terminals)}
     if pattern is not None:
         label = f"{label} & {short_label(str(pattern))}"

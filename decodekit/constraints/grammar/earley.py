@@ -265,6 +265,9 @@ class GrammarBytes:
                 f"{cfg.source}: no text of this vocabulary is in the grammar's language: {why}"
             )
         self.cfg = cfg
+        # every state entered (step >= 0) reaches acceptance: a live lexeme completes its terminal
+        # and every item its rule, unless a symbol has no text of the available bytes
+        self.entered_live = all(m >= 0 for m in g.t_min) and all(m < INF for m in g.minlen[1:])  # 0: START
         self.sets: list[_Set] = []
         self.index: dict[tuple, int] = {}
         self.table = np.full((64, 256), UNKNOWN, dtype=np.int32)
@@ -311,9 +314,10 @@ class GrammarBytes:
             after, most, ignore = self.horizons, horizon - 1, self.g.ignore
             parts = []
             for t, q, o in self._moving(s):
-                k = most if after is None else min(most, after(q, t))
+                k = most if after is None else min(most, after.after(q, t))
+                reads = q if after is None else after.reads(q, t)
                 parts.append(
-                    (t, q, self._after_ignored(o, k) if t in ignore else self._consulted(o, -1 - t, k))
+                    (t, reads, self._after_ignored(o, k) if t in ignore else self._consulted(o, -1 - t, k))
                 )
             got = self._key_ids.setdefault(
                 ("top", self.sets[s].accepting, frozenset(parts)), len(self._key_ids)

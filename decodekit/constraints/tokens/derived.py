@@ -256,9 +256,11 @@ class DerivedTokenAutomaton(MasksFromRows):
                 return -1
         return c
 
-    def _walk(self, s: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _walk(self, s: int, distances: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """The usable tokens whose bytes lead from s to a live state, those states, and their
-        fewest bytes to acceptance; the trie stepped depth by depth from the byte table."""
+        fewest bytes to acceptance; the trie stepped depth by depth from the byte table. Without
+        ``distances``, for a byte automaton whose every entered state is live
+        (``entered_live``), the distances are None and not computed."""
         enc, lb = self._enc, self.bytes
         if isinstance(lb, EagerBytes):  # every step known: the eager lift's walk of one state
             tok, ends = self._eager_walk(s)
@@ -297,6 +299,8 @@ class DerivedTokenAutomaton(MasksFromRows):
         tok, ends = np.concatenate(found_t), np.concatenate(found_e)
         keep = self._usable[tok]
         tok, ends = tok[keep], ends[keep]
+        if not distances and getattr(lb, "entered_live", False):
+            return tok, ends, None
         dist = self._distances(ends)
         live = dist >= 0
         return tok[live], ends[live], dist[live]
@@ -390,7 +394,7 @@ class DerivedTokenAutomaton(MasksFromRows):
         if entry is None:
             walked = self._walks.get(c)
             if walked is None:
-                walked = self._walked(c) if key[0] == "state" else self._walk(c)
+                walked = self._walked(c) if key[0] == "state" else self._walk(c, distances=False)
             entry = self._rows[key] = self._cache.entry(walked[0], accept)
             if len(self._rows) > ROWS:
                 self._rows.popitem(last=False)

@@ -47,6 +47,8 @@ class LexemeHorizons:
             )
         self._firsts: np.ndarray | None = None  # [T, 4] uint64: the bytes that begin a follower of t
         self._memo: dict[tuple[int, int], int] = {}
+        self._deepest: dict[int, int] = {}  # lexer state -> the deepest node a token keeps it alive to
+        self._reads: dict[int, object] = {}
 
     def after(self, q: int, t: int) -> int:
         """The most lexemes a token can begin after the lexeme of terminal t in lexer state q
@@ -54,6 +56,18 @@ class LexemeHorizons:
         got = self._memo.get((q, t))
         if got is None:
             got = self._memo[(q, t)] = self._walk(q, t)
+        return got
+
+    def reads(self, q: int, t: int):
+        """A key equal for lexer states that every token reads alike from the root of the trie:
+        the lexer's :meth:`~decodekit.constraints.automata.lazybytes.LazyBytes.row_key` one byte
+        past the deepest node a token keeps the lexeme alive to (a JSON indentation's
+        ``[ \\t]{0,20}`` after 3 or after 4 spaces, when no token holds more than 2), else q."""
+        got = self._reads.get(q)
+        if got is None:
+            self.after(q, t)  # its walk measures the depth
+            got = self.lexer.row_key(q, self._deepest[q] + 1)
+            got = self._reads[q] = ("state", q) if got is None else ("reads", got)
         return got
 
     def _walk(self, q: int, t: int) -> int:
@@ -67,7 +81,7 @@ class LexemeHorizons:
         enc, lexer, heights = self.vocab, self.lexer, self.vocab.heights
         one = np.zeros(1, dtype=np.int64)
         node, state, term, count = one, one + q, one + t, one
-        best, width = 0, np.int64(max(lexer.size, 1))
+        best, deepest, width = 0, 0, np.int64(max(lexer.size, 1))
         for d in range(1, len(enc.by_depth)):
             child, counts, nxt = enc.step_children(d, node, state, lexer)
             if not len(child):
@@ -86,7 +100,13 @@ class LexemeHorizons:
             if can_follow.any():
                 below = enc.subtrees.below[d - 1][node]
                 can_follow &= (below & self._first_bytes()[term]).any(axis=1)
+            own = count == 0  # the lexeme itself: followed to its deepest node, whatever best is
+            if own.any():
+                deepest = max(deepest, d)
+                stay |= own
             if whole is not None:
+                if (whole & own).any():  # it reads the whole subtree
+                    deepest = max(deepest, d + int(height[whole & own].max()))
                 stay &= ~(whole & ~can_follow)
             begin = np.flatnonzero(can_follow)
             parts = [(node[stay], state[stay], term[stay], count[stay])]
@@ -112,6 +132,7 @@ class LexemeHorizons:
             packed = packed[order]
             first_of = order[np.r_[True, packed[1:] != packed[:-1]]]
             node, state, term, count = node[first_of], state[first_of], term[first_of], count[first_of]
+        self._deepest[q] = max(deepest, self._deepest.get(q, 0))
         return best
 
     def _first_bytes(self) -> np.ndarray:

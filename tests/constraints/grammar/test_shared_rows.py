@@ -38,7 +38,7 @@ RULES = [  # rule bodies over nonterminals a, b and the terminals below
     "a C b",
 ]
 TERMINALS = ["A: /x[ab]*/", "B: /[0-9]+/", 'C: /"[^"]*"/']
-PIECES = ["x", "a", "b", "1", "2", ",", "(", ")", '"', "+", " ", "y", "[", "]"]
+PIECES = ["x", "a", "b", "1", "2", ",", "(", ")", '"', "+", " ", "y", "[", "]", "z", "zz"]
 
 
 def _unshared(monkeypatch, build):
