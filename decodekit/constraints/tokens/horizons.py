@@ -23,6 +23,9 @@ import numpy as np
 
 from decodekit.constraints.tokens.trie import EncodedVocab
 
+MAX_FOLLOWERS = 64  # past this many followers of a terminal its horizon is not walked: unbounded
+UNBOUNDED = 1 << 30  # no bound from the vocabulary (the caller's own applies)
+
 
 class LexemeHorizons:
     """``after(q, t)`` (module docstring) for one grammar's lexer over one vocabulary, each pair
@@ -32,20 +35,16 @@ class LexemeHorizons:
         lexer: the grammar's :class:`~decodekit.constraints.automata.lazybytes.LazyBytes`.
         live: [M] lexer states -> [M] bool, which can still complete their terminal.
         starts: per terminal, its first lexer state (-1: no token can begin it).
-        follows: per terminal, the terminals that may begin right after it.
+        follows: per terminal, the bitset of the terminals that may begin right after it.
         vocab: the vocabulary's trie.
     """
 
-    def __init__(self, lexer, live, starts: list[int], follows: list, vocab: EncodedVocab) -> None:
+    def __init__(self, lexer, live, starts: list[int], follows: list[int], vocab: EncodedVocab) -> None:
         self.lexer, self.live, self.vocab = lexer, live, vocab
-        # per terminal: its followers' first lexer states and their terminals, as arrays
-        self._next = []
-        for after in follows:
-            us = [u for u in sorted(after) if starts[u] >= 0]
-            self._next.append(
-                (np.array([starts[u] for u in us], dtype=np.int64), np.array(us, dtype=np.int64))
-            )
-        self._firsts: np.ndarray | None = None  # [T, 4] uint64: the bytes that begin a follower of t
+        self.starts, self.follows = starts, follows
+        self._next: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # t -> its followers' (starts, terminals)
+        self._firsts: dict[int, np.ndarray] = {}  # t -> [4] uint64: the bytes that begin a follower
+        self._begins: dict[int, np.ndarray] = {}  # lexer state -> [4] uint64: the bytes it reads alive
         self._memo: dict[tuple[int, int], int] = {}
         self._deepest: dict[int, int] = {}  # lexer state -> the deepest node a token keeps it alive to
         self._reads: dict[int, object] = {}
@@ -55,7 +54,12 @@ class LexemeHorizons:
         completes within it (module docstring)."""
         got = self._memo.get((q, t))
         if got is None:
-            got = self._memo[(q, t)] = self._walk(q, t)
+            if self.follows[t].bit_count() > MAX_FOLLOWERS:  # a walker per follower at every node: too many
+                self._deepest.setdefault(q, UNBOUNDED)
+                got = UNBOUNDED
+            else:
+                got = self._walk(q, t)
+            self._memo[(q, t)] = got
         return got
 
     def reads(self, q: int, t: int):
@@ -66,7 +70,8 @@ class LexemeHorizons:
         got = self._reads.get(q)
         if got is None:
             self.after(q, t)  # its walk measures the depth
-            got = self.lexer.row_key(q, self._deepest[q] + 1)
+            deepest = self._deepest[q]
+            got = None if deepest >= UNBOUNDED else self.lexer.row_key(q, deepest + 1)
             got = self._reads[q] = ("state", q) if got is None else ("reads", got)
         return got
 
@@ -97,9 +102,12 @@ class LexemeHorizons:
             whole = enc.kept_below(d, node, state, lexer.table)
             stay = count + height > best
             can_follow = done & (height > 0) & (count + height > best)
-            if can_follow.any():
-                below = enc.subtrees.below[d - 1][node]
-                can_follow &= (below & self._first_bytes()[term]).any(axis=1)
+            if can_follow.any():  # where a byte below can begin a follower
+                at = np.flatnonzero(can_follow)
+                us, which = np.unique(term[at], return_inverse=True)
+                firsts = np.stack([self._first_bytes(u) for u in us.tolist()])
+                below = enc.subtrees.below[d - 1][node[at]]
+                can_follow[at] = (below & firsts[which.reshape(-1)]).any(axis=1)
             own = count == 0  # the lexeme itself: followed to its deepest node, whatever best is
             if own.any():
                 deepest = max(deepest, d)
@@ -112,7 +120,7 @@ class LexemeHorizons:
             parts = [(node[stay], state[stay], term[stay], count[stay])]
             for u in np.unique(term[begin]).tolist():
                 at = begin[term[begin] == u]
-                first, which = self._next[u]
+                first, which = self._followers(u)
                 if len(first):
                     k = len(first)
                     parts.append(
@@ -127,7 +135,7 @@ class LexemeHorizons:
             if not len(node):
                 break
             # each (node, state, terminal) once, with its most lexemes
-            packed = (node * width + state) * len(self._next) + term
+            packed = (node * width + state) * len(self.starts) + term
             order = np.lexsort((-count, packed))
             packed = packed[order]
             first_of = order[np.r_[True, packed[1:] != packed[:-1]]]
@@ -135,22 +143,37 @@ class LexemeHorizons:
         self._deepest[q] = max(deepest, self._deepest.get(q, 0))
         return best
 
-    def _first_bytes(self) -> np.ndarray:
-        """[T, 4] uint64, per terminal: bit b set iff byte b begins a live lexeme of one of its
-        followers (made on first need from the lexer's rows of their first states)."""
-        if self._firsts is None:
+    def _followers(self, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """Terminal t's followers that a token can begin: their first lexer states and their
+        terminals, int64 arrays (made on first need)."""
+        got = self._next.get(t)
+        if got is None:
+            bits, us = self.follows[t], []
+            while bits:
+                low = bits & -bits
+                u = low.bit_length() - 1
+                if self.starts[u] >= 0:
+                    us.append(u)
+                bits ^= low
+            starts = np.array([self.starts[u] for u in us], dtype=np.int64)
+            got = self._next[t] = (starts, np.array(us, dtype=np.int64))
+        return got
+
+    def _first_bytes(self, t: int) -> np.ndarray:
+        """[4] uint64: bit b set iff byte b begins a live lexeme of one of terminal t's followers
+        (made on first need from the lexer's rows of their first states)."""
+        got = self._firsts.get(t)
+        if got is None:
+            got = np.zeros(4, dtype=np.uint64)
             every = np.arange(256, dtype=np.int64)
-            firsts = np.zeros((len(self._next), 4), dtype=np.uint64)
-            begins: dict[int, np.ndarray] = {}
-            for t, (starts, _) in enumerate(self._next):
-                for q in starts.tolist():
-                    if q not in begins:
-                        self.lexer.fill(np.full(256, q, dtype=np.int64), every)
-                        live = self.live(self.lexer.table[q].astype(np.int64))
-                        begins[q] = np.packbits(live, bitorder="little").view("<u8")
-                    firsts[t] |= begins[q]
-            self._firsts = firsts
-        return self._firsts
+            for q in self._followers(t)[0].tolist():
+                if q not in self._begins:
+                    self.lexer.fill(np.full(256, q, dtype=np.int64), every)
+                    live = self.live(self.lexer.table[q].astype(np.int64))
+                    self._begins[q] = np.packbits(live, bitorder="little").view("<u8")
+                got = got | self._begins[q]
+            self._firsts[t] = got
+        return got
 
     def _accepting(self, states: np.ndarray) -> np.ndarray:
         """bool [M]: which lexer states accept."""
