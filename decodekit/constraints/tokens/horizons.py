@@ -45,21 +45,22 @@ class LexemeHorizons:
         self._next: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # t -> its followers' (starts, terminals)
         self._firsts: dict[int, np.ndarray] = {}  # t -> [4] uint64: the bytes that begin a follower
         self._begins: dict[int, np.ndarray] = {}  # lexer state -> [4] uint64: the bytes it reads alive
-        self._memo: dict[tuple[int, int], int] = {}
+        self._memo: dict[tuple[int, int], int] = {}  # (lexer state, followers' bitset) -> after
         self._deepest: dict[int, int] = {}  # lexer state -> the deepest node a token keeps it alive to
         self._reads: dict[int, object] = {}
 
     def after(self, q: int, t: int) -> int:
         """The most lexemes a token can begin after the lexeme of terminal t in lexer state q
         completes within it (module docstring)."""
-        got = self._memo.get((q, t))
+        key = (q, self.follows[t])  # terminals with the same followers walk alike
+        got = self._memo.get(key)
         if got is None:
             if self.follows[t].bit_count() > MAX_FOLLOWERS:  # a walker per follower at every node: too many
                 self._deepest.setdefault(q, UNBOUNDED)
                 got = UNBOUNDED
             else:
                 got = self._walk(q, t)
-            self._memo[(q, t)] = got
+            self._memo[key] = got
         return got
 
     def reads(self, q: int, t: int):
