@@ -215,7 +215,7 @@ class _Set:
     """One interned Earley set (module docstring); ``waiting[y]``: its items whose dot is
     before symbol y."""
 
-    __slots__ = ("rules", "lex", "expect", "accepting", "waiting", "origins")
+    __slots__ = ("rules", "lex", "expect", "accepting", "waiting", "_origins")
 
     def __init__(self, rules: frozenset, lex: frozenset, expect: frozenset, accepting: bool, rhs) -> None:
         self.rules, self.lex, self.expect, self.accepting = rules, lex, expect, accepting
@@ -224,8 +224,15 @@ class _Set:
             r, d, _ = item
             waiting.setdefault(rhs[r][d], []).append(item)
         self.waiting = waiting
-        self.origins = {o for _, _, o in rules if o != SELF} | {o for _, _, o in lex if o != SELF}
-        self.origins |= {o for _, o in expect if o != SELF}
+        self._origins = None
+
+    @property
+    def origins(self) -> set[int]:
+        """The earlier sets this one refers to (made when the distances first ask)."""
+        if self._origins is None:
+            got = {o for _, _, o in self.rules if o != SELF} | {o for _, _, o in self.lex if o != SELF}
+            self._origins = got | {o for _, o in self.expect if o != SELF}
+        return self._origins
 
 
 class GrammarBytes:

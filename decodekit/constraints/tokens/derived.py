@@ -285,14 +285,9 @@ class DerivedTokenAutomaton(MasksFromRows):
                 taken = self._take_whole(d, alive, state, found_t, found_e)
                 if taken is not None:
                     alive, state = alive[~taken], state[~taken]
-            ids, nodes = enc.by_depth[d]
-            if len(ids):
-                every = np.full(len(enc.byte[d - 1]), -1, dtype=np.int64)
-                every[alive] = state
-                ends = every[nodes]
-                hit = ends >= 0
-                found_t.append(ids[hit])
-                found_e.append(ends[hit])
+            tok, ends = enc.tokens_ending(d, alive, state)
+            found_t.append(tok)
+            found_e.append(ends)
         if not found_t:
             z = np.zeros(0, dtype=np.int64)
             return z, z, z

@@ -171,6 +171,35 @@ class EncodedVocab:
             nxt[unknown] = automaton.table[src[unknown], codes[unknown]]
         return child, counts, nxt
 
+    def tokens_ending(self, d: int, alive: np.ndarray, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The tokens ending at the nodes ``alive`` of depth d, and each one's entry of ``state``:
+        read at the alive nodes (:attr:`lists`) when they are few, else over every token of the
+        depth (one gather)."""
+        ids, nodes = self.by_depth[d]
+        if not len(ids) or not len(alive):
+            return ids[:0], state[:0]
+        if len(alive) * 8 < len(ids):
+            lists = self.lists
+            at = lists.token_at[d - 1][alive]
+            hit = np.flatnonzero(at >= 0)
+            tokens, ends = at[hit], state[hit]
+            if lists.more:  # tokens with the same bytes as another
+                extra = [
+                    (t, e)
+                    for n, e in zip(alive[hit].tolist(), ends.tolist())
+                    for t in lists.more.get((d, n), ())
+                ]
+                if extra:
+                    more_t, more_e = zip(*extra)
+                    tokens = np.concatenate([tokens, np.array(more_t, dtype=np.int64)])
+                    ends = np.concatenate([ends, np.array(more_e, dtype=ends.dtype)])
+            return tokens, ends
+        every = np.full(len(self.byte[d - 1]), -1, dtype=np.int64)
+        every[alive] = state
+        ends = every[nodes]
+        hit = ends >= 0
+        return ids[hit], ends[hit]
+
     def kept_below(self, d: int, node: np.ndarray, state: np.ndarray, table: np.ndarray) -> np.ndarray | None:
         """[M] bool: whether every byte below each node (of depth d) steps its state of ``table``
         [S, 256] to itself (a string's body; unknown steps never do), by :attr:`subtrees`' bytes
