@@ -286,8 +286,8 @@ class GrammarBytes:
         self._partitions: dict[tuple[int, ...], tuple[list[list[int]], np.ndarray]] = {}
         self._lexer_live = np.zeros(0, dtype=np.int8)  # per lexer state: 1 live, 0 dead, -1 unknown
         self.follows = follow_sets(g)  # per terminal, the terminals that may begin right after it
-        # (lexer state, terminal) -> the most lexemes a token can begin after that lexeme completes,
-        # set by the token level (a LexemeHorizons); None: bounded by the bytes of the longest token
+        # the vocabulary's bounds on what a lexeme's completion reads (a LexemeHorizons: after(q, t),
+        # reads(q, t)), set by the token level; None: the bytes of the longest token bound them
         self.horizons = None
         closure_items, closure_terms = g.closure(0)
         rules = frozenset((r, d, SELF) for r, d in closure_items)

@@ -78,12 +78,13 @@ class LexemeHorizons:
 
     def _walk(self, q: int, t: int) -> int:
         """Walkers (node, lexer state, terminal, lexemes begun), depth by depth, each distinct
-        (node, state, terminal) once with its most lexemes. A walker that cannot beat the best
-        found (a lexeme takes a byte: its node's height bounds what it can add) is dropped, and so
-        is one whose state every byte below its node keeps without accepting (a string's body):
-        no lexeme ends, so none begins, below it. Followers begin only where a byte below the node
-        can begin one; a walker kept by every byte below that accepts (an identifier's letters)
-        is dropped where none can."""
+        (node, state, terminal) once with its most lexemes; the lexeme's own walkers apart, kept
+        to the deepest node they reach (:meth:`reads`). A follower walker that cannot beat the
+        best found (a lexeme takes a byte: its node's height bounds what it can add) is dropped,
+        and so is any walker whose state every byte below its node keeps without accepting (a
+        string's body): no lexeme ends, so none begins, below it. Followers begin only where a
+        byte below the node can begin one; a walker that every byte below keeps and that accepts
+        (an identifier's letters) is dropped where none can."""
         enc, lexer, heights = self.vocab, self.lexer, self.vocab.heights
         one = np.zeros(1, dtype=np.int64)
         node, state, term, count = one, one + q, one + t, one
@@ -135,8 +136,9 @@ class LexemeHorizons:
             node, state, term, count = (np.concatenate(x) for x in zip(*parts))
             if not len(node):
                 break
-            # each (node, state, terminal) once, with its most lexemes
-            packed = (node * width + state) * len(self.starts) + term
+            # each (node, state, terminal) once, with its most lexemes; the lexeme itself apart, so
+            # that its deepest node is measured even where a follower reads on in its state
+            packed = ((node * width + state) * len(self.starts) + term) * 2 + (count == 0)
             order = np.lexsort((-count, packed))
             packed = packed[order]
             first_of = order[np.r_[True, packed[1:] != packed[:-1]]]
