@@ -7,6 +7,7 @@ happens: a JSON document's positions take far fewer rows than positions."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 
@@ -126,11 +127,24 @@ string : ESCAPED_STRING
 %ignore WS
 """
 
+# llama.cpp's JSON: whitespace counted after a newline ([ \t]{0,20}), so a lexeme's lexer state
+# differs with the indentation where the tokens cannot tell
+JSON_GBNF = r"""
+root   ::= object
+value  ::= object | array | string | number | ("true" | "false" | "null") ws
+object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
+array  ::= "[" ws ( value ("," ws value)* )? "]" ws
+string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
+number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws
+ws ::= | " " | "\n" [ \t]{0,20}
+"""
+
 DOCUMENTS = [
     '{"name": "Zoë", "tags": ["a", "bb", {"x": [1, 2.5, -3e4]}], "ok": true, "none": null}',
-    '[{"a": 1}, {"b": "ß"}, {"c": [[], {}, "ünï"]}, {"d": {"e": {"f": [1, [2, [3]]]}}}]',
+    '{"list": [{"a": 1}, {"b": "ß"}, {"c": [[], {}, "ünï"]}, {"d": {"e": {"f": [1, [2, [3]]]}}}]}',
     '{"k": "v", "n": null, "list": [[1, [2, [3]]], {"q": "r"}], "s": "a \\"quoted\\" word"}',
 ]
+INDENTED = [json.dumps(json.loads(d), indent=1, ensure_ascii=False) for d in DOCUMENTS]
 
 
 @pytest.fixture(scope="module")
@@ -140,22 +154,24 @@ def bpe():
     from decodekit.models.hf import HFVocab
     from tests.support.fakes import byte_bpe
 
-    tok = byte_bpe(DOCUMENTS * 20, 500, bos=False)
+    tok = byte_bpe((DOCUMENTS + INDENTED) * 20, 500, bos=False)
     vocab = HFVocab(tok, len(tok))
     return tok, tuple(vocab.surface_bytes()), vocab.eos_id
 
 
-def test_shared_rows_equal_own_rows_on_json_over_a_bpe(bpe, monkeypatch):
-    """Lark's JSON grammar (ignored whitespace) over canonical and random tokenizations of
-    nested documents; the canonical walks' states take fewer row keys with the lexemes' horizons
-    than with every origin consulted over the longest token."""
+@pytest.mark.parametrize("name", ["json.lark", "json.gbnf"])
+def test_shared_rows_equal_own_rows_on_json_over_a_bpe(bpe, monkeypatch, name):
+    """Lark's JSON grammar (ignored whitespace) and llama.cpp's (counted indentation) over
+    canonical and random tokenizations of nested documents; the canonical walks' states take
+    fewer row keys with the lexemes' horizons than with every origin consulted over the longest
+    token."""
     tok, tokens, eos = bpe
-    grammar = Grammar(JSON_LARK, "lark")
+    grammar = Grammar(JSON_LARK, "lark") if name == "json.lark" else Grammar(JSON_GBNF, "gbnf")
     shared = compile_regex(grammar, tokens, eos)
     alone = _unshared(monkeypatch, lambda: compile_regex(grammar, tokens, eos))
     by_bytes = {t: i for i, t in enumerate(tokens) if t is not None}
     rng, walks = random.Random(3), []
-    for doc in DOCUMENTS:
+    for doc in (DOCUMENTS[0], INDENTED[1], DOCUMENTS[2]):
         walks.append(tok.encode(doc, add_special_tokens=False))
         data = doc.encode("utf-8")
         ids, i = [], 0
@@ -166,7 +182,8 @@ def test_shared_rows_equal_own_rows_on_json_over_a_bpe(bpe, monkeypatch):
             ids.append(by_bytes[data[i : i + n]])
             i += n
         walks.append(ids)
-    states = _assert_rows_equal(shared, alone, walks, budgets=(None, 3))
+    states = _assert_rows_equal(shared, alone, walks[:2], budgets=(None, 3))
+    states |= _assert_rows_equal(shared, alone, walks[2:], budgets=(None,))
     canonical = set()
     for ids in walks[::2]:
         state = shared.initial
