@@ -318,40 +318,51 @@ class GrammarBytes:
         share one row (the strings of a JSON document, whatever lies around them)."""
         got = self._row_keys.get((s, horizon))
         if got is None:
-            after, most, ignore = self.horizons, horizon - 1, self.g.ignore
-            parts = []
-            for t, q, o in self._moving(s):
-                k = most if after is None else min(most, after.after(q, t))
-                reads = q if after is None else after.reads(q, t)
-                parts.append(
-                    (t, reads, self._after_ignored(o, k) if t in ignore else self._consulted(o, -1 - t, k))
-                )
-            got = self._key_ids.setdefault(
-                ("top", self.sets[s].accepting, frozenset(parts)), len(self._key_ids)
-            )
-            self._row_keys[(s, horizon)] = got
+            got = self._row_keys[(s, horizon)] = self.key_of(s, horizon)
         return got
 
-    def _after_ignored(self, o: int, left: int) -> int:
+    def key_of(self, s: int, horizon: int, note=None, memo: dict | None = None) -> int:
+        """:meth:`row_key`'s key, uncached; with ``note(set, symbol) -> hashable``, what is noted of
+        the origin at every item read and of every lexeme's own origin, each lexeme by its exact
+        lexer state (``memo``: the noted consults, kept by the caller). A grammar & pattern pair
+        notes which DFA states can still end a sentence from there (its liveness reads them)."""
+        after, most, ignore = self.horizons, horizon - 1, self.g.ignore
+        parts = []
+        for t, q, o in self._moving(s):
+            k = most if after is None else min(most, after.after(q, t))
+            reads = q if after is None or note is not None else after.reads(q, t)
+            if t in ignore:
+                part = (t, reads, self._after_ignored(o, k, note, memo))
+            else:
+                part = (t, reads, self._consulted(o, -1 - t, k, note, memo))
+            parts.append(part if note is None else (*part, note(o, None if t in ignore else -1 - t)))
+        return self._key_ids.setdefault(("top", self.sets[s].accepting, frozenset(parts)), len(self._key_ids))
+
+    def _after_ignored(self, o: int, left: int, note=None, memo: dict | None = None) -> int:
         """What an ignored lexeme begun at set o reads of o when it completes with at most ``left``
         more lexemes to begin: o's acceptance and expected terminals (they may follow it), each
         with :meth:`_consulted` of its origin at one lexeme less."""
         if left <= 0:
             return -1
-        here = self.sets[o]
+        here, ignore = self.sets[o], self.g.ignore
         expect = frozenset(
-            (u, self._consulted(o if o2 == SELF else o2, -1 - u, left - 1)) for u, o2 in here.expect
+            (u, self._consulted(o if o2 == SELF else o2, -1 - u, left - 1, note, memo))
+            + (() if note is None else (note(o if o2 == SELF else o2, None if u in ignore else -1 - u),))
+            for u, o2 in here.expect
         )
         return self._key_ids.setdefault(("ignored", here.accepting, expect), len(self._key_ids))
 
-    def _consulted(self, x: int, y: int, left: int) -> int:
+    def _consulted(self, x: int, y: int, left: int, note=None, memo: dict | None = None) -> int:
         """What of set x a parse reads when symbol y, awaited in x, completes with at most ``left``
         more lexemes to begin in the token: nothing when none can (the state is live whatever x
         holds: it keeps the lexeme that completed); else x's items waiting on y, and on each
         nonterminal that their rules complete within ``left`` lexemes (:attr:`_Tables.lexeme_suffix`
         of the rest, :meth:`_within`), each begun earlier with this of its origin at the lexemes
-        left once the rule completes. Memoised and interned as ints; iterative over origins."""
-        memo, ids, g = self._consulted_keys, self._key_ids, self.g
+        left once the rule completes; with ``note``, each item with ``note(origin, lhs)``.
+        Memoised and interned as ints; iterative over origins."""
+        ids, g = self._key_ids, self.g
+        if memo is None:
+            memo = self._consulted_keys
         if left <= 0:
             return -1
         stack, reached = [(x, y, left)], {}
@@ -378,7 +389,9 @@ class GrammarBytes:
                 continue
             stack.pop()
             entries = frozenset(
-                (r, d, SELF if o == SELF else memo[(o, g.lhs[r], j)] if j > 0 else -1) for r, d, o, j in items
+                (r, d, SELF if o == SELF else memo[(o, g.lhs[r], j)] if j > 0 else -1)
+                + (() if note is None else (note(top[0] if o == SELF else o, g.lhs[r]),))
+                for r, d, o, j in items
             )
             memo[top] = ids.setdefault(("consulted", entries), len(ids))
             del reached[top]

@@ -171,8 +171,11 @@ class GrammarPatternBytes:
     finite = False
 
     def __init__(self, grammar: GrammarBytes, pattern, available: np.ndarray, label: str) -> None:
+        char = CharLevel(pattern, available)
+        if char.initial < 0:  # no text of the vocabulary's characters matches it
+            raise ConstraintError(f"{label}: the pattern matches no text of the vocabulary's bytes")
         try:
-            dfa = LazyBytes(CharLevel(pattern, available)).whole(available, MAX_PATTERN_STATES, "")
+            dfa = LazyBytes(char).whole(available, MAX_PATTERN_STATES, "")
         except ConstraintTooLarge as e:  # its advice (a masked search) is for a regex alone
             raise ConstraintTooLarge(
                 f"constraint too large: {label}: the pattern has more than {MAX_PATTERN_STATES} reachable "
@@ -196,6 +199,9 @@ class GrammarPatternBytes:
         self._begin: dict[int, np.ndarray] = {}  # set -> what may begin there, ignored text first
         self._dist: dict[int, np.ndarray] = {}  # set -> [Q] its distance at each DFA state
         self._pairs: dict[tuple[int, int], int] = {}
+        self._row_keys: dict[tuple[int, int], tuple] = {}  # (pair, horizon) -> row_key
+        self._noted: dict = {}  # the grammar's consults noted by _live_after
+        self._live: dict[tuple[int, int | None], bytes] = {}
         self._g = np.zeros(64, dtype=np.int64)
         self._p = np.zeros(64, dtype=np.int64)
         self.table = np.full((64, 256), UNKNOWN, dtype=np.int32)
@@ -228,8 +234,30 @@ class GrammarPatternBytes:
     def reach(self, s: int) -> None:
         return None
 
-    def row_key(self, s: int, horizon: int) -> None:
-        return None  # liveness reads the whole stack through C: no two states share a row safely
+    def row_key(self, s: int, horizon: int) -> tuple:
+        """The grammar's key of the pair's set (:meth:`~.earley.GrammarBytes.key_of`) with every
+        origin it reads noted by which DFA states can still end a sentence from it (the finite
+        entries of ``C``: a pair's liveness reads the stack below only through them), every lexeme
+        by its exact lexer state, and the DFA state."""
+        got = self._row_keys.get((s, horizon))
+        if got is None:
+            key = self.grammar.key_of(int(self._g[s]), horizon, self._live_after, self._noted)
+            got = self._row_keys[(s, horizon)] = (key, int(self._p[s]))
+        return got
+
+    def _live_after(self, o: int, y: int | None) -> bytes:
+        """Which DFA states can end a sentence after symbol y completes with its items in set o
+        (y None: after an ignored lexeme begun at o), as packed bits."""
+        got = self._live.get((o, y))
+        if got is None:
+            if y is None:
+                v = self._begins(o)
+            elif y < 0 and y != self.grammar.g.end:
+                v = self._after_terminal(o, -1 - y)
+            else:
+                v = self._costs[o].get(y, self._nowhere)
+            got = self._live[(o, y)] = np.packbits(v < INF).tobytes()
+        return got
 
     def witness(self, s: int) -> bytes | None:
         """One shortest completion: from each state, a byte to a state one byte nearer."""

@@ -17,9 +17,10 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from decodekit import Grammar
-from decodekit.constraints import clear_cache, compile_regex
+from decodekit.constraints import Pattern, clear_cache, compile_regex
 from decodekit.constraints.grammar.earley import GrammarBytes
 from decodekit.constraints.grammar.follow import follow_sets
+from decodekit.constraints.grammar.intersect import GrammarPatternBytes
 from decodekit.errors import ConstraintError
 from tests.support.exhaustive import small_vocab
 
@@ -46,6 +47,7 @@ def _unshared(monkeypatch, build):
     """``build()`` with every state its own row key (no row shared)."""
     with monkeypatch.context() as m:
         m.setattr(GrammarBytes, "row_key", lambda self, s, horizon: None)
+        m.setattr(GrammarPatternBytes, "row_key", lambda self, s, horizon: None)
         clear_cache(vocabularies=False)
         return build()
 
@@ -79,8 +81,11 @@ def _assert_rows_equal(shared, alone, walks, budgets=(None, 1, 2, 4)) -> set[int
     ignore=st.booleans(),
     extra=st.lists(st.text(alphabet="".join(PIECES), min_size=2, max_size=5), max_size=25),
     seed=st.integers(0, 10**6),
+    pattern=st.sampled_from([None, None, "[^(]*", "(?s:.*xa.*)", "not 1,", ".{0,9}", "~"]),
 )
-def test_shared_rows_equal_own_rows_on_random_grammars(monkeypatch, rules, ignore, extra, seed):
+def test_shared_rows_equal_own_rows_on_random_grammars(monkeypatch, rules, ignore, extra, seed, pattern):
+    """Also ``grammar & Pattern``, whose pairs share rows by the grammar's key with each origin
+    noted by the DFA states that can still end there."""
     bodies = {"a": [], "b": []}
     for lhs, body in rules:
         bodies[lhs].append(body)
@@ -90,6 +95,10 @@ def test_shared_rows_equal_own_rows_on_random_grammars(monkeypatch, rules, ignor
     text += '\n%ignore " "\n' if ignore else "\n"
     try:
         grammar = Grammar(text, "lark")
+        if pattern == "not 1,":
+            grammar = grammar & ~Pattern("(?s:.*1,.*)")
+        elif pattern is not None:  # "~": no text of the vocabulary (refused in one line)
+            grammar = grammar & Pattern(pattern)
     except ConstraintError:
         assume(False)
     vocab = small_vocab(list(dict.fromkeys(PIECES + extra)))
