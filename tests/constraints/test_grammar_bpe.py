@@ -11,20 +11,10 @@ import torch
 
 from decodekit import Grammar
 from decodekit.constraints import compile_regex
-from tests.support.grammars import generate_texts, lark_oracle
+from tests.support.grammars import JSON_GBNF, generate_texts, lark_oracle
 
 pytest.importorskip("tokenizers", reason="the test trains a byte-level BPE")
 pytest.importorskip("transformers", reason="the test trains a byte-level BPE")
-
-JSON_GBNF = r"""
-root   ::= value
-value  ::= object | array | string | number | ("true" | "false" | "null") ws
-object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
-array  ::= "[" ws ( value ("," ws value)* )? "]" ws
-string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
-number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws
-ws ::= | " " | "\n" [ \t]{0,20}
-"""
 
 CALC_LARK = r"""
 ?start: sum

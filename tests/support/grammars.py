@@ -58,6 +58,18 @@ _POOL = [chr(c) for c in range(0x20, 0x7F)] + [
 ]
 
 
+# llama.cpp's json.gbnf with `value` as its root: whitespace counted after a newline ([ \t]{0,20})
+JSON_GBNF = r"""
+root   ::= value
+value  ::= object | array | string | number | ("true" | "false" | "null") ws
+object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
+array  ::= "[" ws ( value ("," ws value)* )? "]" ws
+string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
+number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws
+ws ::= | " " | "\n" [ \t]{0,20}
+"""
+
+
 def _char(cset, rng: random.Random) -> str:
     def ok(c: str) -> bool:
         hit = c in cset.chars or any(

@@ -23,6 +23,7 @@ from decodekit.constraints.grammar.follow import follow_sets
 from decodekit.constraints.grammar.intersect import GrammarPatternBytes
 from decodekit.errors import ConstraintError
 from tests.support.exhaustive import small_vocab
+from tests.support.grammars import JSON_GBNF
 
 RULES = [  # rule bodies over nonterminals a, b and the terminals below
     "a b",
@@ -134,18 +135,6 @@ string : ESCAPED_STRING
 %import common.SIGNED_NUMBER
 %import common.WS
 %ignore WS
-"""
-
-# llama.cpp's JSON: whitespace counted after a newline ([ \t]{0,20}), so a lexeme's lexer state
-# differs with the indentation where the tokens cannot tell
-JSON_GBNF = r"""
-root   ::= object
-value  ::= object | array | string | number | ("true" | "false" | "null") ws
-object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
-array  ::= "[" ws ( value ("," ws value)* )? "]" ws
-string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
-number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws
-ws ::= | " " | "\n" [ \t]{0,20}
 """
 
 DOCUMENTS = [
