@@ -165,6 +165,8 @@ def _train(stack, data: str, kind: str, out: str, resume: bool, overwrite: bool,
                 f"{e.path}; continue with: {rerun_command('--resume', drop=('--overwrite',))}",
                 err=True,
             )
+        if parallel is not None:  # the ranks stopped together: leave the group before the interpreter
+            parallel.close()  # does (its threads torn down at exit could abort the process: status 134)
         raise SystemExit(128 + e.signum) from None  # 130 for Ctrl-C, 143 for SIGTERM
     if parallel is not None:
         parallel.close()
