@@ -27,8 +27,8 @@ over the DFA's Q states (:mod:`~decodekit.constraints.grammar.minplus`):
 
 Sizes are bounded, each checked as it is reached and before any mask: the pattern's DFA at most
 :data:`MAX_PATTERN_STATES` states, the grammar's lexer at most :data:`MAX_LEXER_STATES`, and the
-lexer-by-DFA product at most :data:`MAX_PRODUCT` entries (Q * Q per lexer state, checked before
-it is allocated); past any, one line says so.
+lexer-by-DFA and nonterminal-by-DFA products at most :data:`MAX_PRODUCT` entries each (Q * Q per
+lexer state, per nonterminal; checked before they are allocated); past any, one line says so.
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ from decodekit.constraints.grammar.earley import MAX_STATES, GrammarBytes
 from decodekit.constraints.grammar.minplus import INF
 from decodekit.errors import ConstraintError, ConstraintTooLarge
 
-MAX_PATTERN_STATES = 128  # states of the pattern's minimal byte DFA (products cost Q^3)
+MAX_PATTERN_STATES = 256  # states of the pattern's minimal byte DFA (products cost Q^3)
 MAX_LEXER_STATES = 20_000  # the grammar lexer's byte states, enumerated whole
-MAX_PRODUCT = 8_000_000  # lexer states * Q * Q: the entries of D (64 MiB of int64)
+MAX_PRODUCT = 8_000_000  # lexer states (and nonterminals) * Q * Q: the entries of D (64 MiB of int64)
 
 
 class _Symbols:
@@ -67,6 +67,15 @@ class _Symbols:
         self.term_then_ignore = [minplus.mm(m, self.istar) for m in self.term]
         self.identity = minplus.identity(q)
         self.end, self.rhs = g.end, g.rhs
+        if len(g.names) * q * q > MAX_PRODUCT:  # checked before the allocation
+            raise ConstraintTooLarge(
+                f"constraint too large: {label}: {len(g.names):,} nonterminals times {q} pattern states "
+                f"squared exceeds {MAX_PRODUCT:,}; use a pattern with fewer states or write it into the "
+                "grammar",
+                bound="states",
+                limit=MAX_PRODUCT,
+                size=len(g.names) * q * q,
+            )
         self.nt = np.full((len(g.names), q, q), INF, dtype=np.int64)
         self._solve_nonterminals(g)
 
@@ -132,9 +141,10 @@ def _lexer_table(lexer: LazyBytes, available: np.ndarray, label: str) -> np.ndar
 
 def _lexeme_matrices(lexer: LazyBytes, tp: np.ndarray, available: np.ndarray, label: str) -> np.ndarray:
     """[L, Q, Q] ``D[a, q, q']``: the fewest bytes leading lexer state a to an accepting one and
-    the DFA (next-state table ``tp`` [Q, 256]) from q to q'. A fixpoint of
-    ``D = min(D0, 1 + D[next])`` over the byte classes the two tables share (each round settles
-    one more byte of distance)."""
+    the DFA (next-state table ``tp`` [Q, 256]) from q to q'. A breadth-first search backwards
+    over the product graph, all targets q' at once, from the entries at distance 0 (a accepts,
+    q = q'): each entry is settled once, so the work is the graph's edges times Q, not that
+    times the longest distance (as a fixpoint over every entry each round was)."""
     tl = _lexer_table(lexer, available, label)
     n, q = tl.shape[0], tp.shape[0]
     if n * q * q > MAX_PRODUCT:
@@ -147,20 +157,45 @@ def _lexeme_matrices(lexer: LazyBytes, tp: np.ndarray, available: np.ndarray, la
         )
     columns = np.unique(np.vstack([tl, tp]).T, axis=0)  # [K, L + Q]: each byte class's moves
     columns = columns[(columns[:, :n] >= 0).any(axis=1) & (columns[:, n:] >= 0).any(axis=1)]
-    moves = [(np.where(c[:n] >= 0, c[:n], n), np.where(c[n:] >= 0, c[n:], q)) for c in columns]
-    d = np.full((n + 1, q + 1, q), INF, dtype=np.int64)  # a padding row and column: dead
+    # per byte class, who steps into each lexer state and each DFA state (CSR, dead moves left out)
+    preds = [(_inverse(c[:n], n), _inverse(c[n:], q)) for c in columns]
+    d = np.full((n, q, q), INF, dtype=np.int64)
     accepting = np.flatnonzero([lexer.accepting(a) for a in range(n)])
-    diagonal = np.arange(q)[None, :]
-    d[accepting[:, None], diagonal, diagonal] = 0
-    base = d[:n, :q].copy()
-    while True:
-        new = base.copy()
-        for nl, nq in moves:
-            np.minimum(new, d[np.ix_(nl, nq)] + 1, out=new)
-        np.minimum(new, INF, out=new)
-        if np.array_equal(new, d[:n, :q]):
-            return new
-        d[:n, :q] = new
+    a, p = np.repeat(accepting, q), np.tile(np.arange(q), len(accepting))
+    front = (a, p, p.copy())  # entries (a, q, q') at distance 0: a accepts, the DFA stays
+    d[front] = 0
+    step = 0
+    while len(front[0]):  # breadth first backwards: each entry is settled once, at its distance
+        step += 1
+        found = []
+        for (l_first, l_of), (q_first, q_of) in preds:
+            a1, p1, target = front
+            la, lc = l_first[a1], l_first[a1 + 1] - l_first[a1]
+            qa, qc = q_first[p1], q_first[p1 + 1] - q_first[p1]
+            both = lc * qc
+            if not both.sum():
+                continue
+            # every (predecessor lexer state, predecessor DFA state) of every frontier entry
+            which = np.repeat(np.arange(len(a1)), both)
+            k = np.arange(len(which)) - np.repeat(np.cumsum(both) - both, both)
+            found.append((l_of[la[which] + k // qc[which]], q_of[qa[which] + k % qc[which]], target[which]))
+        if not found:
+            break
+        a2, p2, t2 = (np.concatenate(x) for x in zip(*found))
+        flat = np.unique((a2 * q + p2) * q + t2)
+        flat = flat[d.reshape(-1)[flat] >= INF]
+        d.reshape(-1)[flat] = step
+        front = (flat // (q * q), flat // q % q, flat % q)
+    return d
+
+
+def _inverse(moves: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The states stepping into each state under one byte class (``moves`` [S]: next state, -1
+    dead): ``(first [size + 1], sources)``, the sources into s being ``sources[first[s]:first[s + 1]]``."""
+    live = np.flatnonzero(moves >= 0)
+    order = live[np.argsort(moves[live], kind="stable")]
+    first = np.searchsorted(moves[order], np.arange(size + 1))
+    return first, order
 
 
 class GrammarPatternBytes:
