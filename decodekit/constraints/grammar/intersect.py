@@ -48,6 +48,7 @@ from decodekit.errors import ConstraintError, ConstraintTooLarge
 
 MAX_PATTERN_STATES = 256  # states of the pattern's minimal byte DFA (products cost Q^3)
 MAX_LEXER_STATES = 20_000  # the grammar lexer's byte states, enumerated whole
+_CANDIDATES = 1 << 20  # predecessors made at once by the backward search (3 x 8 MiB)
 MAX_PRODUCT = 8_000_000  # lexer states (and nonterminals) * Q * Q: the entries of D (64 MiB of int64)
 
 
@@ -164,27 +165,30 @@ def _lexeme_matrices(lexer: LazyBytes, tp: np.ndarray, available: np.ndarray, la
     a, p = np.repeat(accepting, q), np.tile(np.arange(q), len(accepting))
     front = (a, p, p.copy())  # entries (a, q, q') at distance 0: a accepts, the DFA stays
     d[front] = 0
-    step = 0
+    flat_d, step = d.reshape(-1), 0
     while len(front[0]):  # breadth first backwards: each entry is settled once, at its distance
         step += 1
-        found = []
+        settled = []
         for (l_first, l_of), (q_first, q_of) in preds:
             a1, p1, target = front
             la, lc = l_first[a1], l_first[a1 + 1] - l_first[a1]
             qa, qc = q_first[p1], q_first[p1 + 1] - q_first[p1]
-            both = lc * qc
-            if not both.sum():
-                continue
-            # every (predecessor lexer state, predecessor DFA state) of every frontier entry
-            which = np.repeat(np.arange(len(a1)), both)
-            k = np.arange(len(which)) - np.repeat(np.cumsum(both) - both, both)
-            found.append((l_of[la[which] + k // qc[which]], q_of[qa[which] + k % qc[which]], target[which]))
-        if not found:
-            break
-        a2, p2, t2 = (np.concatenate(x) for x in zip(*found))
-        flat = np.unique((a2 * q + p2) * q + t2)
-        flat = flat[d.reshape(-1)[flat] >= INF]
-        d.reshape(-1)[flat] = step
+            both = lc * qc  # each frontier entry's predecessors under this byte class
+            ends = np.cumsum(both)
+            lo = 0
+            while lo < len(a1):  # frontier chunks of at most _CANDIDATES predecessors
+                hi = max(lo + 1, int(np.searchsorted(ends, (ends[lo - 1] if lo else 0) + _CANDIDATES)))
+                part = both[lo:hi]
+                which = lo + np.repeat(np.arange(hi - lo), part)
+                k = np.arange(len(which)) - np.repeat(np.cumsum(part) - part, part)
+                pa = l_of[la[which] + k // qc[which]]
+                pp = q_of[qa[which] + k % qc[which]]
+                flat = np.unique((pa * q + pp) * q + target[which])
+                flat = flat[flat_d[flat] >= INF]
+                flat_d[flat] = step
+                settled.append(flat)
+                lo = hi
+        flat = np.concatenate(settled) if settled else np.zeros(0, dtype=np.int64)
         front = (flat // (q * q), flat // q % q, flat % q)
     return d
 
