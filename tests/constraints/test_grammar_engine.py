@@ -6,14 +6,12 @@ the token masks at every remaining-length budget against brute force over token 
 from __future__ import annotations
 
 import functools
-import itertools
 
 import pytest
-import torch
 
 from decodekit.constraints.grammar.cfg import CFG, Rule, Terminal
 from decodekit.constraints.grammar.earley import GrammarBytes
-from tests.support.grammars import check_byte_states, lark_oracle, run_text
+from tests.support.grammars import check_byte_states, check_masks_at_budgets, lark_oracle, run_text
 
 lark = pytest.importorskip("lark", reason="lark is the oracle of the grammar tests")
 
@@ -101,35 +99,8 @@ def test_masks_equal_brute_force_at_every_budget(name):
     eos = vocab.eos_id
     auto = compile_regex(cfg, tokens, eos)
     content = [v for v in range(len(tokens)) if v != eos and tokens[v] is not None]
-
-    def decode(seq):
-        return b"".join(tokens[v] for v in seq).decode()
-
-    @functools.cache
-    def reach_text(text, budget):  # a sentence within budget more tokens
-        if member(text):
-            return True
-        return budget > 0 and any(reach_text(text + tokens[v].decode(), budget - 1) for v in content)
-
-    def reachable(seq, budget):
-        return reach_text(decode(seq), budget)
-
-    for n in range(3 if len(content) < 6 else 2 + (name == "dyck")):
-        for seq in itertools.product(content, repeat=n):
-            if not reachable(seq, 3):
-                continue
-            state = auto.walk(seq)
-            assert state >= 0, seq
-            for remaining in range(1, 4):
-                got = auto.allowed(torch.tensor([state]), remaining)[0]
-                want = torch.zeros(len(tokens), dtype=torch.bool)
-                for v in content:
-                    want[v] = reachable((*seq, v), remaining - 1)
-                want[eos] = member(decode(seq))
-                assert torch.equal(got, want), (seq, remaining, got.nonzero(), want.nonzero())
-            assert auto.min_tokens(torch.tensor([state])).item() <= min(
-                r for r in range(4) if reachable(seq, r)
-            )
+    lengths = range(3 if len(content) < 6 else 2 + (name == "dyck"))
+    check_masks_at_budgets(auto, tokens, eos, member, lengths, min_tokens=True)
 
 
 def test_deep_nesting_costs_no_recursion():

@@ -5,9 +5,12 @@ chart parser over substrings (:func:`cfg_accepts`)."""
 
 from __future__ import annotations
 
+import functools
+import itertools
 import random
 
 import regex
+import torch
 
 from decodekit.constraints.grammar.cfg import CFG
 from decodekit.constraints.grammar.grammar import MAX_GRAMMAR_BYTES
@@ -301,3 +304,39 @@ def check_byte_states(states, member, alphabet: str, lookahead: int, length: int
                 assert d == want, (prefix, d, want)
             w = states.witness(s)
             assert len(w) == d and member(prefix + w.decode()), (prefix, w)
+
+
+def check_masks_at_budgets(auto, tokens, eos: int, member, lengths, min_tokens: bool = False) -> None:
+    """``auto.allowed(state, remaining)`` for every sequence of the content tokens up to each
+    length in ``lengths`` (``range``-like) whose text a sentence follows within 3 more tokens,
+    and every budget 1..3, against brute force with the judge ``member`` (decoded text -> bool):
+    a token is allowed iff some continuation within ``remaining - 1`` more tokens is accepted;
+    EOS iff the text is. With ``min_tokens``, also ``auto.min_tokens`` is at most the fewest
+    tokens that reach a sentence."""
+    content = [v for v in range(len(tokens)) if v != eos and tokens[v] is not None]
+
+    def decode(seq):
+        return b"".join(tokens[v] for v in seq).decode()
+
+    @functools.cache
+    def reach_text(text, budget):  # a sentence within budget more tokens
+        if member(text):
+            return True
+        return budget > 0 and any(reach_text(text + tokens[v].decode(), budget - 1) for v in content)
+
+    for n in lengths:
+        for seq in itertools.product(content, repeat=n):
+            if not reach_text(decode(seq), 3):
+                continue
+            state = auto.walk(seq)
+            assert state >= 0, seq
+            for remaining in range(1, 4):
+                got = auto.allowed(torch.tensor([state]), remaining)[0]
+                want = torch.zeros(len(tokens), dtype=torch.bool)
+                for v in content:
+                    want[v] = reach_text(decode((*seq, v)), remaining - 1)
+                want[eos] = member(decode(seq))
+                assert torch.equal(got, want), (seq, remaining, got.nonzero(), want.nonzero())
+            if min_tokens:
+                fewest = min(r for r in range(4) if reach_text(decode(seq), r))
+                assert auto.min_tokens(torch.tensor([state])).item() <= fewest

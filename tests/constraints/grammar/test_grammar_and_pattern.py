@@ -7,7 +7,6 @@ the banked search's guarantee; the refusals."""
 from __future__ import annotations
 
 import functools
-import itertools
 import warnings
 
 import numpy as np
@@ -23,7 +22,7 @@ from decodekit.constraints.grammar.intersect import MAX_PATTERN_STATES, GrammarP
 from decodekit.decoding.banked import banked_beam_search
 from decodekit.errors import ConstraintError
 from tests.support.exhaustive import ALPHAS, Oracle, SparseLM, assert_n_best, small_vocab
-from tests.support.grammars import check_byte_states, lark_oracle
+from tests.support.grammars import check_byte_states, check_masks_at_budgets, lark_oracle
 
 lark = pytest.importorskip("lark", reason="lark is the oracle of the grammar tests")
 
@@ -89,32 +88,7 @@ def test_masks_equal_brute_force_at_every_budget(name, pieces):
     vocab = small_vocab(pieces)
     tokens, eos = vocab.surface_bytes(), vocab.eos_id
     auto = compile_regex(Grammar(text, syntax="lark") & pattern, tokens, eos)
-    content = [v for v in range(len(tokens)) if v != eos and tokens[v] is not None]
-
-    def decode(seq):
-        return b"".join(tokens[v] for v in seq).decode()
-
-    @functools.cache
-    def reach_text(text, budget):
-        return (
-            member(text)
-            or budget > 0
-            and any(reach_text(text + tokens[v].decode(), budget - 1) for v in content)
-        )
-
-    for n in range(4):
-        for seq in itertools.product(content, repeat=n):
-            if not reach_text(decode(seq), 3):
-                continue
-            state = auto.walk(seq)
-            assert state >= 0, seq
-            for remaining in range(1, 4):
-                got = auto.allowed(torch.tensor([state]), remaining)[0]
-                want = torch.zeros(len(tokens), dtype=torch.bool)
-                for v in content:
-                    want[v] = reach_text(decode((*seq, v)), remaining - 1)
-                want[eos] = member(decode(seq))
-                assert torch.equal(got, want), (seq, remaining, got.nonzero(), want.nonzero())
+    check_masks_at_budgets(auto, tokens, eos, member, range(4))
 
 
 TOKENS = ["(", ")", "x", "()", ")("]
