@@ -31,6 +31,9 @@ class ByteAutomaton(Protocol):
             replaced as it grows: read it again after :meth:`fill` or :meth:`step`).
         finite: whether the states are finitely many (a regular expression's), so that a search
             may keep one beam per state; a context-free grammar's are not.
+        entered_live: optional (absent: False); True when every state a step enters (not -1)
+            reaches acceptance, so the token level skips the distances of a static row's ends
+            (a reduced grammar whose symbols the vocabulary can all spell).
     """
 
     table: np.ndarray
