@@ -29,8 +29,8 @@ HOSTILE = {
         None,
     ),
     "10,000 rules (Lark)": (
-        "start: r0\n" + "".join(f'r{i}: "x" r{i + 1} | "y"\n' for i in range(10_000)),
-        "longer than",
+        "start: r0\n" + "".join(f'r{i}: "x" r{i + 1} | "y"\n' for i in range(10_000)) + 'r10000: "z"\n',
+        None,
     ),
     "x? x? x? ... (GBNF)": ("root ::= " + ' "x"?' * 2_000, None),
     "x? x? x? ... (Lark)": ("start: " + ' "x"?' * 500, None),
