@@ -399,10 +399,13 @@ class DerivedTokenAutomaton(MasksFromRows):
 
     def _key(self, c: int):
         """What the static row of c is cached under: the byte automaton's
-        :meth:`~.protocol.ByteAutomaton.row_key` over the next L + 4 bytes, else the state."""
+        :meth:`~.protocol.ByteAutomaton.row_key` over the next L + 4 bytes, else the state.
+        The initial state's row is kept under the state: it is the first row made, with no row to
+        share yet, and a key can cost more than the walk (a grammar's key reads the vocabulary
+        once per lexer state it meets, work the first mask would otherwise wait for)."""
         got = self._keys.get(c)
         if got is None:
-            key = self.bytes.row_key(c, self._longest + 4)
+            key = None if c == self.initial else self.bytes.row_key(c, self._longest + 4)
             got = self._keys[c] = ("state", c) if key is None else ("prefix", key)
         return got
 
