@@ -39,6 +39,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from decodekit.constraints.automata.charlevel import CharLevel
+from decodekit.constraints.automata.graph import distinct_columns
 from decodekit.constraints.automata.lazybytes import LazyBytes
 from decodekit.constraints.automata.pattern import Pattern, union
 from decodekit.constraints.automata.protocol import UNKNOWN
@@ -455,8 +456,8 @@ class GrammarBytes:
                 lexer.fill(q[rows], every[cols])
                 nxt = lexer.table[q[:, None], every[None, :]]
             nxt = np.where(self.live_lexemes(nxt), nxt, -1).astype(np.int64)
-            columns, inverse = np.unique(nxt.T, axis=0, return_inverse=True)
-            got = self._partitions[qs] = ([c.tolist() for c in columns], inverse.reshape(-1))
+            columns, inverse = distinct_columns(nxt)
+            got = self._partitions[qs] = (columns.T.tolist(), inverse)
         return got
 
     def live_lexemes(self, qs: np.ndarray) -> np.ndarray:
