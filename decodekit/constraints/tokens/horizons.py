@@ -46,20 +46,26 @@ class LexemeHorizons:
         self._firsts: dict[int, np.ndarray] = {}  # t -> [4] uint64: the bytes that begin a follower
         self._begins: dict[int, np.ndarray] = {}  # lexer state -> [4] uint64: the bytes it reads alive
         self._memo: dict[tuple[int, int], int] = {}  # (lexer state, followers' bitset) -> after
+        self._alike: dict[tuple[object, int], int] = {}  # (reads key, followers' bitset) -> after
         self._deepest: dict[int, int] = {}  # lexer state -> the deepest node a token keeps it alive to
         self._reads: dict[int, object] = {}
 
     def after(self, q: int, t: int) -> int:
         """The most lexemes a token can begin after the lexeme of terminal t in lexer state q
-        completes within it (module docstring)."""
-        key = (q, self.follows[t])  # terminals with the same followers walk alike
+        completes within it (module docstring). Walked once per (:meth:`reads` key, followers):
+        lexer states that tokens read alike end their lexemes at the same nodes, and terminals
+        with the same followers walk alike from there (a JSON indentation's states, one per
+        depth, share one walk)."""
+        key = (q, self.follows[t])
         got = self._memo.get(key)
         if got is None:
             if self.follows[t].bit_count() > MAX_FOLLOWERS:  # a walker per follower at every node: too many
-                self._deepest.setdefault(q, UNBOUNDED)
                 got = UNBOUNDED
             else:
-                got = self._walk(q, t)
+                alike = (self.reads(q, t), self.follows[t])
+                got = self._alike.get(alike)
+                if got is None:
+                    got = self._alike[alike] = self._walk(q, t)
             self._memo[key] = got
         return got
 
@@ -67,16 +73,17 @@ class LexemeHorizons:
         """A key equal for lexer states that every token reads alike from the root of the trie:
         the lexer's :meth:`~decodekit.constraints.automata.lazybytes.LazyBytes.row_key` one byte
         past the deepest node a token keeps the lexeme alive to (a JSON indentation's
-        ``[ \\t]{0,20}`` after 3 or after 4 spaces, when no token holds more than 2), else q."""
+        ``[ \\t]{0,20}`` after 3 or after 4 spaces, when no token holds more than 2), else q.
+        The depth is measured by a walk of the lexeme alone (no followers)."""
         got = self._reads.get(q)
         if got is None:
-            self.after(q, t)  # its walk measures the depth
-            deepest = self._deepest[q]
-            got = None if deepest >= UNBOUNDED else self.lexer.row_key(q, deepest + 1)
+            if q not in self._deepest:
+                self._walk(q, t, followers=False)
+            got = self.lexer.row_key(q, self._deepest[q] + 1)
             got = self._reads[q] = ("state", q) if got is None else ("reads", got)
         return got
 
-    def _walk(self, q: int, t: int) -> int:
+    def _walk(self, q: int, t: int, followers: bool = True) -> int:
         """Walkers (node, lexer state, terminal, lexemes begun), depth by depth, each distinct
         (node, state, terminal) once with its most lexemes; the lexeme's own walkers apart, kept
         to the deepest node they reach (:meth:`reads`). A follower walker that cannot beat the
@@ -84,7 +91,8 @@ class LexemeHorizons:
         and so is any walker whose state every byte below its node keeps without accepting (a
         string's body): no lexeme ends, so none begins, below it. Followers begin only where a
         byte below the node can begin one; a walker that every byte below keeps and that accepts
-        (an identifier's letters) is dropped where none can."""
+        (an identifier's letters) is dropped where none can. Without ``followers``, the lexeme
+        alone: only its depth is measured."""
         enc, lexer, heights = self.vocab, self.lexer, self.vocab.heights
         one = np.zeros(1, dtype=np.int64)
         node, state, term, count = one, one + q, one + t, one
@@ -103,7 +111,7 @@ class LexemeHorizons:
             done = self._accepting(state)
             whole = enc.kept_below(d, node, state, lexer.table)
             stay = count + height > best
-            can_follow = done & (height > 0) & (count + height > best)
+            can_follow = done & (height > 0) & (count + height > best) & followers
             if can_follow.any():  # where a byte below can begin a follower
                 at = np.flatnonzero(can_follow)
                 us, which = np.unique(term[at], return_inverse=True)
