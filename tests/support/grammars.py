@@ -41,6 +41,7 @@ HOSTILE = {
         None,
     ),
     "1 MB (GBNF)": ("root ::= " + " | ".join(f'"w{i}"' for i in range(60_000)) + "\n#" + "x" * 300_000, None),
+    "1 MB (Lark)": ("start: " + " | ".join(f'"w{i}"' for i in range(60_000)) + "\n//" + "x" * 300_000, None),
     "over the size limit": ("# " + "x" * MAX_GRAMMAR_BYTES, "larger than"),
     "huge repeats": ('root ::= (("x"{10000}){10000}){10000}', None),
 }

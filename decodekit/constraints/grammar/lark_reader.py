@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from decodekit.constraints.grammar.builder import MAX_REPEAT, RuleBuilder, regex_char, regex_literal
-from decodekit.constraints.grammar.cfg import CFG, line_col
+from decodekit.constraints.grammar.cfg import CFG
 from decodekit.errors import ConstraintError
 
 __all__ = ["LIBRARY_GRAMMARS", "MAX_NESTING", "read_lark"]
@@ -547,7 +547,7 @@ class _Lowering(RuleBuilder):
 
     def terminal_symbol(self, name: str) -> str:
         d = self.defs[name]
-        where = line_col(self.parsed.text, d.offset) if d.offset is not None else None
+        where = self.parsed.place(d.offset) if d.offset is not None else None
         return self.terminal(name, self.pattern(name), where)
 
     # -- rules ------------------------------------------------------------------------------
@@ -557,7 +557,7 @@ class _Lowering(RuleBuilder):
             self.work.append((name, d, env))
 
     def lower(self, start: str) -> CFG:
-        user_rules = [n for n, d in self.defs.items() if d.kind == "rule" and not d.params]
+        user_rules = {n: None for n, d in self.defs.items() if d.kind == "rule" and not d.params}
         if start not in user_rules:
             raise ConstraintError(f"{self.source}: no rule '{start}' (the start symbol)")
         for name in dict.fromkeys([start, *user_rules]):
@@ -578,7 +578,7 @@ class _Lowering(RuleBuilder):
             self.defs[name] = _Definition("term", (), alts, offset)
             ignore.append(self.terminal_symbol(name))
         made = dict.fromkeys(r.lhs for r in self.rules)
-        where = {n: line_col(self.parsed.text, self.defs[n].offset) for n in made if n in user_rules}
+        where = {n: self.parsed.place(self.defs[n].offset) for n in made if n in user_rules}
         return CFG(start, tuple(self.rules), self.terminals, tuple(dict.fromkeys(ignore)), self.source, where)
 
     def sequence(self, seq: list, ns, env: dict, owner: str) -> list[str]:
@@ -597,9 +597,7 @@ class _Lowering(RuleBuilder):
         """The one symbol of ``node`` (None: the empty text), helper rules made as needed."""
         kind = node[0]
         if kind == "lit":
-            return self.terminal(
-                node[2], node[1], line_col(self.parsed.text, node[3]) if ns is None else None
-            )
+            return self.terminal(node[2], node[1], self.parsed.place(node[3]) if ns is None else None)
         if kind == "name":
             name = node[1]
             if name in env:
