@@ -7,6 +7,8 @@ and of ``TrainConfig`` is an option (:mod:`decodekit.cli.train_options`).
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 
 import click
@@ -165,8 +167,11 @@ def _train(stack, data: str, kind: str, out: str, resume: bool, overwrite: bool,
                 f"{e.path}; continue with: {rerun_command('--resume', drop=('--overwrite',))}",
                 err=True,
             )
-        if parallel is not None:  # the ranks stopped together: leave the group before the interpreter
-            parallel.close()  # does (its threads torn down at exit could abort the process: status 134)
+        if parallel is not None:  # the ranks stopped together: leave the group, then the process
+            parallel.close()  # without the interpreter's teardown: a thread of torch's distributed
+            sys.stdout.flush()  # runtime still joinable there aborts it ("terminate called without
+            sys.stderr.flush()  # an active exception", status 134), even after the group is left
+            os._exit(128 + e.signum)
         raise SystemExit(128 + e.signum) from None  # 130 for Ctrl-C, 143 for SIGTERM
     if parallel is not None:
         parallel.close()
