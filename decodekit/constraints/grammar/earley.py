@@ -284,7 +284,7 @@ class GrammarBytes:
         self._row_keys: dict[tuple[int, int], int] = {}  # (state, horizon) -> row key id
         self._consulted_keys: dict[tuple[int, int], int] = {}  # (set, bytes left) -> key id
         self._key_ids: dict[tuple, int] = {}
-        self._partitions: dict[tuple[int, ...], tuple[list[list[int]], np.ndarray]] = {}
+        self._partitions: dict[tuple[int, ...], tuple[list, dict, np.ndarray]] = {}  # _partition's
         self._lexer_live = np.zeros(0, dtype=np.int8)  # per lexer state: 1 live, 0 dead, -1 unknown
         self.follows = follow_sets(g)  # per terminal, the terminals that may begin right after it
         # the vocabulary's bounds on what a lexeme's completion reads (a LexemeHorizons: after(q, t),
@@ -433,32 +433,40 @@ class GrammarBytes:
         if not moving:  # a complete sentence that nothing may follow
             self.table[s, codes] = -1
             return
-        columns, inverse = self._partition(tuple(q for _, q, _ in moving))
-        which = inverse[codes]
-        made = np.full(len(columns), -1, dtype=np.int32)
-        for j in set(which.tolist()):
-            made[j] = self._advance(s, moving, columns[j])
-        self.table[s, codes] = made[which]
+        columns, which = self._partition(tuple(q for _, q, _ in moving), codes)
+        made = {j: self._advance(s, moving, columns[j]) for j in set(which.tolist())}
+        self.table[s, codes] = np.array([made[j] for j in which.tolist()], dtype=np.int32)
 
-    def _partition(self, qs: tuple[int, ...]) -> tuple[list[list[int]], np.ndarray]:
-        """Lexemes in lexer states ``qs``, as one byte moves them all: the distinct outcomes over
-        the 256 bytes (each the lexemes' next lexer states, -1 where one dies) and [256] each
-        byte's outcome. Kept per tuple: every position with lexemes in these lexer states, whatever
-        their origins, splits the bytes alike (bytes that move every lexeme alike lead to one set)."""
+    def _partition(self, qs: tuple[int, ...], codes: np.ndarray) -> tuple[list[tuple[int, ...]], np.ndarray]:
+        """Lexemes in lexer states ``qs``, as one byte moves them all: the distinct outcomes (each
+        the lexemes' next lexer states, -1 where one dies) and, for each of ``codes``, the index
+        of its outcome. Kept per tuple and filled as bytes are asked (the lexer's rows only for
+        those bytes): every position with lexemes in these lexer states, whatever their origins,
+        splits the bytes alike (bytes that move every lexeme alike lead to one set)."""
         got = self._partitions.get(qs)
         if got is None:
-            lexer, every = self.lexer, np.arange(256, dtype=np.int64)
-            q = np.array(qs, dtype=np.int64)
-            nxt = lexer.table[q[:, None], every[None, :]]  # [M, 256]
+            got = self._partitions[qs] = ([], {}, np.full(256, -1, dtype=np.int64))
+        columns, index, of_byte = got
+        new = codes[of_byte[codes] < 0]
+        if len(new):
+            lexer, q = self.lexer, np.array(qs, dtype=np.int64)
+            nxt = lexer.table[q[:, None], new[None, :]]  # [M, U]
             unknown = nxt == UNKNOWN
             if unknown.any():
                 rows, cols = np.nonzero(unknown)
-                lexer.fill(q[rows], every[cols])
-                nxt = lexer.table[q[:, None], every[None, :]]
+                lexer.fill(q[rows], new[cols])
+                nxt = lexer.table[q[:, None], new[None, :]]
             nxt = np.where(self.live_lexemes(nxt), nxt, -1).astype(np.int64)
-            columns, inverse = distinct_columns(nxt)
-            got = self._partitions[qs] = (columns.T.tolist(), inverse)
-        return got
+            distinct, inverse = distinct_columns(nxt)
+            ids = []
+            for column in map(tuple, distinct.T.tolist()):
+                j = index.get(column)
+                if j is None:
+                    j = index[column] = len(columns)
+                    columns.append(column)
+                ids.append(j)
+            of_byte[new] = np.array(ids, dtype=np.int64)[inverse]
+        return columns, of_byte[codes]
 
     def live_lexemes(self, qs: np.ndarray) -> np.ndarray:
         """bool, the shape of ``qs`` (lexer states, -1 dead): which can still complete their terminal."""
