@@ -6,7 +6,6 @@ checks the arguments and caches its results."""
 from __future__ import annotations
 
 import enum
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -21,7 +20,7 @@ from decodekit.constraints.automata.lazybytes import LazyBytes
 from decodekit.constraints.automata.pattern import Pattern, intersect, short_label
 from decodekit.constraints.automata.product import components, describe, first_char_gate, listed, product
 from decodekit.constraints.automata.utf8 import ascii_byte_dfa, byte_dfa, code_point_classes
-from decodekit.constraints.syntax.parser import parse
+from decodekit.constraints.syntax.parser import parsed
 from decodekit.constraints.syntax.unicode import OCCURRING_BITS
 from decodekit.constraints.tokens.automaton import TokenAutomaton
 from decodekit.constraints.tokens.derived import DerivedTokenAutomaton
@@ -59,14 +58,6 @@ EAGER_FIRST_VISIT = True
 # Laziness.SMALL_WHOLE (the banked search's): whole while its candidate states x V stay within
 # WHOLE_ENTRIES (the bank of every token of every state is then one [S, V] table), else as MASKED
 WHOLE_ENTRIES = 1 << 24
-PARSES = 64  # parsed patterns kept (check_pattern then compile_regex parse once; cleared with the automata)
-
-
-@functools.lru_cache(maxsize=PARSES)
-def parsed(pattern: str):
-    """:func:`~decodekit.constraints.syntax.parser.parse`, kept for the last :data:`PARSES`
-    patterns (the AST is never modified; refusals are raised again, not kept)."""
-    return parse(pattern)
 
 
 class Laziness(enum.Enum):

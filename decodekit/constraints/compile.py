@@ -9,8 +9,9 @@ from collections.abc import Sequence
 
 from decodekit.constraints import DEFAULT_MAX_STATES
 from decodekit.constraints.automata.pattern import Pattern
-from decodekit.constraints.build import Laziness, is_grammar, parsed
+from decodekit.constraints.build import Laziness, is_grammar
 from decodekit.constraints.compiler import default_compiler, forget_defaults
+from decodekit.constraints.syntax.parser import parsed
 from decodekit.constraints.tokens.interface import StateTables, TokenConstraint, provides
 from decodekit.errors import ConstraintError, ConstraintTooLarge, NoBeamPerState
 

@@ -26,7 +26,7 @@ from decodekit.constraints.automata.conversion import collect_sets, combine, con
 from decodekit.constraints.automata.pattern import Pattern
 from decodekit.constraints.automata.shortest import ShortestTexts
 from decodekit.constraints.automata.utf8 import code_point_classes
-from decodekit.constraints.syntax.parser import parse
+from decodekit.constraints.syntax.parser import parsed as parse_kept
 from decodekit.errors import ConstraintError, ConstraintTooLarge
 
 MAX_STATES = 2_000_000  # character states one compiled expression may number
@@ -49,7 +49,7 @@ class CharLevel:
         parsed = dict(parsed or {})  # regex -> parse(regex), what the caller already parsed
         for r in pattern.regexes():
             if r not in parsed:
-                parsed[r] = parse(r)
+                parsed[r] = parse_kept(r)
         boundaries = any(b for _, b in parsed.values())
         sets: dict = {}
         for ast, _ in parsed.values():

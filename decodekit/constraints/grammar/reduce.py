@@ -80,7 +80,7 @@ def nullable_node(root) -> bool:
 def check_terminals(cfg: CFG) -> None:
     """Refuse a terminal whose pattern decodekit's regex reader does not accept, or that matches
     the empty text: ``source:line:col: terminal 'NAME': ...``."""
-    from decodekit.constraints.syntax.parser import parse  # check_pattern's reader, without torch
+    from decodekit.constraints.syntax.parser import parsed  # check_pattern's reader, without torch
 
     seen: set[str] = set()
     for term in cfg.terminals.values():
@@ -89,7 +89,7 @@ def check_terminals(cfg: CFG) -> None:
         seen.add(term.pattern)
         where = at(cfg.source, term.where)
         try:
-            root, _ = parse(term.pattern)
+            root, _ = parsed(term.pattern)
         except ConstraintError as e:
             raise ConstraintError(f"{where}terminal '{term.name}': {e}") from None
         if nullable_node(root):

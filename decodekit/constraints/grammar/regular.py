@@ -354,7 +354,7 @@ class _Rewrite:
 def inline_regular(cfg: CFG) -> CFG:
     """``cfg`` (reduced first) with its regular parts made terminals (module docstring): the same
     language, every made terminal non-empty and read by decodekit's regex reader."""
-    from decodekit.constraints.syntax.parser import parse as check_pattern  # no torch import
+    from decodekit.constraints.syntax.parser import parsed as check_pattern  # no torch import
 
     cfg = reduce(cfg)
     join = ""

@@ -25,6 +25,7 @@ are their own modules.
 
 from __future__ import annotations
 
+import functools
 import re
 
 import regex
@@ -67,7 +68,7 @@ from decodekit.constraints.syntax.nodes import (
 from decodekit.constraints.syntax.scanner import DIGITS, Refusal
 from decodekit.errors import ConstraintError, ConstraintTooLarge
 
-__all__ = ["MAX_CLASS_CHARS", "MAX_DEPTH", "MAX_NFA_STATES", "Node", "Parsed", "parse"]
+__all__ = ["MAX_CLASS_CHARS", "MAX_DEPTH", "MAX_NFA_STATES", "PARSES", "Node", "Parsed", "parse", "parsed"]
 
 _UNLIMITED = (1 << 32) - 1  # regex's repeat count limit (a count must be below it)
 
@@ -124,6 +125,18 @@ def parse(pattern: str) -> tuple[Node, bool]:
     if not parser.core:  # the parser's own checks were incomplete (bounded: the expansion of every
         _check_valid(pattern)  # repetition fits MAX_NFA_STATES)
     return parsed.root, parsed.boundaries
+
+
+PARSES = 256  # parsed patterns kept by parsed() (cleared with the compiled automata)
+
+
+@functools.lru_cache(maxsize=PARSES)
+def parsed(pattern: str) -> tuple[Node, bool]:
+    """:func:`parse`, kept for the last :data:`PARSES` patterns: a pattern is read once however
+    many passes read it (``check_pattern`` then ``compile_regex``; a grammar's terminals checked
+    on reading, then made regular, then stepped). The AST is never modified; refusals are raised
+    again, not kept."""
+    return parse(pattern)
 
 
 def _check_valid(pattern: str) -> None:
