@@ -469,7 +469,7 @@ class _Lowering(RuleBuilder):
         final = name
         if ns is not None:
             alias = next((a for a, (m, n, _) in self.parsed.imports.items() if (m, n) == (ns, name)), None)
-            final = alias or f"{ns}__{name.lstrip('_')}"
+            final = alias or f"{ns}__{name}"
             if final not in self.defs and name in _library(ns).defs:
                 self.defs[final] = _library(ns).defs[name]
             if final not in self.defs:
