@@ -72,6 +72,7 @@ _STRING_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", '"': '"', "\\": "
 _HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
 _CLASS_META = set("\\]^-[")
 _EOF = ("eof", "", -1)
+ATOM, SEQUENCE, ALTERNATION = 0, 1, 2  # how a regex may be joined: quantified, concatenated, grouped
 _REFUSED = "%import of {} refused: only lark's grammars (" + ", ".join(LIBRARY_GRAMMARS) + ") are read"
 
 
@@ -338,7 +339,8 @@ class _Parser:
 
     def atom(self, depth: int, in_rule: bool):
         """A node: ``("group" | "maybe", alts, offset)``, ``("name", name, offset)``,
-        ``("lit", pattern, spelling, offset)``, ``("tmpl", name, args, offset)``, or ``("rep",
+        ``("lit", pattern, spelling, offset, how)`` (``how`` it may be joined: :data:`ATOM`,
+        :data:`SEQUENCE`, :data:`ALTERNATION`), ``("tmpl", name, args, offset)``, or ``("rep",
         node, lo, hi, offset)`` from :meth:`expr`."""
         kind, value, offset = self.peek()
         self.i += 1
@@ -357,10 +359,13 @@ class _Parser:
             if self.peek()[0] == "dotdot":
                 self.i += 1
                 _, end, _ = self.take("string", "a string after '..'")
-                return ("lit", self.range(value, end, offset), f"{value}..{end}", offset)
-            return ("lit", self.string(value, offset), value, offset)
+                return ("lit", self.range(value, end, offset), f"{value}..{end}", offset, ATOM)
+            pattern = self.string(value, offset)
+            one = value.endswith("i") or len(self.chars(value[1:-1], offset)) == 1
+            return ("lit", pattern, value, offset, ATOM if one else SEQUENCE)
         if kind == "regexp":
-            return ("lit", self.regexp(value, offset), value, offset)
+            flagged = not value.endswith("/")  # read as (?flags:...)
+            return ("lit", self.regexp(value, offset), value, offset, ATOM if flagged else ALTERNATION)
         if kind == "rule" and self.peek()[0] == "{":
             self.i += 1
             args = [self.atom(depth, in_rule)]
@@ -433,7 +438,7 @@ def _library(name: str) -> _Parser:
     for term, d in parsed.defs.items():
         d.offset, d.ns = None, name
         if (name, term) in _SHORTEST_MATCH:
-            d.alts = [[("lit", _SHORTEST_MATCH[name, term], term, -1)]]
+            d.alts = [[("lit", _SHORTEST_MATCH[name, term], term, -1, ALTERNATION)]]
     return parsed
 
 
@@ -444,7 +449,7 @@ class _Lowering(RuleBuilder):
         super().__init__(parsed.source)
         self.parsed = parsed
         self.defs = dict(parsed.defs)  # final name -> definition (library ones added when used)
-        self.patterns: dict[str, str] = {}  # terminal -> regex
+        self.patterns: dict[str, tuple[str, int]] = {}  # terminal -> (regex, how it may be joined)
         self.queued: set[str] = set()
         self.work: list[tuple[str, _Definition, dict]] = []
 
@@ -485,7 +490,7 @@ class _Lowering(RuleBuilder):
         """The regex of terminal ``name``, the terminals it uses inlined (depth first, without
         recursion over the chain of uses; a cycle is refused)."""
         if name in self.patterns:
-            return self.patterns[name]
+            return self.patterns[name][0]
         stack, entered = [name], set()
         while stack:
             top = stack[-1]
@@ -505,7 +510,7 @@ class _Lowering(RuleBuilder):
                 continue
             self.patterns[top] = self.alts_pattern(d.alts, d.ns, top)
             stack.pop()
-        return self.patterns[name]
+        return self.patterns[name][0]
 
     def uses_of(self, owner: str, d: _Definition) -> list[str]:
         out, todo = [], [node for seq in d.alts for node in seq]
@@ -525,25 +530,37 @@ class _Lowering(RuleBuilder):
                 todo.append(node[1])
         return out
 
-    def alts_pattern(self, alts: list, ns, owner: str) -> str:
-        parts = ["".join(self.node_pattern(n, ns, owner) for n in seq) for seq in alts]
-        return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+    def alts_pattern(self, alts: list, ns, owner: str) -> tuple[str, int]:
+        """(regex, how it may be joined) of alternatives: each a sequence of nodes, parts grouped
+        only where precedence needs it (lark's own spelling groups every part)."""
+        parts = [self.seq_pattern(seq, ns, owner) for seq in alts]
+        if len(parts) == 1:
+            return parts[0]
+        return "|".join(p for p, _ in parts), ALTERNATION
 
-    def node_pattern(self, node, ns, owner: str) -> str:
+    def seq_pattern(self, seq: list, ns, owner: str) -> tuple[str, int]:
+        parts = [self.node_pattern(n, ns, owner) for n in seq]
+        if len(parts) == 1:
+            return parts[0]
+        return "".join(p if how != ALTERNATION else f"(?:{p})" for p, how in parts), SEQUENCE
+
+    def node_pattern(self, node, ns, owner: str) -> tuple[str, int]:
         kind = node[0]
         if kind == "lit":
-            return f"(?:{node[1]})"
+            return node[1], node[4]
         if kind == "name":
-            return f"(?:{self.patterns[self.resolve(ns, node[1], node[2], owner)]})"
+            return self.patterns[self.resolve(ns, node[1], node[2], owner)]
         if kind == "group":
-            return f"(?:{self.alts_pattern(node[1], ns, owner)})"
+            return self.alts_pattern(node[1], ns, owner)
         if kind == "maybe":
-            return f"(?:{self.alts_pattern(node[1], ns, owner)})?"
-        _, inner, lo, hi, _ = node
+            inner, lo, hi = self.alts_pattern(node[1], ns, owner), 0, 1
+        else:
+            inner, lo, hi = self.node_pattern(node[1], ns, owner), node[2], node[3]
         count = {(0, None): "*", (1, None): "+", (0, 1): "?"}.get((lo, hi)) or (
             f"{{{lo}}}" if lo == hi else f"{{{lo},{hi}}}"
         )
-        return f"(?:{self.node_pattern(inner, ns, owner)}){count}"
+        pattern, how = inner
+        return (pattern if how == ATOM else f"(?:{pattern})") + count, SEQUENCE
 
     def terminal_symbol(self, name: str) -> str:
         d = self.defs[name]
