@@ -205,10 +205,9 @@ def _build_grammar(grammar, entry: Vocabulary, eos_id, separator: str, lazy: Laz
         )
     enc = entry.trie()
     automaton = GrammarBytes(cfg, enc.available(b""))
-    horizons = LexemeHorizons(
+    automaton.horizons = LexemeHorizons(
         automaton.lexer, automaton.live_lexemes, automaton.g.starts, automaton.follows, enc
     )
-    automaton.horizons = horizons
     stats = {"engine": "grammar", "rules": len(cfg.rules), "terminals": len(cfg.terminals)}
     if pattern is not None:
         label = f"{label} & {short_label(str(pattern))}"

@@ -284,7 +284,8 @@ class GrammarBytes:
         self._row_keys: dict[tuple[int, int], int] = {}  # (state, horizon) -> row key id
         self._consulted_keys: dict[tuple[int, int], int] = {}  # (set, bytes left) -> key id
         self._key_ids: dict[tuple, int] = {}
-        self._partitions: dict[tuple[int, ...], tuple[list, dict, np.ndarray]] = {}  # _partition's
+        # lexer states -> (outcomes, outcome -> its index, [256] each byte's index, -1: not asked)
+        self._partitions: dict[tuple[int, ...], tuple[list, dict, np.ndarray]] = {}
         self._lexer_live = np.zeros(0, dtype=np.int8)  # per lexer state: 1 live, 0 dead, -1 unknown
         self.follows = follow_sets(g)  # per terminal, the terminals that may begin right after it
         # the vocabulary's bounds on what a lexeme's completion reads (a LexemeHorizons: after(q, t),
@@ -434,8 +435,10 @@ class GrammarBytes:
             self.table[s, codes] = -1
             return
         columns, which = self._partition(tuple(q for _, q, _ in moving), codes)
-        made = {j: self._advance(s, moving, columns[j]) for j in set(which.tolist())}
-        self.table[s, codes] = np.array([made[j] for j in which.tolist()], dtype=np.int32)
+        made = np.full(len(columns), -1, dtype=np.int32)
+        for j in set(which.tolist()):
+            made[j] = self._advance(s, moving, columns[j])
+        self.table[s, codes] = made[which]
 
     def _partition(self, qs: tuple[int, ...], codes: np.ndarray) -> tuple[list[tuple[int, ...]], np.ndarray]:
         """Lexemes in lexer states ``qs``, as one byte moves them all: the distinct outcomes (each

@@ -42,10 +42,8 @@ def follow_sets(g) -> list[int]:
                 break
     _propagate(first, feeds)
     # FOLLOW over symbols: nonterminal a at index a, terminal t at index n + t
-    follow, inherits = (
-        [0] * (n + n_terms),
-        [[] for _ in range(n)],
-    )  # inherits[A]: y with FOLLOW(y) >= FOLLOW(A)
+    follow = [0] * (n + n_terms)
+    inherits = [[] for _ in range(n)]  # inherits[A]: the y with FOLLOW(y) >= FOLLOW(A)
     for r, body in enumerate(g.rhs):
         a, after, rest_nullable = g.lhs[r], 0, True  # FIRST and nullability of body[i + 1:]
         for y in reversed(body):
