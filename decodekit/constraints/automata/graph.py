@@ -16,6 +16,8 @@ DEDUPE_PAIRS = 1 << 20  # states^2 up to which parallel edges are merged first (
 def spans(lo: np.ndarray, counts: np.ndarray, total: int) -> np.ndarray:
     """[total] the positions ``lo[i] .. lo[i] + counts[i] - 1`` of every i, concatenated in
     order (``total = counts.sum()``): the children of a frontier in a CSR layout."""
+    if len(lo) == 1:  # one parent (a walk's first depth): a quarter of the time
+        return np.arange(lo[0], lo[0] + total)
     return np.repeat(lo - (np.cumsum(counts) - counts), counts) + np.arange(total)
 
 

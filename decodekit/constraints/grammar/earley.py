@@ -280,6 +280,7 @@ class GrammarBytes:
         self.index: dict[tuple, int] = {}
         self.table = np.full((64, 256), UNKNOWN, dtype=np.int32)
         self._moves: dict[int, list] = {}
+        self._completed: dict[tuple[int, int], tuple] = {}  # (symbol, origin set) -> _complete's
         self.distances = GrammarDistances(self)
         self._row_keys: dict[tuple[int, int], int] = {}  # (state, horizon) -> row key id
         self._consulted_keys: dict[tuple[int, int], int] = {}  # (set, bytes left) -> key id
@@ -423,7 +424,11 @@ class GrammarBytes:
         """The unknown ``table[states[i], codes[i]]``: per state, every lexeme stepped over all
         its asked bytes at once through the lexer's table, and one new set made per distinct
         column of next lexer states (bytes the lexemes read alike lead to one set)."""
-        pairs = np.unique(states.astype(np.int64) * 256 + codes)
+        if (states == states[0]).all():  # one state (a walk's first depth): repeated bytes do no harm
+            self._fill_row(int(states[0]), codes.astype(np.int64))
+            return
+        pairs = np.sort(states.astype(np.int64) * 256 + codes)
+        pairs = pairs[np.concatenate(([True], pairs[1:] != pairs[:-1]))]  # np.unique, cheaper
         src = pairs >> 8
         cuts = np.flatnonzero(src[1:] != src[:-1]) + 1
         for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(pairs)]):
@@ -523,11 +528,7 @@ class GrammarBytes:
                 done.append((t, o))
         if not lex:
             return -1
-        rules: set = set()
-        expect: set = set()
-        accepting = False
-        predicted: set = set()
-        completions = []  # (symbol, origin set) to complete, iteratively
+        accepting, expect, completions = False, set(), []
         for t, o in done:
             if t in g.ignore:  # what may follow the set before the ignored lexeme may follow here
                 before = self.sets[o]
@@ -535,15 +536,38 @@ class GrammarBytes:
                 accepting = accepting or before.accepting
             else:
                 completions.append((-1 - t, o))
-        seen_done = set()
+        completed = self._completed
+        parts = [completed.get(y_o) or self._complete(*y_o) for y_o in completions]
+        if len(parts) == 1 and not expect:  # the common case: one terminal completes, kept as made
+            rules, expect, accepting = parts[0][0], parts[0][1], accepting or parts[0][2]
+        else:
+            rules = frozenset().union(*(part[0] for part in parts))
+            expect = expect.union(*(part[1] for part in parts))
+            accepting = accepting or any(part[2] for part in parts)
+        if (expect or accepting) and g.ignore:
+            expect = expect | {(t, SELF) for t in g.ignore}
+        return self._intern(frozenset(rules), frozenset(lex), frozenset(expect), accepting)
+
+    def _complete(self, y: int, o: int) -> tuple[frozenset, frozenset, bool]:
+        """What completing symbol y begun at set o adds to the set being made: ``(items, expected
+        terminals, accepting)``, the items of o waiting on y with their dots moved past y and the
+        nullable symbols after it, the closures of the nonterminals they predict (begun here:
+        ``SELF``), and so on for each rule that completes in turn at its origin (iteratively).
+        Kept per ``(y, o)``: sets never change, and a row's walk completes the same terminals at
+        the same origins from many trie nodes."""
+        g = self.g
         rhs, lhs = g.rhs, g.lhs
+        rules, expect, predicted = set(), set(), set()
+        accepting = False
+        completions, seen_done = [(y, o)], set()
         while completions:
-            y, o = completions.pop()
-            if (y, o) in seen_done:
+            y_o = completions.pop()
+            if y_o in seen_done:
                 continue
-            seen_done.add((y, o))
-            for r, d, o3 in self.sets[o].waiting.get(y, ()):
-                origin = o if o3 == SELF else o3
+            seen_done.add(y_o)
+            y2, o2 = y_o
+            for r, d, o3 in self.sets[o2].waiting.get(y2, ()):
+                origin = o2 if o3 == SELF else o3
                 d += 1
                 body = rhs[r]
                 while True:
@@ -570,9 +594,8 @@ class GrammarBytes:
                     if not g.sym_nullable(z):
                         break
                     d += 1
-        if expect or accepting:
-            expect.update((t, SELF) for t in g.ignore)
-        return self._intern(frozenset(rules), frozenset(lex), frozenset(expect), accepting)
+        got = self._completed[(y, o)] = (frozenset(rules), frozenset(expect), accepting)
+        return got
 
     def _intern(self, rules: frozenset, lex: frozenset, expect: frozenset, accepting: bool) -> int:
         key = (rules, lex, expect, accepting)
