@@ -21,8 +21,9 @@ the context and each draft prefix, and the draft's ``q_i`` (one-hot for a determ
 Each reported log-probability is the target's own (unmasked, unprocessed), as the plain search
 reports it. The target state is only advanced over tokens it has verified: after a rejection
 the kept tokens wait (``pending``) and are fed at the front of the next verification call, which
-costs compute, not calls; more than :data:`MAX_PENDING` waiting tokens are fed in a call of
-their own. One row at a time (a prompt's ``num_samples`` rows one after another).
+costs compute, not calls (and not their output layer: ``step_many(..., keep_last)``); more than
+:data:`MAX_PENDING` waiting tokens are fed in a call of their own. One row at a time (a
+prompt's ``num_samples`` rows one after another).
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ class ModelDraft:
         if k <= 0:
             return tokens, qs
         device = model_device(self.model)
-        lps, state = step_many(self.model, self.state, torch.tensor([self.pending], device=device))
+        lps, state = step_many(self.model, self.state, torch.tensor([self.pending], device=device), 1)
         logprobs = lps[:, -1]  # [1, V]
         self.calls += 1
         self.trail.append(state)
@@ -257,9 +258,10 @@ class Speculation:
                 return self._end(out, token_lps, False, a_state)
             picker = Picker(self, a_state, remaining)
             draft, qs = self.draft.propose(min(k, remaining - 1), [*prompt, *out], picker)
-            lps, verified = step_many(model, state, torch.tensor([pending + draft], device=device))
+            fed = torch.tensor([pending + draft], device=device)
+            lps, verified = step_many(model, state, fed, keep_last=len(draft) + 1)
             self.calls += 1
-            lps = lps[0, len(pending) - 1 :]  # [len(draft) + 1, V]: p_1 .. p_{k+1}
+            lps = lps[0]  # [len(draft) + 1, V]: p_1 .. p_{k+1} (the output layer skips the rest)
             kept, token, a_state = self._verify(lps, draft, qs, a_state, remaining)
             self.drafted, self.kept = self.drafted + len(draft), self.kept + kept
             for i, t in enumerate([*draft[:kept], *([] if token is None else [token])]):
@@ -278,7 +280,7 @@ class Speculation:
             else:
                 pending = [*pending, *draft[:kept], token]
                 if len(pending) > MAX_PENDING:
-                    _, state = step_many(model, state, torch.tensor([pending[:-1]], device=device))
+                    _, state = step_many(model, state, torch.tensor([pending[:-1]], device=device), 0)
                     self.calls, pending = self.calls + 1, pending[-1:]
 
     def _verify(self, lps: torch.Tensor, draft: list[int], qs: list, a_state, remaining: int):

@@ -17,8 +17,10 @@ of probing the model:
 
 * ``prefill(state, tokens[N, T]) -> (logprobs[N, V], state)``: encode a prompt in one call;
   ``logprobs`` is the distribution after the last token. Default: :func:`prefill` (loops ``step``).
-* ``step_many(state, tokens[N, L]) -> (logprobs[N, L, V], state)``: feed L tokens in one call,
-  the distribution after each (verifying a speculative draft). Default: :func:`step_many` (loops ``step``).
+* ``step_many(state, tokens[N, L], keep_last=None) -> (logprobs[N, L, V], state)``: feed L tokens
+  in one call, the distribution after each (verifying a speculative draft); with ``keep_last=k``
+  only the last k of them (``[N, k, V]``: the others' output layer skipped). A model's own method
+  may leave ``keep_last`` out. Default: :func:`step_many` (loops ``step``).
 * ``reorder_state(state, rows[N']) -> state``: for states that are not a batch-first pytree.
   Default: :func:`decodekit.models.state.select` (``index_select`` of every tensor).
 * ``concat_states(states) -> state``: join states of separately prefilled groups of prompts.
@@ -32,6 +34,8 @@ of probing the model:
 
 from __future__ import annotations
 
+import functools
+import inspect
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -80,16 +84,37 @@ def prefill(model: LanguageModel, state: State, tokens: torch.Tensor) -> tuple[t
     return logprobs, state
 
 
-def step_many(model: LanguageModel, state: State, tokens: torch.Tensor) -> tuple[torch.Tensor, State]:
+def step_many(
+    model: LanguageModel, state: State, tokens: torch.Tensor, keep_last: int | None = None
+) -> tuple[torch.Tensor, State]:
     """``model.step_many(state, tokens)`` where the model defines it, else one ``step`` per token.
 
-    Args: tokens [N, L] long, L >= 1. Returns (logprobs [N, L, V]: ``logprobs[:, i]`` is the
-    distribution after ``tokens[:, : i + 1]``, equal to L single steps; the state after all L)."""
+    Args: tokens [N, L] long, L >= 1; ``keep_last``: None, or 0 <= k <= L. Returns (logprobs
+    [N, L, V]: ``logprobs[:, i]`` is the distribution after ``tokens[:, : i + 1]``, equal to L
+    single steps, or with ``keep_last=k`` the last k of them [N, k, V]; the state after all L).
+    A model's ``step_many`` that takes ``keep_last`` skips the output layer at the other
+    positions (the pending tokens of a speculative verification); one that does not is sliced."""
+    length = tokens.shape[1]
+    if keep_last is not None and not 0 <= keep_last <= length:
+        raise ValueError(f"keep_last={keep_last} is not within 0..{length} (the tokens fed)")
     own = getattr(model, "step_many", None)
     if own is not None:
-        return own(state, tokens)
-    out = []
-    for t in range(tokens.shape[1]):
-        logprobs, state = model.step(state, tokens[:, t])
-        out.append(logprobs)
-    return torch.stack(out, 1), state
+        if keep_last is not None and _takes_keep_last(type(model)):
+            return own(state, tokens, keep_last=keep_last)
+        logprobs, state = own(state, tokens)
+    else:
+        out = []
+        for t in range(length):
+            logprobs, state = model.step(state, tokens[:, t])
+            out.append(logprobs)
+        logprobs = torch.stack(out, 1)
+    return (logprobs if keep_last is None else logprobs[:, length - keep_last :]), state
+
+
+@functools.cache
+def _takes_keep_last(kind: type) -> bool:
+    """Whether the ``step_many`` of models of this class takes ``keep_last`` (read once per class)."""
+    try:
+        return "keep_last" in inspect.signature(kind.step_many).parameters
+    except (TypeError, ValueError):  # a builtin or a callable object without a signature
+        return False

@@ -250,6 +250,7 @@ class HuggingFaceLM:
         # only the last position's logits are needed (transformers >= 4.45 can skip the others)
         keep = next((k for k in ("logits_to_keep", "num_logits_to_keep") if k in params), None)
         self._extra = {keep: 1} if keep else {}
+        self._keep_arg = keep
         self.max_positions = _position_limit(model.config)
         self.stride: int | None = None  # windowed perplexity: None = max_positions // 2
         self.missing_tokenizer: str | None = None  # why there is none (load_hf), for the errors
@@ -327,11 +328,16 @@ class HuggingFaceLM:
         return logprobs.gather(2, targets.to(logprobs.device).unsqueeze(2)).squeeze(2), state
 
     @torch.no_grad()
-    def step_many(self, state: HFState, tokens: torch.Tensor) -> tuple[torch.Tensor, HFState]:
+    def step_many(
+        self, state: HFState, tokens: torch.Tensor, keep_last: int | None = None
+    ) -> tuple[torch.Tensor, HFState]:
         """One forward call over L tokens with the cache. Args: tokens [N, L]. Returns (logprobs
-        [N, L, V] after each token, state after all)."""
-        out, state = self._forward(state, tokens, {})
-        return torch.log_softmax(out.logits.float(), -1), state
+        [N, L, V] after each token, or the last ``keep_last`` of them, state after all): the
+        model's own ``logits_to_keep`` where it has one (its 0 means all: 1 is asked, then cut)."""
+        extra = {} if keep_last is None or self._keep_arg is None else {self._keep_arg: max(1, keep_last)}
+        out, state = self._forward(state, tokens, extra)
+        logits = out.logits if keep_last is None else out.logits[:, out.logits.shape[1] - keep_last :]
+        return torch.log_softmax(logits.float(), -1), state
 
     def step(self, state: HFState, tokens: torch.Tensor) -> tuple[torch.Tensor, HFState]:
         """Args: tokens [N]. Returns (logprobs [N, V], state)."""

@@ -106,10 +106,12 @@ class MixtureLM:
             outs.append(prefill(m, s, tokens.to(model_device(m))))
         return self._mix([o[0] for o in outs]), tuple(o[1] for o in outs)
 
-    def step_many(self, state: tuple, tokens: torch.Tensor) -> tuple[torch.Tensor, tuple]:
+    def step_many(
+        self, state: tuple, tokens: torch.Tensor, keep_last: int | None = None
+    ) -> tuple[torch.Tensor, tuple]:
         """Args: tokens [N, L]; each component's own ``step_many`` when it has one.
-        Returns (logprobs [N, L, V], state)."""
-        outs = [step_many(m, s, tokens.to(model_device(m))) for m, s in zip(self.models, state)]
+        Returns (logprobs [N, L, V], or the last ``keep_last`` positions, state)."""
+        outs = [step_many(m, s, tokens.to(model_device(m)), keep_last) for m, s in zip(self.models, state)]
         return self._mix([o[0] for o in outs]), tuple(o[1] for o in outs)
 
     def target_logprobs(

@@ -60,10 +60,15 @@ class NeuralLM(nn.Module):
         return torch.log_softmax(self.head(hidden[:, -1]).float(), dim=-1), state
 
     @torch.no_grad()
-    def step_many(self, state: State, tokens: torch.Tensor) -> tuple[torch.Tensor, State]:
+    def step_many(
+        self, state: State, tokens: torch.Tensor, keep_last: int | None = None
+    ) -> tuple[torch.Tensor, State]:
         """One ``features`` call over L tokens (one fused sequence call for the LSTM / RNN).
-        Args: tokens [N, L]. Returns (logprobs [N, L, V] after each token, state after all)."""
+        Args: tokens [N, L]. Returns (logprobs [N, L, V] after each token, or the last
+        ``keep_last`` of them: the head only there, state after all)."""
         hidden, state = self.features(state, tokens)
+        if keep_last is not None:
+            hidden = hidden[:, hidden.shape[1] - keep_last :]
         return torch.log_softmax(self.head(hidden).float(), dim=-1), state
 
     @torch.no_grad()

@@ -92,14 +92,20 @@ class NgramLM:
         new = torch.cat([state, tokens.to(state)], dim=1)[:, tokens.shape[1] :]  # [N, n-1]
         return self.next_logprobs(new), new
 
-    def step_many(self, state: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """All L positions in one table lookup. Args: state [N, n-1], tokens [N, L].
-        Returns (logprobs [N, L, V] after each token, state)."""
+    def step_many(
+        self, state: torch.Tensor, tokens: torch.Tensor, keep_last: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """All L positions (or the last ``keep_last``) in one table lookup. Args: state [N, n-1],
+        tokens [N, L]. Returns (logprobs [N, L or keep_last, V] after each token, state)."""
         m, (n_rows, L) = self.order - 1, tokens.shape
         hist = torch.cat([state, tokens.to(state)], dim=1)  # [N, n-1+L]
         windows = hist.unfold(1, m, 1)[:, 1:] if m else hist.new_zeros(n_rows, L, 0)  # [N, L, n-1]
-        logprobs = self.next_logprobs(windows.reshape(n_rows * L, m))
-        return logprobs.view(n_rows, L, self.vocab_size), hist[:, hist.shape[1] - m :]
+        kept = L if keep_last is None else keep_last
+        state = hist[:, hist.shape[1] - m :]
+        if kept == 0:
+            return hist.new_zeros(n_rows, 0, self.vocab_size, dtype=self.logp[0].dtype), state
+        logprobs = self.next_logprobs(windows[:, L - kept :].reshape(n_rows * kept, m))
+        return logprobs.view(n_rows, kept, self.vocab_size), state
 
     def next_logprobs(self, history: torch.Tensor) -> torch.Tensor:
         """Args: history [N, n-1] ids, oldest first. Returns logprobs [N, V]:

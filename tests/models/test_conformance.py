@@ -237,6 +237,47 @@ def test_step_many_equals_repeated_step(name):
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_step_many_keeps_the_last_positions_asked(name):
+    """``keep_last=k``: the last k of the L distributions (the model's own method skipping the
+    others' output layer, or a slice), and the same state after all L tokens."""
+    model, tol = model_of(name), CASES[name].tol
+    _, state = model.prefill(model.initial_state(2), tokens(2, 3, seed=23))
+    x = tokens(2, 4, seed=24)
+    every, s_every = step_many(model, state, x)
+    nxt = tokens(2, 1, seed=25)[:, 0]
+    for k in (0, 1, 3, 4):
+        kept, s_kept = step_many(model, state, x, keep_last=k)
+        assert kept.shape == (2, k, model.vocab_size)
+        close(kept, every[:, 4 - k :], tol)
+        close(model.step(s_kept, nxt)[0], model.step(s_every, nxt)[0], tol)
+    with pytest.raises(ValueError, match="keep_last=5 is not within 0..4"):
+        step_many(model, state, x, keep_last=5)
+
+
+def test_step_many_of_a_model_without_keep_last_is_sliced():
+    """A user's ``step_many(state, tokens)`` predating ``keep_last`` still serves it: the
+    distributions are cut after its call (the default loop of ``step`` likewise)."""
+    inner = model_of("lstm")
+
+    class OwnStepMany:
+        vocab_size, bos_id, eos_id = inner.vocab_size, inner.bos_id, inner.eos_id
+        initial_state, step = inner.initial_state, inner.step
+
+        def step_many(self, state, tokens):
+            return inner.step_many(state, tokens)
+
+    class StepOnly:
+        vocab_size, bos_id, eos_id = inner.vocab_size, inner.bos_id, inner.eos_id
+        initial_state, step = inner.initial_state, inner.step
+
+    x = tokens(2, 4, seed=26)
+    every, _ = step_many(inner, inner.initial_state(2), x)
+    for model in (OwnStepMany(), StepOnly()):
+        kept, _ = step_many(model, model.initial_state(2), x, keep_last=2)
+        close(kept, every[:, 2:], CASES["lstm"].tol)
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_select_moves_whole_rows(name):
     model, tol = model_of(name), CASES[name].tol
     x = tokens(4, 4, seed=8)
