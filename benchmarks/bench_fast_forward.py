@@ -88,7 +88,7 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|")
     # forced tokens fed with the chosen ones (item 2a), then forced texts drafted too (2b: greedy
-    # and sampling; a beam search feeds forced tokens only, so its last column repeats the second)
+    # and sampling verify them speculatively, the beam searches read them ahead in the loop)
     modes = {
         "plain": {},
         "tokens": {"fast_forward": True},

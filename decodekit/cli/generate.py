@@ -241,9 +241,9 @@ JSON_FORMS = {
     "--draft-forced-text",
     is_flag=True,
     default=False,
-    help="Under a constraint, greedy or sampling: propose the text the constraint forces next (a key "
-    "a tokenizer may split several ways) as a speculative draft the model verifies in one call: the "
-    "same outputs, fewer calls (pays on large models).",
+    help="Under a constraint, any strategy: propose the text the constraint forces next (a key a "
+    "tokenizer may split several ways) as a draft the model reads in one call, kept where the search "
+    "takes it: the same outputs, fewer calls (pays on large models).",
 )
 @click.option(
     "--threads",

@@ -185,11 +185,6 @@ class GenerationConfig(Settings):
             f"not {self.resolved_strategy}",
         )
         require(
-            not self.draft_forced_text or self.resolved_strategy in ("greedy", "sample"),
-            f"draft_forced_text drafts for greedy or sample, not {self.resolved_strategy}: a beam "
-            "search feeds forced tokens with fast_forward=True",
-        )
-        require(
             not speculative or not self.logprobs,
             "logprobs=N is not reported under speculative decoding: drop assistant_model / "
             "prompt_lookup_num_tokens, or logprobs",

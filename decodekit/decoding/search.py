@@ -4,7 +4,8 @@ A strategy is a selection function (as fairseq separates ``Search.step`` from th
 from the log-probabilities ``[N, V]`` of the N live rows and the rows, a :class:`Selection` of
 the rows that go on and the hypotheses that end. The loop records both (``Trace``, ``Pool``),
 reorders the model state by the parents and calls the model once for all rows: ``model.step``
-is called only here and in :func:`~decodekit.decoding.prompts.prefill`.
+is called only through :class:`~decodekit.decoding.ahead.Ahead` (which may feed tokens ahead of
+the selections) and in :func:`~decodekit.decoding.prompts.prefill`.
 """
 
 from __future__ import annotations
@@ -17,15 +18,15 @@ from typing import Any
 import torch
 
 from decodekit.constraints import TokenConstraint
+from decodekit.decoding.ahead import Ahead
 from decodekit.decoding.prompts import check_logprobs, is_check_step, prefill
 from decodekit.decoding.strategies import Strategy
 from decodekit.decoding.trace import Pool, Trace
 from decodekit.models import state as st
-from decodekit.models.base import LanguageModel, step_many
+from decodekit.models.base import LanguageModel
 from decodekit.outputs import Hypothesis, SearchTree
 
 NEG_INF = float("-inf")
-MAX_FORCED = 32  # forced tokens fed in one fast-forward call at most
 
 
 @dataclass(frozen=True)
@@ -127,8 +128,7 @@ def decode(
     items = torch.arange(rows.logprob.shape[0], device=logprobs.device) // (width if ranked else 1)
     trace, steps = Trace(), 0
     top = getattr(settings, "logprobs", None)  # the model's n most probable tokens, every step
-    forward = automaton is not None and getattr(settings, "fast_forward", False)
-    ahead: list[tuple[torch.Tensor, torch.Tensor]] = []  # fast-forward: (logprobs [N, V], tokens [N])
+    ahead = Ahead(model, automaton, getattr(settings, "fast_forward", False), _drafting(search))
     for t in range(max_length):
         if top:
             trace.push_top(logprobs, top)
@@ -152,17 +152,8 @@ def decode(
             break
         if sel.parents is not None:
             state = st.select(state, sel.parents, model)
-            ahead = [(lp[sel.parents], tok[sel.parents]) for lp, tok in ahead]
-        if ahead:  # fed already: the selection took the one token each live row could take
-            logprobs, expected = ahead.pop(0)
-            _check_forced(sel, expected)
-        elif forward and (chain := forced_chain(automaton, sel, max_length - t - 1, eos)):
-            fed = torch.stack([sel.tokens, *chain], 1)  # [N, 1 + L]
-            many, state = step_many(model, state, fed)
-            logprobs = many[:, 0]
-            ahead = [(many[:, i + 1], tok) for i, tok in enumerate(chain)]
-        else:
-            logprobs, state = model.step(state, sel.tokens)
+            ahead.reorder(sel.parents)
+        logprobs, state = ahead.next(state, sel, max_length - t - 1, eos)
         check_logprobs(logprobs, sel.tokens.shape[0], vocab, t + 1, is_check_step(t + 1))
     live = rows.logprob
     if automaton is not None:  # only matches end unfinished
@@ -177,41 +168,14 @@ def decode(
     return out
 
 
-def forced_chain(
-    automaton: TokenConstraint, sel: Selection, remaining: int, eos: int | None
-) -> list[torch.Tensor]:
-    """The tokens every live row of ``sel`` is forced to take next, one [N] tensor per step, as
-    long as each live row's mask (after ``sel.tokens``, with ``remaining`` tokens left after them)
-    allows exactly one token and not EOS: whatever the strategy, its next selections take them
-    (a live row can take nothing else; a row that dies takes nothing), so the model may read them
-    with ``sel.tokens`` in one :func:`~decodekit.models.base.step_many` call. Dead rows (state -1
-    or log-probability -inf) follow with token 0. Empty when some live row has a choice."""
-    if sel.states is None:
-        return []
-    rows = ((sel.states >= 0) & (sel.logprob > NEG_INF)).nonzero().view(-1)  # the live rows
-    if rows.numel() == 0:
-        return []
-    states, chain = sel.states[rows], []
-    while len(chain) < min(MAX_FORCED, remaining - 1):
-        allowed = automaton.allowed(states, remaining - len(chain))  # [live, V]
-        one = allowed.sum(1) == 1
-        if eos is not None:
-            one &= ~allowed[:, eos]
-        if not bool(one.all()):
-            break
-        forced = allowed.to(torch.int8).argmax(1)
-        chain.append(torch.zeros_like(sel.states).index_copy_(0, rows, forced.to(sel.states.dtype)))
-        states = automaton.step(states, forced)
-    return chain
+def _drafting(search: Search) -> Callable[[str], list[int]] | None:
+    """The tokenizer forced texts are drafted with (``draft_forced_text`` under a constraint,
+    a model whose tokens are text pieces: :func:`~.speculative.text_encoder`), else None."""
+    if search.automaton is None or not getattr(search.settings, "draft_forced_text", False):
+        return None
+    from decodekit.decoding.speculative import text_encoder  # it reaches the planner, which reaches here
 
-
-def _check_forced(sel: Selection, expected: torch.Tensor) -> None:
-    """A live row took the token fast-forward fed for it: it had no other (forced_chain)."""
-    live = sel.logprob > NEG_INF
-    if sel.states is not None:
-        live &= sel.states >= 0
-    if not bool((sel.tokens[live] == expected[live]).all()):
-        raise RuntimeError("internal error: fast-forward fed a token the search did not take")
+    return text_encoder(search.model)
 
 
 def _shortest(

@@ -35,6 +35,7 @@ import torch
 
 from decodekit.constraints import TokenConstraint
 from decodekit.decoding import processors
+from decodekit.decoding.ahead import forced_tokens
 from decodekit.decoding.plan import compile_for
 from decodekit.errors import ConfigError
 from decodekit.models.base import LanguageModel, model_device, prefill, step_many
@@ -202,17 +203,7 @@ class ForcedDraft:
         forced_text = getattr(picker.search.automaton, "forced_text", None)
         if forced_text is None or picker.a_state is None or int(picker.a_state[0]) < 0:
             return []
-        data = forced_text(int(picker.a_state[0]), self.limit)
-        for cut in range(len(data), max(len(data) - 4, 0), -1):  # whole characters only
-            try:
-                text = data[:cut].decode("utf-8")
-            except UnicodeDecodeError:
-                continue
-            try:
-                return self.encode(text)[:k]
-            except Exception:  # noqa: BLE001 - a tokenizer that cannot say the text: no draft
-                return []
-        return []
+        return forced_tokens(forced_text(int(picker.a_state[0]), self.limit), self.encode)[:k]
 
     def accept(self, kept: int, token: int) -> None:
         pass

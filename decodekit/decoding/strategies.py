@@ -129,8 +129,9 @@ class Settings:
     # under a constraint, feed the tokens every row is forced to take with the chosen ones, in one
     # model call (search.forced_chain): the same selections, fewer calls
     fast_forward: bool = False
-    # under a constraint, greedy or sampling: draft the text the constraint forces next and verify
-    # it in one model call (speculative.ForcedDraft): the same outputs, fewer calls, more positions fed
+    # under a constraint: draft the text the constraint forces next and verify it in one model call
+    # (greedy, sampling: speculative.ForcedDraft; the other strategies: ahead.drafted_chain): the
+    # same outputs, fewer calls, more positions fed
     draft_forced_text: bool = False
 
     @property

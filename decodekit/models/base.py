@@ -99,7 +99,7 @@ def step_many(
         raise ValueError(f"keep_last={keep_last} is not within 0..{length} (the tokens fed)")
     own = getattr(model, "step_many", None)
     if own is not None:
-        if keep_last is not None and _takes_keep_last(type(model)):
+        if keep_last is not None and _takes_keep_last(own):
             return own(state, tokens, keep_last=keep_last)
         logprobs, state = own(state, tokens)
     else:
@@ -111,10 +111,19 @@ def step_many(
     return (logprobs if keep_last is None else logprobs[:, length - keep_last :]), state
 
 
+def _takes_keep_last(method: Any) -> bool:
+    """Whether a model's ``step_many`` takes ``keep_last`` (a bound method's function read once)."""
+    function = getattr(method, "__func__", None)
+    return _reads_keep_last(method) if function is None else _function_reads_keep_last(function)
+
+
 @functools.cache
-def _takes_keep_last(kind: type) -> bool:
-    """Whether the ``step_many`` of models of this class takes ``keep_last`` (read once per class)."""
+def _function_reads_keep_last(function: Any) -> bool:
+    return _reads_keep_last(function)
+
+
+def _reads_keep_last(method: Any) -> bool:
     try:
-        return "keep_last" in inspect.signature(kind.step_many).parameters
+        return "keep_last" in inspect.signature(method).parameters
     except (TypeError, ValueError):  # a builtin or a callable object without a signature
         return False

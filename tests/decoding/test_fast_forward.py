@@ -65,7 +65,8 @@ def test_fast_forward_changes_no_hypothesis_and_saves_calls(name):
 
 
 def test_forced_chain_stops_where_a_row_has_a_choice():
-    from decodekit.decoding.search import Selection, forced_chain
+    from decodekit.decoding.ahead import forced_chain
+    from decodekit.decoding.search import Selection
 
     automaton = compile_regex(FORCED, VOCAB.surfaces(), 1, VOCAB.separator)
     start = torch.tensor([automaton.initial])
