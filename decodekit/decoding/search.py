@@ -173,7 +173,7 @@ def _drafting(search: Search) -> Callable[[str], list[int]] | None:
     a model whose tokens are text pieces: :func:`~.speculative.text_encoder`), else None."""
     if search.automaton is None or not getattr(search.settings, "draft_forced_text", False):
         return None
-    from decodekit.decoding.speculative import text_encoder  # it reaches the planner, which reaches here
+    from decodekit.decoding.speculative import text_encoder  # at the top: speculative -> plan -> here
 
     return text_encoder(search.model)
 

@@ -127,7 +127,7 @@ def test_every_strategy_drafting_forced_texts_keeps_its_hypotheses(name, monkeyp
         made.append(self)
 
     monkeypatch.setattr(ahead.Ahead, "__init__", recorded)
-    for strategy in decodekit.STRATEGIES:
+    for i, strategy in enumerate(decodekit.STRATEGIES):
         if strategy == "sample":  # speculative sampling: the same distribution, not the same draws (above)
             continue
         options = dict(
@@ -136,9 +136,8 @@ def test_every_strategy_drafting_forced_texts_keeps_its_hypotheses(name, monkeyp
         )  # fmt: skip
         plain, fast = Counted(Pieces(model_of(name))), Counted(Pieces(model_of(name)))
         want = decodekit.generate(plain, [[2, 3], [4]], decodekit.GenerationConfig(**options))
-        got = decodekit.generate(
-            fast, [[2, 3], [4]], decodekit.GenerationConfig(**options, draft_forced_text=True)
-        )
+        drafting = decodekit.GenerationConfig(**options, draft_forced_text=True, fast_forward=i % 2 == 1)
+        got = decodekit.generate(fast, [[2, 3], [4]], drafting)  # every other one feeds forced tokens too
         for a_hyps, b_hyps in zip(want, got):
             assert [(h.tokens, h.finished) for h in a_hyps] == [(h.tokens, h.finished) for h in b_hyps], (
                 strategy
