@@ -43,7 +43,7 @@ class Ahead:
     """The distributions after each step's selected tokens: fed ahead (module docstring) or one
     ``model.step``. ``forward``: feed forced tokens; ``encode``: text -> ids, the tokenizer forced
     texts are drafted with (None: none drafted). ``calls`` counts the model calls made here,
-    ``drafted`` / ``taken`` the drafted tokens fed and those the selections took."""
+    ``drafted`` the drafted steps fed (a token per row each), ``taken`` those every live row took."""
 
     def __init__(
         self, model: LanguageModel, automaton: TokenConstraint | None, forward: bool,
