@@ -157,3 +157,18 @@ def test_the_estimate_honours_ulimit_v():
     out = subprocess.run([sys.executable, "-c", _RLIMIT_CHILD], capture_output=True, text=True, check=True)
     unlimited, limited, room = map(int, out.stdout.split())
     assert 0 < limited <= room < unlimited
+
+
+def test_tokens_fed_ahead_are_counted(model):
+    """fast_forward and draft_forced_text feed up to 1 + MAX_FORCED tokens a call: their
+    distributions (logits and log-softmax) count, and a drafted stretch's earlier state too."""
+    from decodekit.decoding.ahead import MAX_FORCED
+
+    config = GenerationConfig(strategy="masked-beam", beam_size=8, constraint="the (company|market) .*")
+    plain = estimate(model, [2], config)
+    forward = estimate(model, [2], config.replace(fast_forward=True))
+    drafted = estimate(model, [2], config.replace(fast_forward=True, draft_forced_text=True))
+    assert memory.FED_AHEAD == 1 + MAX_FORCED
+    block = plain.rows * model.vocab_size * 4 * memory.FED_AHEAD * 2
+    assert forward.parts["scores"] - plain.parts["scores"] == block
+    assert forward.parts["state"] == plain.parts["state"] < drafted.parts["state"]

@@ -1,7 +1,9 @@
 """How much memory a search needs, estimated before it starts, and refusing what cannot fit.
 
 A search over N rows (prompts x beams, samples or automaton states x beams) holds a few
-``[N, V]`` float32 tensors at every step, the model's state for N rows, the token history
+``[N, V]`` float32 tensors at every step (under ``fast_forward`` or ``draft_forced_text`` the
+distributions of up to 33 tokens fed ahead, and a drafted stretch's earlier state), the model's
+state for N rows, the token history
 (``max_length`` steps) and, while the prompts are encoded, activations for every prompt token.
 :func:`estimate` adds these up (a deliberately generous sum of the peak tensors); :func:`check`
 compares the sum with the memory available (``/proc/meminfo``'s MemAvailable, the cgroup limit
@@ -39,6 +41,7 @@ TRACE_STEP = 800  # Python and allocator overhead of the two small tensors a bea
 PY_TOKEN = 52  # a token in the final Python lists: list slots, an int object, the Hypothesis tuple
 PROMPT_TOKEN = 60  # a prompt token: the Python list and the [B, T] id tensor
 SAFETY = 0.9  # use at most this fraction of the free memory
+FED_AHEAD = 33  # tokens a call feeds ahead at most: 1 + decoding/ahead.py's MAX_FORCED (tested equal)
 
 
 @dataclass(frozen=True)
@@ -291,6 +294,11 @@ def estimate(
     if states:
         scores += states * vocab * 8 * 3  # the automaton and the search plan, [S, V] each
     state = rows * (per_row + per_token * (longest + steps)) * 3  # old, reordered and new state
+    ahead = getattr(config, "fast_forward", False), getattr(config, "draft_forced_text", False)
+    if any(ahead):  # tokens fed ahead (decoding/ahead.py): up to FED_AHEAD distributions a row,
+        scores += rows * vocab * FLOAT * FED_AHEAD * 2  # the model's logits and their log-softmax
+    if ahead[1]:  # a drafted stretch keeps the state from before its call
+        state += rows * (per_row + per_token * (longest + steps))
     head = getattr(getattr(model, "head", None), "in_features", 0) or 0
     encoded = min(longest, getattr(model, "prefill_chunk", None) or longest)  # tokens per model call
     prefill = prompts * encoded * (2 * per_row + 4 * per_token + FLOAT * head)  # PTB LSTM: 6 KB/token
