@@ -35,7 +35,7 @@ import torch
 
 from decodekit.constraints import TokenConstraint
 from decodekit.decoding import processors
-from decodekit.decoding.ahead import forced_tokens
+from decodekit.decoding.ahead import FORCED_TEXT_BYTES, forced_tokens
 from decodekit.decoding.plan import compile_for
 from decodekit.errors import ConfigError
 from decodekit.models.base import LanguageModel, model_device, prefill, step_many
@@ -185,7 +185,12 @@ class ForcedDraft:
 
     calls = 0
 
-    def __init__(self, encode: Callable[[str], list[int]], inner: LookupDraft | None = None, limit: int = 64):
+    def __init__(
+        self,
+        encode: Callable[[str], list[int]],
+        inner: LookupDraft | None = None,
+        limit: int = FORCED_TEXT_BYTES,
+    ):
         self.encode, self.inner, self.limit = encode, inner, limit
         self.forced = 0  # draft tokens proposed from forced texts, for the benchmarks
 
