@@ -49,6 +49,9 @@ class LexemeHorizons:
         self._alike: dict[tuple[object, int], int] = {}  # (reads key, followers' bitset) -> after
         self._deepest: dict[int, int] = {}  # lexer state -> the deepest node a token keeps it alive to
         self._reads: dict[int, object] = {}
+        self.walks_skipped = 0  # lexer states whose depth was read off an alike state's (reads)
+        # terminal t -> n -> row_key(q, n) of t's walked lexer states q whose deepest node is n - 1
+        self._walked_keys: dict[int, dict[int, set]] = {}
 
     def after(self, q: int, t: int) -> int:
         """The most lexemes a token can begin after the lexeme of terminal t in lexer state q
@@ -74,14 +77,33 @@ class LexemeHorizons:
         the lexer's :meth:`~decodekit.constraints.automata.lazybytes.LazyBytes.row_key` one byte
         past the deepest node a token keeps the lexeme alive to (a JSON indentation's
         ``[ \\t]{0,20}`` after 3 or after 4 spaces, when no token holds more than 2), else q.
-        The depth is measured by a walk of the lexeme alone (no followers)."""
+        The depth is measured by a walk of the lexeme alone (no followers), unless q reads the
+        next n bytes as a state already walked whose deepest node is at n - 1 (its
+        ``row_key(., n)`` equal): the tokens then keep q alive at the same nodes, so to the same
+        depth, and the walk is skipped (a JSON indentation's new depth costs a key, not a walk)."""
         got = self._reads.get(q)
         if got is None:
-            if q not in self._deepest:
-                self._walk(q, t, followers=False)
-            got = self.lexer.row_key(q, self._deepest[q] + 1)
+            got = None if q in self._deepest else self._as_walked(q, t)
+            if got is None:
+                if q not in self._deepest:
+                    self._walk(q, t, followers=False)
+                n = self._deepest[q] + 1
+                got = self.lexer.row_key(q, n)
+                if got is not None:
+                    self._walked_keys.setdefault(t, {}).setdefault(n, set()).add(got)
             got = self._reads[q] = ("state", q) if got is None else ("reads", got)
         return got
+
+    def _as_walked(self, q: int, t: int):
+        """q's lexer key one byte past the deepest node of a walked state of terminal t that reads
+        alike that far (:meth:`reads`), its depth noted; None when no such state does."""
+        for n, keys in self._walked_keys.get(t, {}).items():
+            got = self.lexer.row_key(q, n)
+            if got is not None and got in keys:
+                self._deepest[q] = n - 1
+                self.walks_skipped += 1
+                return got
+        return None
 
     def _walk(self, q: int, t: int, followers: bool = True) -> int:
         """Walkers (node, lexer state, terminal, lexemes begun), depth by depth, each distinct

@@ -204,3 +204,27 @@ def test_follow_sets_of_an_ignored_terminal_are_every_terminal():
     ignored = next(iter(gb.g.ignore))
     assert follows[ignored] == (1 << len(gb.g.term_names)) - 1
     assert all(f >> ignored & 1 for f in follows)
+
+
+def test_lexeme_depths_read_off_an_alike_state_equal_their_own_walks(bpe):
+    """``LexemeHorizons.reads`` skips the walk of a lexer state that reads the next bytes as a
+    state already walked (a JSON indentation's deeper levels): every depth and key so taken
+    equals what the state's own walk gives, and the shortcut is taken over indented documents."""
+    from decodekit.constraints.tokens.horizons import LexemeHorizons
+
+    tok, tokens, eos = bpe
+    auto = compile_regex(Grammar(JSON_GBNF, "gbnf"), tokens, eos)
+    bitmask = torch.zeros(1, (len(tokens) + 31) // 32, dtype=torch.int32)
+    for doc in INDENTED + [json.dumps(json.loads(DOCUMENTS[1]), indent=4)]:
+        state = auto.initial
+        for t in tok.encode(doc, add_special_tokens=False):
+            state = auto.walk([t], state)
+            auto.fill_bitmask(bitmask, torch.tensor([state]))
+    gb, seen = auto.bytes, auto.bytes.horizons
+    fresh = LexemeHorizons(gb.lexer, gb.live_lexemes, gb.g.starts, gb.follows, seen.vocab)
+    for q, key in seen._reads.items():
+        fresh._walk(q, 0, followers=False)
+        assert seen._deepest[q] == fresh._deepest[q], q
+        own = gb.lexer.row_key(q, fresh._deepest[q] + 1)
+        assert key == (("state", q) if own is None else ("reads", own)), q
+    assert seen.walks_skipped > 0, "no lexer state's depth was read off another's"
