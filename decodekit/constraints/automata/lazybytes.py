@@ -118,9 +118,10 @@ class LazyBytes:
         """Compute the unknown entries ``table[states[i], codes[i]]`` (each distinct pair once): a
         state between characters asked for many bytes is stepped once per distinct class or lead
         node among them (:meth:`_fill_between`), the rest byte by byte."""
-        pairs = np.unique(states.astype(np.int64) * 256 + codes)
+        pairs = np.sort(states.astype(np.int64) * 256 + codes)
+        pairs = pairs[np.concatenate(([True], pairs[1:] != pairs[:-1]))]  # np.unique, cheaper
         src = pairs >> 8
-        cuts = np.flatnonzero(src[1:] != src[:-1]) + 1
+        cuts = (src[1:] != src[:-1]).nonzero()[0] + 1
         for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(pairs)]):
             s = int(src[lo])
             if hi - lo >= FILL_BY_CLASS and self.keys[s][1] == 0:

@@ -218,13 +218,11 @@ class _Set:
 
     __slots__ = ("rules", "lex", "expect", "accepting", "waiting", "_origins")
 
-    def __init__(self, rules: frozenset, lex: frozenset, expect: frozenset, accepting: bool, rhs) -> None:
+    def __init__(
+        self, rules: frozenset, lex: frozenset, expect: frozenset, accepting: bool, waiting: dict
+    ) -> None:
         self.rules, self.lex, self.expect, self.accepting = rules, lex, expect, accepting
-        waiting: dict[int, list] = {}
-        for item in rules:
-            r, d, _ = item
-            waiting.setdefault(rhs[r][d], []).append(item)
-        self.waiting = waiting
+        self.waiting = waiting  # shared by the sets with these items (read only)
         self._origins = None
 
     @property
@@ -278,8 +276,10 @@ class GrammarBytes:
         self.entered_live = all(m >= 0 for m in g.t_min) and all(m < INF for m in g.minlen[1:])  # 0: START
         self.sets: list[_Set] = []
         self.index: dict[tuple, int] = {}
+        self._waiting: dict[frozenset, dict[int, list]] = {}  # items -> _Set.waiting
         self.table = np.full((64, 256), UNKNOWN, dtype=np.int32)
         self._moves: dict[int, list] = {}
+        self._lexer_states: dict[int, tuple[int, ...]] = {}  # state -> its moving lexemes' lexer states
         self._completed: dict[tuple[int, int], tuple] = {}  # (symbol, origin set) -> _complete's
         self.distances = GrammarDistances(self)
         self._row_keys: dict[tuple[int, int], int] = {}  # (state, horizon) -> row key id
@@ -430,7 +430,7 @@ class GrammarBytes:
         pairs = np.sort(states.astype(np.int64) * 256 + codes)
         pairs = pairs[np.concatenate(([True], pairs[1:] != pairs[:-1]))]  # np.unique, cheaper
         src = pairs >> 8
-        cuts = np.flatnonzero(src[1:] != src[:-1]) + 1
+        cuts = (src[1:] != src[:-1]).nonzero()[0] + 1
         for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(pairs)]):
             self._fill_row(int(src[lo]), (pairs[lo:hi] & 255).astype(np.int64))
 
@@ -439,9 +439,13 @@ class GrammarBytes:
         if not moving:  # a complete sentence that nothing may follow
             self.table[s, codes] = -1
             return
-        columns, which = self._partition(tuple(q for _, q, _ in moving), codes)
+        columns, which = self._partition(self._lexer_states[s], codes)
+        outcomes = set(which.tolist())
+        if len(outcomes) == 1:  # every byte asked moves the lexemes alike
+            self.table[s, codes] = self._advance(s, moving, columns[outcomes.pop()])
+            return
         made = np.full(len(columns), -1, dtype=np.int32)
-        for j in set(which.tolist()):
+        for j in outcomes:
             made[j] = self._advance(s, moving, columns[j])
         self.table[s, codes] = made[which]
 
@@ -455,8 +459,9 @@ class GrammarBytes:
         if got is None:
             got = self._partitions[qs] = ([], {}, np.full(256, -1, dtype=np.int64))
         columns, index, of_byte = got
-        new = codes[of_byte[codes] < 0]
-        if len(new):
+        which = of_byte[codes]
+        if (which < 0).any():
+            new = codes[which < 0]
             lexer, q = self.lexer, np.array(qs, dtype=np.int64)
             nxt = lexer.table[q[:, None], new[None, :]]  # [M, U]
             unknown = nxt == UNKNOWN
@@ -474,7 +479,8 @@ class GrammarBytes:
                     columns.append(column)
                 ids.append(j)
             of_byte[new] = np.array(ids, dtype=np.int64)[inverse]
-        return columns, of_byte[codes]
+            which = of_byte[codes]
+        return columns, which
 
     def live_lexemes(self, qs: np.ndarray) -> np.ndarray:
         """bool, the shape of ``qs`` (lexer states, -1 dead): which can still complete their terminal."""
@@ -514,6 +520,7 @@ class GrammarBytes:
             # a terminal whose first byte no token holds never begins (start -1)
             got += [(t, starts[t], s if o == SELF else o) for t, o in here.expect if starts[t] >= 0]
             self._moves[s] = got
+            self._lexer_states[s] = tuple(q for _, q, _ in got)
         return got
 
     def _advance(self, s: int, moving: list, nexts: list[int]) -> int:
@@ -609,7 +616,13 @@ class GrammarBytes:
                 bound="states",
                 limit=MAX_STATES,
             )
-        self.sets.append(_Set(rules, lex, expect, accepting, self.g.rhs))
+        waiting = self._waiting.get(rules)
+        if waiting is None:  # sets that differ only in their lexemes share their items' index
+            waiting = self._waiting[rules] = {}
+            rhs = self.g.rhs
+            for item in rules:
+                waiting.setdefault(rhs[item[0]][item[1]], []).append(item)
+        self.sets.append(_Set(rules, lex, expect, accepting, waiting))
         if got >= len(self.table):
             grown = np.full((2 * len(self.table), 256), UNKNOWN, dtype=np.int32)
             grown[: len(self.table)] = self.table

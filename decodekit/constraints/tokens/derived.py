@@ -277,7 +277,7 @@ class DerivedTokenAutomaton(MasksFromRows):
             child, _, nxt = enc.step_children(d, alive, state, lb)
             if not len(child):
                 break
-            keep = np.flatnonzero(nxt >= 0)
+            keep = (nxt >= 0).nonzero()[0]
             if not len(keep):
                 break
             alive, state = child[keep], nxt[keep].astype(np.int64)
