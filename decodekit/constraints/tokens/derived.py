@@ -347,14 +347,18 @@ class DerivedTokenAutomaton(MasksFromRows):
             out = known[states]
         return out
 
-    def _walked(self, s: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _walked(self, s: int, distances: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """:meth:`_walk` of s, kept (LRU, :data:`WALKS`); a walk kept without its distances (a
+        static row needs none where every entered state is live) gains them when asked."""
         got = self._walks.get(s)
         if got is None:
-            got = self._walks[s] = self._walk(s)
+            got = self._walks[s] = self._walk(s, distances)
             if len(self._walks) > WALKS:
                 self._walks.popitem(last=False)
         else:
             self._walks.move_to_end(s)
+            if distances and got[2] is None:
+                got = self._walks[s] = (got[0], got[1], self._distances(got[1]))  # all live: none cut
         return got
 
     # ------------------------------------------------------------------ rows
@@ -389,7 +393,7 @@ class DerivedTokenAutomaton(MasksFromRows):
         if entry is None:
             walked = self._walks.get(c)
             if walked is None:
-                walked = self._walked(c) if key[0] == "state" else self._walk(c, distances=False)
+                walked = self._walked(c, False) if key[0] == "state" else self._walk(c, distances=False)
             entry = self._rows[key] = self._cache.entry(walked[0], accept)
             if len(self._rows) > ROWS:
                 self._rows.popitem(last=False)
