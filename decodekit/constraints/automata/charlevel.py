@@ -141,13 +141,20 @@ class CharLevel:
         row = self.trans[q]
         todo = [k for k in ks if k not in row]
         if len(todo) > BLOCK_STEPS:
-            blocks, made = self.blocks(self.states[q][0]), {}
+            block_of = {}  # class -> its block (the blocks are disjoint)
+            for block in self.blocks(self.states[q][0]):
+                m = block
+                while m:
+                    low = m & -m
+                    block_of[low.bit_length() - 1] = block
+                    m ^= low
+            made = {}
             for k in todo:
-                block = next(b for b in blocks if b >> k & 1)
-                got = made.get(block)
+                got = made.get(block_of[k])
                 if got is None:
-                    got = made[block] = self.step(q, k)
+                    got = made[block_of[k]] = self.step(q, k)
                 row[k] = got
+            return [row[k] for k in ks]
         step = self.step
         return [step(q, k) for k in ks]
 

@@ -22,7 +22,6 @@ from decodekit.constraints.automata.charlevel import CharLevel
 from decodekit.constraints.automata.graph import (
     distances_to_accept,
     distinct_columns,
-    first_and_inverse,
     minimize,
 )
 from decodekit.constraints.automata.protocol import UNKNOWN
@@ -270,12 +269,10 @@ class LazyBytes:
 
 def _by_first(values: np.ndarray) -> tuple[list[int], np.ndarray]:
     """The distinct ``values`` in the order of their first occurrence, and the index of each
-    value among them [N]."""
-    first, inverse = first_and_inverse(values)
-    order = np.argsort(first, kind="stable")
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order))
-    return values[first[order]].tolist(), rank[inverse]
+    value among them [N] (a dict over at most 256 values: cheaper than numpy's sorts)."""
+    index: dict[int, int] = {}
+    which = [index.setdefault(v, len(index)) for v in values.tolist()]
+    return list(index), np.array(which, dtype=np.int64)
 
 
 def _prefix_key(e: Expr, budget: int, memo: dict):
