@@ -170,7 +170,9 @@ def main() -> None:
         "texts": {"fast_forward": True, "draft_forced_text": True},
     }
     for strategy in args.strategies:
-        config = dict(strategy=strategy, max_length=args.max_length, constraint=constraint, beam_size=4)
+        config = dict(
+            strategy=strategy, max_length=args.max_length, constraint=constraint, beam_size=4, seed=0
+        )
         times = {m: [] for m in modes}
         calls, outputs = {}, {}
         for _ in range(args.repeats):
