@@ -55,6 +55,7 @@ class LazyBytes:
         self._ascii_np = np.array(self._ascii, dtype=np.int64)
         self._lead_np = u["lead_packed"]
         self._dist: dict[int, int] = {}
+        self._classes_of: dict[bytes, tuple] = {}  # _byte_classes, per codes asked
         if self.state(char.initial, 0, 0) != 0:
             raise RuntimeError("the initial byte state is not 0")
 
@@ -135,15 +136,28 @@ class LazyBytes:
         (:meth:`CharLevel.steps`) and one state per distinct lead node, each taken at its first
         byte (so that states are numbered as byte-by-byte stepping numbers them)."""
         q = self.keys[s][0]
-        low, high = codes[codes < 0x80], codes[codes >= 0x80]
+        low, ks, low_of, high, packed, high_of = self._byte_classes(codes)
         if len(low):
-            ks, inverse = _by_first(self._ascii_np[low])
             out = [self.state(r, 0, 0) for r in self.char.steps(q, ks)]
-            self.table[s, low] = np.array(out, dtype=np.int32)[inverse]
+            self.table[s, low] = np.array(out, dtype=np.int32)[low_of]
         if len(high):  # a lead byte: level << 32 | node, -1 never valid first
-            packed, inverse = _by_first(self._lead_np[high])
             out = [-1 if v < 0 else self.state(q, v >> 32, v & 0xFFFFFFFF) for v in packed]
-            self.table[s, high] = np.array(out, dtype=np.int32)[inverse]  # after state() grew it
+            self.table[s, high] = np.array(out, dtype=np.int32)[high_of]  # after state() grew it
+
+    def _byte_classes(self, codes: np.ndarray) -> tuple:
+        """``codes`` split for :meth:`_fill_between`: the ASCII ones, their distinct classes in
+        order of first occurrence and each one's index among them; the others, their distinct
+        lead nodes likewise. Kept per codes for a few sets of them: a first visit fills several
+        states over the same bytes (a grammar's terminals that may begin, over every byte)."""
+        key = codes.tobytes()
+        got = self._classes_of.get(key)
+        if got is None:
+            low, high = codes[codes < 0x80], codes[codes >= 0x80]
+            got = (low, *_by_first(self._ascii_np[low]), high, *_by_first(self._lead_np[high]))
+            if len(self._classes_of) >= 16:
+                self._classes_of.clear()
+            self._classes_of[key] = got
+        return got
 
     def accepting(self, s: int) -> bool:
         q, level, _ = self.keys[s]

@@ -234,6 +234,14 @@ class _Set:
         return self._origins
 
 
+def _waiting_index(rules: frozenset, rhs) -> dict[int, list]:
+    """:attr:`_Set.waiting` of the items ``rules``: per symbol, the items whose dot is before it."""
+    waiting: dict[int, list] = {}
+    for item in rules:
+        waiting.setdefault(rhs[item[0]][item[1]], []).append(item)
+    return waiting
+
+
 class GrammarBytes:
     """The byte states of a :class:`CFG` over the ``available`` [256] bytes (a vocabulary's),
     built on first visit; a :class:`~decodekit.constraints.automata.protocol.ByteAutomaton`.
@@ -287,7 +295,8 @@ class GrammarBytes:
         self._key_ids: dict[tuple, int] = {}
         # lexer states -> (outcomes, outcome -> its index, [256] each byte's index, -1: not asked)
         self._partitions: dict[tuple[int, ...], tuple[list, dict, np.ndarray]] = {}
-        self._lexer_live = np.zeros(0, dtype=np.int8)  # per lexer state: 1 live, 0 dead, -1 unknown
+        # per lexer state: 1 live, 0 dead, -1 unknown; the last entry 0, read for -1 (dead)
+        self._lexer_live = np.zeros(1, dtype=np.int8)
         self.follows = follow_sets(g)  # per terminal, the terminals that may begin right after it
         # the vocabulary's bounds on what a lexeme's completion reads (a LexemeHorizons: after(q, t),
         # reads(q, t)), set by the token level; None: the bytes of the longest token bound them
@@ -485,16 +494,16 @@ class GrammarBytes:
     def live_lexemes(self, qs: np.ndarray) -> np.ndarray:
         """bool, the shape of ``qs`` (lexer states, -1 dead): which can still complete their terminal."""
         known = self._lexer_live
-        if len(known) < self.lexer.size:
+        if len(known) <= self.lexer.size:  # grown, its last entry (read for -1) kept 0
             known = self._lexer_live = np.concatenate(
-                [known, np.full(self.lexer.size - len(known) + 64, -1, dtype=np.int8)]
-            )
-        flat = qs[qs >= 0]
-        unknown = known[flat] < 0
-        if unknown.any():
-            for q in set(flat[unknown].tolist()):
+                [known[:-1], np.full(self.lexer.size + 65 - len(known), -1, np.int8), [0]]
+            ).astype(np.int8)
+        got = known[qs]
+        if (got < 0).any():
+            for q in set(qs[got < 0].tolist()):
                 known[q] = self.lexer.distance(q) >= 0
-        return (qs >= 0) & (known[np.maximum(qs, 0)] == 1)
+            got = known[qs]
+        return got == 1
 
     def step(self, s: int, b: int) -> int:
         """The state after byte b from state s (module docstring), computed on first need."""
@@ -618,10 +627,7 @@ class GrammarBytes:
             )
         waiting = self._waiting.get(rules)
         if waiting is None:  # sets that differ only in their lexemes share their items' index
-            waiting = self._waiting[rules] = {}
-            rhs = self.g.rhs
-            for item in rules:
-                waiting.setdefault(rhs[item[0]][item[1]], []).append(item)
+            waiting = self._waiting[rules] = _waiting_index(rules, self.g.rhs)
         self.sets.append(_Set(rules, lex, expect, accepting, waiting))
         if got >= len(self.table):
             grown = np.full((2 * len(self.table), 256), UNKNOWN, dtype=np.int32)
@@ -629,11 +635,8 @@ class GrammarBytes:
             self.table = grown
         return got
 
-    # ------------------------------------------------------------------ fewest bytes to acceptance
-
     def distance(self, s: int) -> int:
-        """The fewest bytes leading state s to acceptance; -1 if none
-        (:meth:`~decodekit.constraints.grammar.distances.GrammarDistances.distance`)."""
+        """The fewest bytes leading state s to acceptance; -1 if none (:attr:`distances`)."""
         return self.distances.distance(s)
 
     def witness(self, s: int) -> bytes | None:
