@@ -492,17 +492,17 @@ class GrammarBytes:
         return columns, which
 
     def live_lexemes(self, qs: np.ndarray) -> np.ndarray:
-        """bool, the shape of ``qs`` (lexer states, -1 dead): which can still complete their terminal."""
+        """bool, the shape of ``qs`` (lexer states, < 0 dead): which can still complete their terminal."""
         known = self._lexer_live
         if len(known) <= self.lexer.size:  # grown, its last entry (read for -1) kept 0
             known = self._lexer_live = np.concatenate(
                 [known[:-1], np.full(self.lexer.size + 65 - len(known), -1, np.int8), [0]]
             ).astype(np.int8)
-        got = known[qs]
+        got = known[np.maximum(qs, -1)]
         if (got < 0).any():
             for q in set(qs[got < 0].tolist()):
                 known[q] = self.lexer.distance(q) >= 0
-            got = known[qs]
+            got = known[np.maximum(qs, -1)]
         return got == 1
 
     def step(self, s: int, b: int) -> int:
