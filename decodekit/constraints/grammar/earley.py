@@ -287,7 +287,6 @@ class GrammarBytes:
         self._waiting: dict[frozenset, dict[int, list]] = {}  # items -> _Set.waiting
         self.table = np.full((64, 256), UNKNOWN, dtype=np.int32)
         self._moves: dict[int, list] = {}
-        self._lexer_states: dict[int, tuple[int, ...]] = {}  # state -> its moving lexemes' lexer states
         self._completed: dict[tuple[int, int], tuple] = {}  # (symbol, origin set) -> _complete's
         self.distances = GrammarDistances(self)
         self._row_keys: dict[tuple[int, int], int] = {}  # (state, horizon) -> row key id
@@ -448,7 +447,7 @@ class GrammarBytes:
         if not moving:  # a complete sentence that nothing may follow
             self.table[s, codes] = -1
             return
-        columns, which = self._partition(self._lexer_states[s], codes)
+        columns, which = self._partition(tuple(q for _, q, _ in moving), codes)
         outcomes = set(which.tolist())
         if len(outcomes) == 1:  # every byte asked moves the lexemes alike
             self.table[s, codes] = self._advance(s, moving, columns[outcomes.pop()])
@@ -529,7 +528,6 @@ class GrammarBytes:
             # a terminal whose first byte no token holds never begins (start -1)
             got += [(t, starts[t], s if o == SELF else o) for t, o in here.expect if starts[t] >= 0]
             self._moves[s] = got
-            self._lexer_states[s] = tuple(q for _, q, _ in got)
         return got
 
     def _advance(self, s: int, moving: list, nexts: list[int]) -> int:
