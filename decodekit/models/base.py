@@ -117,13 +117,11 @@ def _takes_keep_last(method: Any) -> bool:
     return _reads_keep_last(method) if function is None else _function_reads_keep_last(function)
 
 
-@functools.cache
-def _function_reads_keep_last(function: Any) -> bool:
-    return _reads_keep_last(function)
-
-
 def _reads_keep_last(method: Any) -> bool:
     try:
         return "keep_last" in inspect.signature(method).parameters
     except (TypeError, ValueError):  # a builtin or a callable object without a signature
         return False
+
+
+_function_reads_keep_last = functools.cache(_reads_keep_last)  # per function: its signature read once
