@@ -19,7 +19,7 @@ from collections.abc import Iterable
 
 from decodekit.constraints.automata.product import first_char_gate, refuse_anchors, refuse_first_char_test
 from decodekit.constraints.syntax.nodes import Kind
-from decodekit.constraints.syntax.parser import parse
+from decodekit.constraints.syntax.parser import parse, parsed
 from decodekit.errors import ConstraintError
 
 ANY_TEXT = r"(?s:.*)"
@@ -261,13 +261,13 @@ def union(*parts) -> Pattern:
 _GLOBAL_FLAGS = re.compile(r"\(\?[a-zA-Z^-]+\)")
 
 
-@functools.lru_cache(maxsize=4096)
-def _joinable(r: str) -> bool:
+def joinable(r: str) -> bool:
     """Whether ``(?:r)`` inside a longer regex means what ``r`` alone fully matches: no anchor,
-    word boundary, global inline flag or first-character test that would see past its ends."""
+    word boundary, global inline flag or first-character test that would see past its ends.
+    Reads the kept parse (:func:`~decodekit.constraints.syntax.parser.parsed`)."""
     if _GLOBAL_FLAGS.search(r) or first_char_gate(r) is not None:
         return False
-    ast, boundaries = parse(r)
+    ast, boundaries = parsed(r)
     if boundaries:
         return False
     stack = [ast]
@@ -279,6 +279,8 @@ def _joinable(r: str) -> bool:
             stack.extend(n.items)
     return True
 
+
+_joinable = functools.lru_cache(maxsize=4096)(joinable)
 
 _MAYBE_BOUNDARY = re.compile(r"(?<!\\)(?:\\\\)*\\[bB]")  # an escape \b or \B (or [\b]): parse to know
 

@@ -18,11 +18,15 @@ from dataclasses import dataclass, field
 class Terminal:
     """A terminal: ``pattern`` in Python ``regex`` syntax (flags inline, e.g. ``(?i:select)``),
     matched against a whole lexeme; ``where`` = (line, column) of its definition, 1-based, or
-    None for one made by a reader (a string literal inside a rule)."""
+    None for one made by a reader (a string literal inside a rule). ``expression``: the same
+    language as a :class:`~decodekit.constraints.automata.pattern.Pattern` over other terminals'
+    regexes (a run of them made one terminal, :mod:`~decodekit.constraints.grammar.regular`), so
+    that the engine reads each regex once; None: the engine reads ``pattern``."""
 
     name: str
     pattern: str
     where: tuple[int, int] | None = None
+    expression: object = None
 
 
 @dataclass(frozen=True)

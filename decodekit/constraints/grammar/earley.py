@@ -254,7 +254,7 @@ class GrammarBytes:
     finite = False
 
     def __init__(self, cfg: CFG, available: np.ndarray | None = None) -> None:
-        patterns = [cfg.terminals[n].pattern for n in cfg.terminals]
+        patterns = [t.pattern if t.expression is None else t.expression for t in cfg.terminals.values()]
         if not patterns:
             raise ConstraintError(f"{cfg.source}: the grammar has no terminals")
         distinct = list(dict.fromkeys(patterns))
@@ -296,6 +296,9 @@ class GrammarBytes:
         self._partitions: dict[tuple[int, ...], tuple[list, dict, np.ndarray]] = {}
         # per lexer state: 1 live, 0 dead, -1 unknown; the last entry 0, read for -1 (dead)
         self._lexer_live = np.zeros(1, dtype=np.int8)
+        # no intersection, complement or boundary in any terminal: a lexer state that exists is live
+        # (CharLevel cuts the classes to the available bytes; LazyBytes numbers no dead byte state)
+        self._exists_is_live = char.root.simple
         self.follows = follow_sets(g)  # per terminal, the terminals that may begin right after it
         # the vocabulary's bounds on what a lexeme's completion reads (a LexemeHorizons: after(q, t),
         # reads(q, t)), set by the token level; None: the bytes of the longest token bound them
@@ -477,7 +480,8 @@ class GrammarBytes:
                 rows, cols = np.nonzero(unknown)
                 lexer.fill(q[rows], new[cols])
                 nxt = lexer.table[q[:, None], new[None, :]]
-            nxt = np.where(self.live_lexemes(nxt), nxt, -1).astype(np.int64)
+            if not self._exists_is_live:
+                nxt = np.where(self.live_lexemes(nxt), nxt, -1)
             distinct, inverse = distinct_columns(nxt)
             ids = []
             for column in map(tuple, distinct.T.tolist()):
@@ -492,6 +496,8 @@ class GrammarBytes:
 
     def live_lexemes(self, qs: np.ndarray) -> np.ndarray:
         """bool, the shape of ``qs`` (lexer states, < 0 dead): which can still complete their terminal."""
+        if self._exists_is_live:
+            return qs >= 0
         known = self._lexer_live
         if len(known) <= self.lexer.size:  # grown, its last entry (read for -1) kept 0
             known = self._lexer_live = np.concatenate(

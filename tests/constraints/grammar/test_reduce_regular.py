@@ -3,10 +3,15 @@ language with regular parts as terminals), checked with lark and the exact chart
 
 from __future__ import annotations
 
+import itertools
 import random
 
+import numpy as np
 import pytest
+import regex
 
+from decodekit.constraints.automata.charlevel import CharLevel
+from decodekit.constraints.automata.lazybytes import LazyBytes
 from decodekit.constraints.grammar.cfg import CFG, Rule, Terminal
 from decodekit.constraints.grammar.gbnf import read_gbnf
 from decodekit.constraints.grammar.lark_reader import read_lark
@@ -107,6 +112,49 @@ def test_inline_regular_keeps_the_language(name):
             assert before(m) == after(m), m
             if len(m) <= 10:
                 assert cfg_accepts(cfg, m) == cfg_accepts(out, m) == before(m), m
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_made_terminals_expression_is_its_texts_language(name):
+    """A made terminal read from its pieces' own regexes (``expression``) matches what its text
+    fully matches: every text over the case's characters up to 5 (4 for larger alphabets)."""
+    cfg, alphabet = CASES[name]
+    made = [t for t in inline_regular(reduce(cfg)).terminals.values() if t.expression is not None]
+    if name == "lark with ignore":
+        assert any("[ \\t]+" in t.pattern for t in made)  # the ignore gap between pieces
+    longest = 5 if len(alphabet) <= 6 else 4
+    for term in made:
+        states = LazyBytes(CharLevel(term.expression, np.ones(256, dtype=bool)))
+        for n in range(longest + 1):
+            for chars in itertools.product(alphabet, repeat=n):
+                text, s = "".join(chars), 0
+                for b in text.encode():
+                    s = states.step(s, b)
+                    if s < 0:
+                        break
+                got = s >= 0 and states.accepting(s)
+                assert got == (regex.fullmatch(term.pattern, text) is not None), (term, text)
+
+
+def test_made_terminals_are_read_only_through_their_pieces(monkeypatch):
+    """Compiling a grammar reads each regex once: the regex reader never sees a made terminal's
+    text when the terminal carries an expression (json.lark-like: strings, pairs, gaps)."""
+    import decodekit.constraints.syntax.parser as parser
+    from decodekit.constraints import clear_cache
+    from decodekit.constraints.grammar.earley import GrammarBytes
+
+    text = (
+        'start: value\n?value: "{" [pair ("," pair)*] "}" | "[" [value ("," value)*] "]" | STRING\n'
+        'pair: STRING ":" value\nSTRING: /"[a-z]*"/\n%ignore /[ ]+/\n'
+    )
+    regular = inline_regular(reduce(read_lark(text)))
+    made = {t.pattern for t in regular.terminals.values() if t.expression is not None}
+    assert made  # the pair: a string, a gap, a colon
+    clear_cache()
+    read = []
+    monkeypatch.setattr(parser, "parse", lambda pattern: read.append(pattern) or parse(pattern))
+    GrammarBytes(regular)
+    assert read and not made & set(read)
 
 
 def test_inline_regular_makes_one_terminal_of_a_regular_grammar():

@@ -228,3 +228,30 @@ def test_lexeme_depths_read_off_an_alike_state_equal_their_own_walks(bpe):
         own = gb.lexer.row_key(q, fresh._deepest[q] + 1)
         assert key == (("state", q) if own is None else ("reads", own)), q
     assert seen.walks_skipped > 0, "no lexer state's depth was read off another's"
+
+
+@pytest.mark.parametrize("available", ["every byte", "no digit"])
+def test_a_lexer_of_plain_terminals_reads_liveness_off_existence(bpe, available):
+    """Terminals without intersection, complement or boundary: every lexer state the walks number
+    is live exactly when its distance says so (the liveness read as ``q >= 0`` without asking),
+    over every byte and over bytes that cannot spell a number."""
+    import numpy as np
+
+    tok, tokens, eos = bpe
+    bytes_ = np.ones(256, dtype=bool)
+    if available == "no digit":
+        bytes_[list(b"0123456789")] = False
+    gb = GrammarBytes(Grammar(JSON_LARK, "lark").regular, bytes_)
+    assert gb._exists_is_live
+    rng = random.Random(0)
+    for doc in DOCUMENTS:
+        s = 0
+        for b in doc.encode("utf-8"):
+            for c in rng.sample(range(256), 8):
+                gb.step(s, c)
+            if gb.step(s, b) < 0:
+                break
+            s = gb.step(s, b)
+    qs = np.arange(-1, gb.lexer.size)
+    assert gb.lexer.size > 20
+    assert gb.live_lexemes(qs).tolist() == [q >= 0 and gb.lexer.distance(q) >= 0 for q in qs.tolist()]
