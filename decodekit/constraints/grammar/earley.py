@@ -39,7 +39,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from decodekit.constraints.automata.charlevel import CharLevel
-from decodekit.constraints.automata.graph import distinct_columns
+from decodekit.constraints.automata.graph import HASH_MIX, first_and_inverse
 from decodekit.constraints.automata.lazybytes import LazyBytes
 from decodekit.constraints.automata.pattern import Pattern, union
 from decodekit.constraints.automata.protocol import UNKNOWN
@@ -49,6 +49,7 @@ from decodekit.constraints.grammar.follow import follow_sets
 from decodekit.errors import ConstraintError, ConstraintTooLarge
 
 MAX_STATES = 1_000_000  # grammar states (their byte rows take 1 KiB each)
+_GROUP_MIX = np.uint64(0x9E3779B97F4A7C15)  # a pair's group in its outcome's hash (odd)
 START = "$start"  # the augmented start symbol: START -> start END
 
 
@@ -242,6 +243,79 @@ def _waiting_index(rules: frozenset, rhs) -> dict[int, list]:
     return waiting
 
 
+def _learn_outcomes(lexer, live, qs: list[tuple[int, ...]], which: np.ndarray, byte: np.ndarray) -> tuple:
+    """Lexemes in lexer states ``qs[k]`` (tuples), stepped over the bytes of pairs (``which`` [P]
+    the tuple, ``byte`` [P] the byte; each pair once) by one gather of ``lexer.table`` (its
+    unknown entries filled first, in one call), dead -1 (``live``: None when every lexer state
+    that exists is live, else the liveness of an array of them). Returns ``(first, outcome,
+    nxt, lo)``: ``nxt`` the next lexer states, pair p's ``len(qs[which[p]])`` from ``lo[p]``; the
+    distinct outcomes (a tuple and its lexemes' next states) by the first pair of each, in order,
+    and each pair's outcome index ``outcome`` [P]."""
+    m = np.array([len(t) for t in qs], dtype=np.int64)
+    flat = np.array([q for t in qs for q in t], dtype=np.int64)
+    counts = m[which]  # [P] lexemes per pair
+    total = int(counts.sum())
+    lo = np.cumsum(counts) - counts  # [P] where each pair's lexemes start
+    at = np.arange(total) - np.repeat(lo, counts)  # each lexeme's place among its pair's
+    q = flat[np.repeat((np.cumsum(m) - m)[which], counts) + at]
+    b = np.repeat(byte, counts)
+    nxt = lexer.table[q, b]
+    unknown = (nxt == UNKNOWN).nonzero()[0]
+    if len(unknown):
+        lexer.fill(q[unknown], b[unknown])
+        nxt[unknown] = lexer.table[q[unknown], b[unknown]]
+    if live is not None:
+        nxt = np.where(live(nxt), nxt, -1)
+    # a pair's outcome, hashed: its tuple and each lexeme's next state at its place (checked below)
+    key = which.astype(np.uint64) * _GROUP_MIX
+    if total:  # each pair's sum over its lexemes (the empty tuple: its number alone)
+        mixed = (nxt.astype(np.int64) + 2).astype(np.uint64) * HASH_MIX[at % len(HASH_MIX)]
+        some = counts > 0
+        key[some] += np.add.reduceat(mixed, lo[some])
+    first, outcome = first_and_inverse(key)
+    rep = first[outcome]  # [P] the pair standing for each pair's outcome
+    if (which[rep] == which).all() and np.array_equal(nxt, nxt[np.repeat(lo[rep], counts) + at]):
+        order = np.argsort(first)  # outcomes in the order of their first pairs
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        return first[order], rank[outcome], nxt, lo
+    exact: dict[tuple, int] = {}  # a hash collision: outcomes as tuples
+    pairs = zip(which.tolist(), lo.tolist(), counts.tolist())
+    outcome = np.array([exact.setdefault((k, *nxt[a : a + c].tolist()), len(exact)) for k, a, c in pairs])
+    return np.unique(outcome, return_index=True)[1], outcome, nxt, lo
+
+
+def _learn(lexer, live, known: list, group: np.ndarray, byte: np.ndarray, outcome: np.ndarray) -> None:
+    """The outcomes of the pairs (``group`` [P] the state's index in ``known``, ``byte`` [P])
+    whose ``outcome`` is -1 (:meth:`GrammarBytes._outcomes_of`), learnt into their ``known``
+    entries and into ``outcome`` (``lexer`` and ``live`` as :func:`_learn_outcomes`)."""
+    miss = (outcome < 0).nonzero()[0]
+    learnt, place = [], {}  # the entries learnt now; id of one -> its index among them
+    tid = np.empty(len(known), dtype=np.int64)
+    for k in dict.fromkeys(group[miss].tolist()):
+        if id(known[k]) not in place:
+            place[id(known[k])] = len(learnt)
+            learnt.append(known[k])
+        tid[k] = place[id(known[k])]
+    asked = tid[group[miss]] * 256 + byte[miss]
+    pairs = np.sort(asked)  # a tuple that several states share: each byte once
+    pairs = pairs[np.concatenate(([True], pairs[1:] != pairs[:-1]))]
+    which, b = pairs >> 8, pairs & 255
+    first, found, nxt, lo = _learn_outcomes(lexer, live, [e[3] for e in learnt], which, b)
+    ids = np.empty(len(first), dtype=np.int64)
+    for j, p in enumerate(first.tolist()):
+        columns, index, _, qs = learnt[which[p]]
+        column = tuple(nxt[lo[p] : lo[p] + len(qs)].tolist())
+        ids[j] = index.setdefault(column, len(columns))
+        if ids[j] == len(columns):
+            columns.append(column)
+    got = ids[found]
+    cuts = [0, *((which[1:] != which[:-1]).nonzero()[0] + 1).tolist(), len(pairs)]
+    for entry, a, z in zip(learnt, cuts[:-1], cuts[1:]):  # pairs come sorted by tuple
+        entry[2][b[a:z]] = got[a:z]
+    outcome[miss] = got[np.searchsorted(pairs, asked)]
+
+
 class GrammarBytes:
     """The byte states of a :class:`CFG` over the ``available`` [256] bytes (a vocabulary's),
     built on first visit; a :class:`~decodekit.constraints.automata.protocol.ByteAutomaton`.
@@ -288,12 +362,11 @@ class GrammarBytes:
         self.table = np.full((64, 256), UNKNOWN, dtype=np.int32)
         self._moves: dict[int, list] = {}
         self._completed: dict[tuple[int, int], tuple] = {}  # (symbol, origin set) -> _complete's
+        self._outcomes: dict[tuple[int, ...], tuple] = {}  # lexer states -> _outcomes_of's
         self.distances = GrammarDistances(self)
         self._row_keys: dict[tuple[int, int], int] = {}  # (state, horizon) -> row key id
         self._consulted_keys: dict[tuple[int, int], int] = {}  # (set, bytes left) -> key id
         self._key_ids: dict[tuple, int] = {}
-        # lexer states -> (outcomes, outcome -> its index, [256] each byte's index, -1: not asked)
-        self._partitions: dict[tuple[int, ...], tuple[list, dict, np.ndarray]] = {}
         # per lexer state: 1 live, 0 dead, -1 unknown; the last entry 0, read for -1 (dead)
         self._lexer_live = np.zeros(1, dtype=np.int8)
         # no intersection, complement or boundary in any terminal: a lexer state that exists is live
@@ -432,67 +505,43 @@ class GrammarBytes:
         return self.distance(s)
 
     def fill(self, states: np.ndarray, codes: np.ndarray) -> None:
-        """The unknown ``table[states[i], codes[i]]``: per state, every lexeme stepped over all
-        its asked bytes at once through the lexer's table, and one new set made per distinct
-        column of next lexer states (bytes the lexemes read alike lead to one set)."""
+        """The unknown ``table[states[i], codes[i]]``: one new set per distinct state and outcome
+        of its moving lexemes' lexer states over the byte. Outcomes are kept per tuple of lexer
+        states (every position with lexemes in those states splits the bytes alike, whatever
+        their origins) and learnt for the bytes asked, all tuples at once (:func:`_learn`)."""
         if (states == states[0]).all():  # one state (a walk's first depth): repeated bytes do no harm
-            self._fill_row(int(states[0]), codes.astype(np.int64))
-            return
-        pairs = np.sort(states.astype(np.int64) * 256 + codes)
-        pairs = pairs[np.concatenate(([True], pairs[1:] != pairs[:-1]))]  # np.unique, cheaper
-        src = pairs >> 8
-        cuts = (src[1:] != src[:-1]).nonzero()[0] + 1
-        for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(pairs)]):
-            self._fill_row(int(src[lo]), (pairs[lo:hi] & 255).astype(np.int64))
+            here, src, byte = [int(states[0])], int(states[0]), codes.astype(np.int64)
+            group = np.zeros(len(byte), dtype=np.int64)
+        else:
+            pairs = np.sort(states.astype(np.int64) * 256 + codes)
+            pairs = pairs[np.concatenate(([True], pairs[1:] != pairs[:-1]))]  # np.unique, cheaper
+            src, byte = pairs >> 8, pairs & 255
+            cuts = [0, *((src[1:] != src[:-1]).nonzero()[0] + 1).tolist(), len(pairs)]
+            here = src[cuts[:-1]].tolist()
+            group = np.repeat(np.arange(len(here)), np.diff(cuts))  # [P] each pair's state, by index
+        moving = [self._moving(u) for u in here]
+        known = [self._outcomes_of(tuple(q for _, q, _ in x)) for x in moving]
+        outcome = (known[0][2][None] if len(known) == 1 else np.stack([k[2] for k in known]))[group, byte]
+        if (outcome < 0).any():
+            _learn(
+                self.lexer, None if self._exists_is_live else self.live_lexemes, known, group, byte, outcome
+            )
+        key = group * 256 + outcome  # a state's index and outcome
+        present = np.zeros(256 * len(here), dtype=bool)
+        present[key] = True
+        made = np.empty(256 * len(here), dtype=np.int32)  # read only where present
+        for v in present.nonzero()[0].tolist():  # one set per state and outcome
+            k, o = divmod(v, 256)
+            made[v] = self._advance(here[k], moving[k], known[k][0][o]) if moving[k] else -1
+        self.table[src, byte] = made[key]
 
-    def _fill_row(self, s: int, codes: np.ndarray) -> None:
-        moving = self._moving(s)
-        if not moving:  # a complete sentence that nothing may follow
-            self.table[s, codes] = -1
-            return
-        columns, which = self._partition(tuple(q for _, q, _ in moving), codes)
-        outcomes = set(which.tolist())
-        if len(outcomes) == 1:  # every byte asked moves the lexemes alike
-            self.table[s, codes] = self._advance(s, moving, columns[outcomes.pop()])
-            return
-        made = np.full(len(columns), -1, dtype=np.int32)
-        for j in outcomes:
-            made[j] = self._advance(s, moving, columns[j])
-        self.table[s, codes] = made[which]
-
-    def _partition(self, qs: tuple[int, ...], codes: np.ndarray) -> tuple[list[tuple[int, ...]], np.ndarray]:
-        """Lexemes in lexer states ``qs``, as one byte moves them all: the distinct outcomes (each
-        the lexemes' next lexer states, -1 where one dies) and, for each of ``codes``, the index
-        of its outcome. Kept per tuple and filled as bytes are asked (the lexer's rows only for
-        those bytes): every position with lexemes in these lexer states, whatever their origins,
-        splits the bytes alike (bytes that move every lexeme alike lead to one set)."""
-        got = self._partitions.get(qs)
+    def _outcomes_of(self, qs: tuple[int, ...]) -> tuple[list, dict, np.ndarray, tuple]:
+        """What is known of lexemes in lexer states ``qs``: (outcomes, outcome -> its index,
+        [256] each byte's outcome index, -1: not learnt yet, qs)."""
+        got = self._outcomes.get(qs)
         if got is None:
-            got = self._partitions[qs] = ([], {}, np.full(256, -1, dtype=np.int64))
-        columns, index, of_byte = got
-        which = of_byte[codes]
-        if (which < 0).any():
-            new = codes[which < 0]
-            lexer, q = self.lexer, np.array(qs, dtype=np.int64)
-            nxt = lexer.table[q[:, None], new[None, :]]  # [M, U]
-            unknown = nxt == UNKNOWN
-            if unknown.any():
-                rows, cols = np.nonzero(unknown)
-                lexer.fill(q[rows], new[cols])
-                nxt = lexer.table[q[:, None], new[None, :]]
-            if not self._exists_is_live:
-                nxt = np.where(self.live_lexemes(nxt), nxt, -1)
-            distinct, inverse = distinct_columns(nxt)
-            ids = []
-            for column in map(tuple, distinct.T.tolist()):
-                j = index.get(column)
-                if j is None:
-                    j = index[column] = len(columns)
-                    columns.append(column)
-                ids.append(j)
-            of_byte[new] = np.array(ids, dtype=np.int64)[inverse]
-            which = of_byte[codes]
-        return columns, which
+            got = self._outcomes[qs] = ([], {}, np.full(256, -1, dtype=np.int64), qs)
+        return got
 
     def live_lexemes(self, qs: np.ndarray) -> np.ndarray:
         """bool, the shape of ``qs`` (lexer states, < 0 dead): which can still complete their terminal."""
