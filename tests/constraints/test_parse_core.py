@@ -113,3 +113,27 @@ def test_core_texts_skip_regex_compile(monkeypatch):
 def test_invalid_core_text_keeps_regex_message():
     with pytest.raises(ConstraintError, match=r"invalid regex 'a\*\*': multiple repeat at position 2"):
         parser.parse("a**")
+
+
+def _same_tree(a, b) -> bool:
+    if a.kind != b.kind or a.size != b.size:
+        return False
+    if a.kind.value == "set":
+        return a.cset == b.cset
+    return len(a.items) == len(b.items) and all(_same_tree(x, y) for x, y in zip(a.items, b.items))
+
+
+PLAIN_PIECES = ["a", "b", "]", "}", "#", "-", "é", "\x00", " ", "\n", "😀"]
+PLAIN_PIECES += ["\\" + c for c in "\\[]{}().*+?^$|-/:!\"' "]  # escaped punctuation
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(PLAIN_PIECES), min_size=1, max_size=12).map("".join))
+def test_a_plain_literal_reads_as_the_parser_reads_it(text):
+    """A pattern of plain characters and escaped punctuation is read without the parser (a grammar's
+    "true", "\\}"): the same tree as the parser's, and what ``regex`` matches."""
+    assert parser._PLAIN.fullmatch(text)
+    fast, boundaries = parser.parse(text)
+    assert not boundaries and _same_tree(fast, parser._Parser(text).run().root)
+    literal = regex.sub(r"\\(.)", r"\1", text, flags=regex.S)
+    assert regex.fullmatch(text, literal)

@@ -141,7 +141,13 @@ class LazyBytes:
             out = [self.state(r, 0, 0) for r in self.char.steps(q, ks)]
             self.table[s, low] = np.array(out, dtype=np.int32)[low_of]
         if len(high):  # a lead byte: level << 32 | node, -1 never valid first
-            out = [-1 if v < 0 else self.state(q, v >> 32, v & 0xFFFFFFFF) for v in packed]
+            first, masks = self.char.states[q][0].first, self._masks  # no class q reads: dead, unasked
+            out = [
+                -1
+                if v < 0 or not masks[v >> 32][v & 0xFFFFFFFF] & first
+                else self.state(q, v >> 32, v & 0xFFFFFFFF)
+                for v in packed
+            ]
             self.table[s, high] = np.array(out, dtype=np.int32)[high_of]  # after state() grew it
 
     def _byte_classes(self, codes: np.ndarray) -> tuple:

@@ -125,7 +125,7 @@ class Grammar:
         (:func:`~decodekit.constraints.grammar.regular.inline_regular`): what the engine reads."""
         from decodekit.constraints.grammar.regular import inline_regular
 
-        return inline_regular(self.cfg)
+        return inline_regular(self.cfg, reduced=True)
 
     def __repr__(self) -> str:
         return (

@@ -115,33 +115,35 @@ class _Parser:
     # -- lexing -----------------------------------------------------------------------------
     def _lex(self) -> list[tuple[str, str, int]]:
         text, pos, out = self.text, 0, []
-        while pos < len(text):
-            m = _TOKEN.match(text, pos)
-            if m is None:
-                c = text[pos]
-                if c == '"':
-                    raise self.error(pos, "unterminated string literal")
-                if c == "/":
-                    raise self.error(pos, "unterminated regex literal")
-                raise self.error(pos, f"unexpected {c!r}")
-            kind, value = m.lastgroup, m.group()
+        for m in _TOKEN.finditer(text):
+            if m.start() != pos:  # nothing matches at pos
+                break
+            kind, pos = m.lastgroup, m.end()
+            if kind == "skip":
+                continue
+            value = m.group()
             if kind == "punct":
                 kind = value
-            elif kind == "name":
+            elif kind == "name":  # ASCII: a letter after at most one "_"
                 bare = value.lstrip("_")
-                if not any(c.isupper() for c in bare):
+                if bare.lower() == bare:
                     kind = "rule"
-                elif bare[0].isupper() and not any(c.islower() for c in bare):
+                elif bare[0].isupper() and bare.upper() == bare:
                     kind = "term"
                 else:
                     raise self.error(
-                        pos, f"name {value!r} mixes cases (a rule is lower case, a terminal upper case)"
+                        m.start(), f"name {value!r} mixes cases (a rule is lower case, a terminal upper case)"
                     )
             elif kind == "directive" and value not in _DIRECTIVES:
-                raise self.error(pos, f"unknown directive {value!r} (known: {', '.join(_DIRECTIVES)})")
-            if kind != "skip":
-                out.append((kind, value, pos))
-            pos = m.end()
+                raise self.error(m.start(), f"unknown directive {value!r} (known: {', '.join(_DIRECTIVES)})")
+            out.append((kind, value, m.start()))
+        if pos < len(text):
+            c = text[pos]
+            if c == '"':
+                raise self.error(pos, "unterminated string literal")
+            if c == "/":
+                raise self.error(pos, "unterminated regex literal")
+            raise self.error(pos, f"unexpected {c!r}")
         return out
 
     def peek(self, k: int = 0) -> tuple[str, str, int]:

@@ -419,12 +419,14 @@ class _Rewrite:
         return holder
 
 
-def inline_regular(cfg: CFG) -> CFG:
-    """``cfg`` (reduced first) with its regular parts made terminals (module docstring): the same
-    language, every made terminal non-empty and read by decodekit's regex reader."""
+def inline_regular(cfg: CFG, reduced: bool = False) -> CFG:
+    """``cfg`` (reduced first, unless ``reduced`` says it is) with its regular parts made terminals
+    (module docstring): the same language, every made terminal non-empty and read by decodekit's
+    regex reader, from its text or its pieces'."""
     from decodekit.constraints.syntax.parser import parsed as check_pattern  # no torch import
 
-    cfg = reduce(cfg)
+    if not reduced:
+        cfg = reduce(cfg)
     join, gap = "", None
     if cfg.ignore:
         ignored = [cfg.terminals[n].pattern for n in cfg.ignore]

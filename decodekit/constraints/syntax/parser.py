@@ -100,6 +100,11 @@ _SPECIAL = frozenset(["", *"|)\\(.[^$?*+{"])  # "": the end
 # a class of plain characters and ranges only: no escape, no "[" (nested or POSIX), no "]" first,
 # no "^" first after the optional negation (so that "[^]" and "[^^]" go to the general reader)
 _LITERALS = re.compile(r"[^|)\\(.\[^$?*+{]+")  # a run of characters outside _SPECIAL (no verbose space)
+# a whole pattern of plain literals (characters outside _SPECIAL, escaped ASCII punctuation) of at
+# most _PLAIN_CHARS: read as the parser's literal runs read it, without the parser
+_PLAIN = re.compile(r"(?:[^|)\\(.\[^$?*+{]|\\[ -/:-@\[-`{-~])+")
+_PLAIN_CHARS = 4096
+_UNESCAPE = re.compile(r"\\(.)", re.S)
 
 
 def parse(pattern: str) -> tuple[Node, bool]:
@@ -108,6 +113,8 @@ def parse(pattern: str) -> tuple[Node, bool]:
     construct and how to rewrite it, or over a budget)."""
     if not isinstance(pattern, str):
         raise ConstraintError(f"a regex constraint must be a string, got {type(pattern).__name__}")
+    if len(pattern) <= _PLAIN_CHARS and _PLAIN.fullmatch(pattern):
+        return _literal(_UNESCAPE.sub(r"\1", pattern) if "\\" in pattern else pattern), False
     try:
         parser = _Parser(pattern)
         parsed = parser.run()
@@ -125,6 +132,14 @@ def parse(pattern: str) -> tuple[Node, bool]:
     if not parser.core:  # the parser's own checks were incomplete (bounded: the expansion of every
         _check_valid(pattern)  # repetition fits MAX_NFA_STATES)
     return parsed.root, parsed.boundaries
+
+
+def _literal(text: str) -> Node:
+    """The AST of the literal ``text`` (one or more characters, no flags), as the parser makes it:
+    a set node per character (one per distinct character), in a sequence when more than one."""
+    nodes = {c: Node.leaf(CharSet(frozenset((c,)), (), False)) for c in set(text)}
+    items = [nodes[c] for c in text]
+    return items[0] if len(items) == 1 else Node.seq(items)
 
 
 PARSES = 256  # parsed patterns kept by parsed() (cleared with the compiled automata)
