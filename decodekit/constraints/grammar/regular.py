@@ -159,7 +159,7 @@ def _render(r: _Re, join: str) -> str:
     if r.kind == "lit":
         t = r.text
         return t if not _SIMPLE & set(t) else f"(?:{t})"
-    if r.kind == "eps":
+    if r.kind == "eps" or r.kind == "rep" and r.hi == 0:
         return ""
     if r.kind == "seq":
         return join.join(_render(x, join) for x in r.items)
@@ -322,7 +322,7 @@ def _fits(r: _Re) -> bool:
 class _Rewrite:
     """One rewriting of ``cfg``'s rules with the regular nonterminals ``regex_of`` (module
     docstring): :attr:`rules`, :attr:`terminals`, and :attr:`made` (terminal -> (pattern, run,
-    whether it is an alternation of literals))."""
+    whether it is an alternation of literals, its expression or None))."""
 
     def __init__(
         self,
@@ -335,7 +335,6 @@ class _Rewrite:
         self.regex_of, self.join, self.gap, self.unmerged = regex_of, join, gap, unmerged
         self.lits = {name: _Re("lit", text=t.pattern) for name, t in cfg.terminals.items()}
         self.terminals = dict(cfg.terminals)
-        # terminal -> (pattern, run, whether an alternation of literals, expression or None)
         self.made: dict[str, tuple[str, tuple[str, ...], bool, Pattern | None]] = {}
         self._joinable: dict[str, bool] = {}
         self.holders: dict[str, list[Rule]] = {}  # nullable runs: R -> <R> | ()
@@ -363,11 +362,12 @@ class _Rewrite:
     def terminal(self, run: tuple[str, ...], r: _Re) -> str:
         name = "<" + " ".join(run) + ">"
         if name not in self.made:
-            literals, expression = _literals(r), None
-            if not literals and (not self.join or self.gap is not None) and self.joinable(r):
+            text, literals, expression = _render(r, self.join), _literals(r), None
+            fits = len(text) <= 2 * MAX_PATTERN_CHARS  # past it the text is refused (inline_regular)
+            if fits and not literals and (not self.join or self.gap is not None) and self.joinable(r):
                 expression = _expression(r, self.gap)
-            self.made[name] = (_render(r, self.join), run, literals, expression)
-            self.terminals[name] = Terminal(name, self.made[name][0], expression=expression)
+            self.made[name] = (text, run, literals, expression)
+            self.terminals[name] = Terminal(name, text, expression=expression)
         return name
 
     def joinable(self, r: _Re) -> bool:
