@@ -255,3 +255,35 @@ def test_a_lexer_of_plain_terminals_reads_liveness_off_existence(bpe, available)
     qs = np.arange(-1, gb.lexer.size)
     assert gb.lexer.size > 20
     assert gb.live_lexemes(qs).tolist() == [q >= 0 and gb.lexer.distance(q) >= 0 for q in qs.tolist()]
+
+
+def test_a_hash_collision_between_outcomes_falls_back_to_exact_tuples(monkeypatch):
+    """``_learn_outcomes`` trusts its hash only after checking every pair against its outcome's
+    first pair: with the hash made to lump every pair into one outcome, the states and their
+    transitions are those of the plain run, over every byte of several JSON documents."""
+    import numpy as np
+
+    from decodekit.constraints.grammar import earley
+
+    def walk(gb):
+        rows = []
+        for doc in DOCUMENTS:
+            s = 0
+            for b in doc.encode("utf-8"):
+                gb.fill(np.full(256, s, dtype=np.int64), np.arange(256))
+                rows.append(gb.table[s].tolist())
+                s = int(gb.table[s, b])
+                if s < 0:
+                    break
+        return rows, [(x.rules, x.lex, x.expect, x.accepting) for x in gb.sets]
+
+    plain = walk(GrammarBytes(Grammar(JSON_LARK, "lark").regular))
+    lumped = []
+
+    def one_outcome(keys):
+        lumped.append(len(keys))
+        return np.zeros(1, dtype=np.int64), np.zeros(len(keys), dtype=np.int64)
+
+    monkeypatch.setattr(earley, "first_and_inverse", one_outcome)
+    assert walk(GrammarBytes(Grammar(JSON_LARK, "lark").regular)) == plain
+    assert lumped and max(lumped) > 1  # the fallback was taken on fills of several pairs
