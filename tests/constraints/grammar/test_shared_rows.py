@@ -287,3 +287,39 @@ def test_a_hash_collision_between_outcomes_falls_back_to_exact_tuples(monkeypatc
     monkeypatch.setattr(earley, "first_and_inverse", one_outcome)
     assert walk(GrammarBytes(Grammar(JSON_LARK, "lark").regular)) == plain
     assert lumped and max(lumped) > 1  # the fallback was taken on fills of several pairs
+
+
+def test_a_lexer_with_an_intersection_asks_its_states_liveness():
+    """A terminal with an intersection (a JSON Schema's regular part, a Pattern): a lexer state
+    may exist and be dead ("a" below: ``a(b|c)`` and ``a(c|d)x`` share no text), so liveness is
+    read from distances; the byte states equal brute force over every text up to 4 characters."""
+    import numpy as np
+    import regex
+
+    from decodekit.constraints.automata.protocol import UNKNOWN
+    from decodekit.constraints.grammar.cfg import CFG, Rule, Terminal
+    from tests.support.grammars import check_byte_states
+
+    word = (Pattern("a(?:b|c)") & Pattern("a(?:c|d)x")) | Pattern("z+")
+    cfg = CFG(
+        "s",
+        (Rule("s", ("W",)), Rule("s", ("W", "C", "s"))),
+        {"W": Terminal("W", word), "C": Terminal("C", ",")},
+    )
+    available = np.zeros(256, dtype=bool)
+    available[list(b"abcdxz,")] = True
+    gb = GrammarBytes(cfg, available)
+    assert not gb._exists_is_live
+
+    class ByRows:  # each state's whole row made by fill (the walk's path), then read
+        def __getattr__(self, name):
+            return getattr(gb, name)
+
+        def step(self, s: int, b: int) -> int:
+            if gb.table[s, b] == UNKNOWN:
+                gb.fill(np.full(256, s, dtype=np.int64), np.arange(256))
+            return int(gb.table[s, b])
+
+    assert ByRows().step(0, ord("a")) == -1  # the lexeme after "a" exists in the lexer and is dead
+    member = lambda t: regex.fullmatch(r"z+(?:,z+)*", t) is not None  # noqa: E731
+    check_byte_states(ByRows(), member, "abcdxz,", lookahead=3, length=4)
