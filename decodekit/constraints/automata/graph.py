@@ -165,6 +165,19 @@ def first_and_inverse(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return order[new], inverse
 
 
+def sorted_distinct(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)`` of a 1-D int array by one sort and a mask (numpy 2's ``unique``
+    costs more on the few hundred (state, byte) pairs of a fill)."""
+    out = np.sort(values)
+    return out[np.concatenate(([True], out[1:] != out[:-1]))]
+
+
+def runs(ordered: np.ndarray) -> list[int]:
+    """Where the runs of equal values of the sorted ``ordered`` begin, and its length:
+    ``[0, ..., len(ordered)]`` (run i is ``ordered[cuts[i]:cuts[i + 1]]``)."""
+    return [0, *((ordered[1:] != ordered[:-1]).nonzero()[0] + 1).tolist(), len(ordered)]
+
+
 def small_unique(values: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(values, return_inverse=True)`` for ints in ``[0, size)``, by a bitmap."""
     present = np.zeros(size, dtype=bool)

@@ -23,6 +23,8 @@ from decodekit.constraints.automata.graph import (
     distances_to_accept,
     distinct_columns,
     minimize,
+    runs,
+    sorted_distinct,
 )
 from decodekit.constraints.automata.protocol import UNKNOWN
 from decodekit.constraints.automata.utf8 import ByteDFA
@@ -82,9 +84,10 @@ class LazyBytes:
         return s
 
     def _completes(self, q: int, level: int, node: int) -> bool:
-        """Whether some character under ``node`` (available bytes only) leads q somewhere."""
-        m = self._masks[level][node]
+        """Whether some character under ``node`` (available bytes only) leads q somewhere: only the
+        classes q can read are stepped (its expression's ``first``; the others lead to ∅)."""
         char = self.char
+        m = self._masks[level][node] & char.states[q][0].first
         while m:
             low = m & -m
             if char.step(q, low.bit_length() - 1) >= 0:
@@ -118,11 +121,10 @@ class LazyBytes:
         """Compute the unknown entries ``table[states[i], codes[i]]`` (each distinct pair once): a
         state between characters asked for many bytes is stepped once per distinct class or lead
         node among them (:meth:`_fill_between`), the rest byte by byte."""
-        pairs = np.sort(states.astype(np.int64) * 256 + codes)
-        pairs = pairs[np.concatenate(([True], pairs[1:] != pairs[:-1]))]  # np.unique, cheaper
+        pairs = sorted_distinct(states.astype(np.int64) * 256 + codes)
         src = pairs >> 8
-        cuts = (src[1:] != src[:-1]).nonzero()[0] + 1
-        for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(pairs)]):
+        cuts = runs(src)
+        for lo, hi in zip(cuts[:-1], cuts[1:]):
             s = int(src[lo])
             if hi - lo >= FILL_BY_CLASS and self.keys[s][1] == 0:
                 self._fill_between(s, (pairs[lo:hi] & 255).astype(np.int64))
@@ -141,13 +143,7 @@ class LazyBytes:
             out = [self.state(r, 0, 0) for r in self.char.steps(q, ks)]
             self.table[s, low] = np.array(out, dtype=np.int32)[low_of]
         if len(high):  # a lead byte: level << 32 | node, -1 never valid first
-            first, masks = self.char.states[q][0].first, self._masks  # no class q reads: dead, unasked
-            out = [
-                -1
-                if v < 0 or not masks[v >> 32][v & 0xFFFFFFFF] & first
-                else self.state(q, v >> 32, v & 0xFFFFFFFF)
-                for v in packed
-            ]
+            out = [-1 if v < 0 else self.state(q, v >> 32, v & 0xFFFFFFFF) for v in packed]
             self.table[s, high] = np.array(out, dtype=np.int32)[high_of]  # after state() grew it
 
     def _byte_classes(self, codes: np.ndarray) -> tuple:

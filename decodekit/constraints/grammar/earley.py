@@ -35,11 +35,12 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable
+from typing import NamedTuple
 
 import numpy as np
 
 from decodekit.constraints.automata.charlevel import CharLevel
-from decodekit.constraints.automata.graph import HASH_MIX, first_and_inverse
+from decodekit.constraints.automata.graph import HASH_MIX, first_and_inverse, runs, sorted_distinct
 from decodekit.constraints.automata.lazybytes import LazyBytes
 from decodekit.constraints.automata.pattern import Pattern, union
 from decodekit.constraints.automata.protocol import UNKNOWN
@@ -243,6 +244,17 @@ def _waiting_index(rules: frozenset, rhs) -> dict[int, list]:
     return waiting
 
 
+class _Outcomes(NamedTuple):
+    """What is known of lexemes in the lexer states ``qs``, as one byte moves them all: the
+    distinct outcomes (their next lexer states, -1 dead), each one's index, and [256] each byte's
+    outcome index (-1: not learnt yet)."""
+
+    columns: list[tuple[int, ...]]
+    index: dict[tuple[int, ...], int]
+    of_byte: np.ndarray
+    qs: tuple[int, ...]
+
+
 def _learn_outcomes(lexer, live, qs: list[tuple[int, ...]], which: np.ndarray, byte: np.ndarray) -> tuple:
     """Lexemes in lexer states ``qs[k]`` (tuples), stepped over the bytes of pairs (``which`` [P]
     the tuple, ``byte`` [P] the byte; each pair once) by one gather of ``lexer.table`` (its
@@ -285,34 +297,36 @@ def _learn_outcomes(lexer, live, qs: list[tuple[int, ...]], which: np.ndarray, b
     return np.unique(outcome, return_index=True)[1], outcome, nxt, lo
 
 
-def _learn(lexer, live, known: list, group: np.ndarray, byte: np.ndarray, outcome: np.ndarray) -> None:
+def _learn(
+    lexer, live, known: list[_Outcomes], group: np.ndarray, byte: np.ndarray, outcome: np.ndarray
+) -> None:
     """The outcomes of the pairs (``group`` [P] the state's index in ``known``, ``byte`` [P])
-    whose ``outcome`` is -1 (:meth:`GrammarBytes._outcomes_of`), learnt into their ``known``
-    entries and into ``outcome`` (``lexer`` and ``live`` as :func:`_learn_outcomes`)."""
+    whose ``outcome`` is -1, learnt into their ``known`` entries and into ``outcome`` (``lexer``
+    and ``live`` as :func:`_learn_outcomes`)."""
     miss = (outcome < 0).nonzero()[0]
-    learnt, place = [], {}  # the entries learnt now; id of one -> its index among them
+    learnt: list[_Outcomes] = []  # the entries learnt now (states may share one)
+    place: dict[tuple[int, ...], int] = {}  # an entry's lexer states -> its index among them
     tid = np.empty(len(known), dtype=np.int64)
     for k in dict.fromkeys(group[miss].tolist()):
-        if id(known[k]) not in place:
-            place[id(known[k])] = len(learnt)
+        if known[k].qs not in place:
+            place[known[k].qs] = len(learnt)
             learnt.append(known[k])
-        tid[k] = place[id(known[k])]
+        tid[k] = place[known[k].qs]
     asked = tid[group[miss]] * 256 + byte[miss]
-    pairs = np.sort(asked)  # a tuple that several states share: each byte once
-    pairs = pairs[np.concatenate(([True], pairs[1:] != pairs[:-1]))]
+    pairs = sorted_distinct(asked)  # a tuple that several states share: each byte once
     which, b = pairs >> 8, pairs & 255
-    first, found, nxt, lo = _learn_outcomes(lexer, live, [e[3] for e in learnt], which, b)
+    first, found, nxt, lo = _learn_outcomes(lexer, live, [e.qs for e in learnt], which, b)
     ids = np.empty(len(first), dtype=np.int64)
     for j, p in enumerate(first.tolist()):
-        columns, index, _, qs = learnt[which[p]]
-        column = tuple(nxt[lo[p] : lo[p] + len(qs)].tolist())
-        ids[j] = index.setdefault(column, len(columns))
-        if ids[j] == len(columns):
-            columns.append(column)
+        entry = learnt[which[p]]
+        column = tuple(nxt[lo[p] : lo[p] + len(entry.qs)].tolist())
+        ids[j] = entry.index.setdefault(column, len(entry.columns))
+        if ids[j] == len(entry.columns):
+            entry.columns.append(column)
     got = ids[found]
-    cuts = [0, *((which[1:] != which[:-1]).nonzero()[0] + 1).tolist(), len(pairs)]
+    cuts = runs(which)
     for entry, a, z in zip(learnt, cuts[:-1], cuts[1:]):  # pairs come sorted by tuple
-        entry[2][b[a:z]] = got[a:z]
+        entry.of_byte[b[a:z]] = got[a:z]
     outcome[miss] = got[np.searchsorted(pairs, asked)]
 
 
@@ -362,7 +376,7 @@ class GrammarBytes:
         self.table = np.full((64, 256), UNKNOWN, dtype=np.int32)
         self._moves: dict[int, list] = {}
         self._completed: dict[tuple[int, int], tuple] = {}  # (symbol, origin set) -> _complete's
-        self._outcomes: dict[tuple[int, ...], tuple] = {}  # lexer states -> _outcomes_of's
+        self._outcomes: dict[tuple[int, ...], _Outcomes] = {}  # lexer states -> what is known
         self.distances = GrammarDistances(self)
         self._row_keys: dict[tuple[int, int], int] = {}  # (state, horizon) -> row key id
         self._consulted_keys: dict[tuple[int, int], int] = {}  # (set, bytes left) -> key id
@@ -513,15 +527,15 @@ class GrammarBytes:
             here, src, byte = [int(states[0])], int(states[0]), codes.astype(np.int64)
             group = np.zeros(len(byte), dtype=np.int64)
         else:
-            pairs = np.sort(states.astype(np.int64) * 256 + codes)
-            pairs = pairs[np.concatenate(([True], pairs[1:] != pairs[:-1]))]  # np.unique, cheaper
+            pairs = sorted_distinct(states.astype(np.int64) * 256 + codes)
             src, byte = pairs >> 8, pairs & 255
-            cuts = [0, *((src[1:] != src[:-1]).nonzero()[0] + 1).tolist(), len(pairs)]
+            cuts = runs(src)
             here = src[cuts[:-1]].tolist()
             group = np.repeat(np.arange(len(here)), np.diff(cuts))  # [P] each pair's state, by index
         moving = [self._moving(u) for u in here]
         known = [self._outcomes_of(tuple(q for _, q, _ in x)) for x in moving]
-        outcome = (known[0][2][None] if len(known) == 1 else np.stack([k[2] for k in known]))[group, byte]
+        of_byte = known[0].of_byte[None] if len(known) == 1 else np.stack([k.of_byte for k in known])
+        outcome = of_byte[group, byte]
         if (outcome < 0).any():
             _learn(
                 self.lexer, None if self._exists_is_live else self.live_lexemes, known, group, byte, outcome
@@ -532,15 +546,14 @@ class GrammarBytes:
         made = np.empty(256 * len(here), dtype=np.int32)  # read only where present
         for v in present.nonzero()[0].tolist():  # one set per state and outcome
             k, o = divmod(v, 256)
-            made[v] = self._advance(here[k], moving[k], known[k][0][o]) if moving[k] else -1
+            made[v] = self._advance(here[k], moving[k], known[k].columns[o]) if moving[k] else -1
         self.table[src, byte] = made[key]
 
-    def _outcomes_of(self, qs: tuple[int, ...]) -> tuple[list, dict, np.ndarray, tuple]:
-        """What is known of lexemes in lexer states ``qs``: (outcomes, outcome -> its index,
-        [256] each byte's outcome index, -1: not learnt yet, qs)."""
+    def _outcomes_of(self, qs: tuple[int, ...]) -> _Outcomes:
+        """What is known of lexemes in lexer states ``qs``, kept."""
         got = self._outcomes.get(qs)
         if got is None:
-            got = self._outcomes[qs] = ([], {}, np.full(256, -1, dtype=np.int64), qs)
+            got = self._outcomes[qs] = _Outcomes([], {}, np.full(256, -1, dtype=np.int64), qs)
         return got
 
     def live_lexemes(self, qs: np.ndarray) -> np.ndarray:

@@ -43,7 +43,7 @@ def check_symbols(cfg: CFG) -> None:
 
 # a literal as the readers spell it (escaped metacharacters, \xHH \uHHHH \UHHHHHHHH \n \t \r):
 # valid and never empty, so the regex reader need not see it
-PLAIN_LITERAL = regex.compile(
+_PLAIN_LITERAL = regex.compile(
     r"(?:[^\\.^$*+?{}\[\]|()]|\\[^0-9A-Za-z]|\\[ntr]|\\x[0-9a-fA-F]{2}|\\u[0-9a-fA-F]{4}|\\U[0-9a-fA-F]{8})+"
 )
 
@@ -84,7 +84,7 @@ def check_terminals(cfg: CFG) -> None:
 
     seen: set[str] = set()
     for term in cfg.terminals.values():
-        if term.pattern in seen or PLAIN_LITERAL.fullmatch(term.pattern):
+        if term.pattern in seen or _PLAIN_LITERAL.fullmatch(term.pattern):
             continue
         seen.add(term.pattern)
         where = at(cfg.source, term.where)

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from decodekit.constraints.automata.pattern import Pattern, joinable, union
 from decodekit.constraints.grammar.cfg import CFG, Rule, Terminal
-from decodekit.constraints.grammar.reduce import PLAIN_LITERAL, reduce
+from decodekit.constraints.grammar.reduce import reduce
 from decodekit.errors import ConstraintError
 
 __all__ = ["MAX_GROUP_DEPTH", "MAX_PATTERN_CHARS", "MAX_STATES", "inline_regular"]
@@ -184,7 +184,8 @@ _EMPTY = Pattern("")
 
 def _expression(r: _Re, gap: Pattern | None) -> Pattern:
     """What :func:`_render` writes of ``r``, as a Pattern over the pieces' regexes (``gap``: the
-    ignore gap's, or None)."""
+    ignore gap's, or None). Raw nodes: :func:`~decodekit.constraints.automata.pattern.concat`
+    would join joinable texts into one regex, to be read again."""
     if r.kind == "lit":
         return Pattern(r.text)
     if r.kind == "eps" or r.kind == "rep" and r.hi == 0:
@@ -375,7 +376,7 @@ class _Rewrite:
         known = self._joinable
         for text in _pieces(r):
             if text not in known:
-                known[text] = PLAIN_LITERAL.fullmatch(text) is not None or joinable(text)
+                known[text] = joinable(text)
             if not known[text]:
                 return False
         return True
